@@ -1,0 +1,241 @@
+//! The files of an instance's codebase, hashed once: sha256 for `bundle.json`, the git blob id
+//! for the tree id. Read from a directory today; the mirror stage adds git trees as a source.
+
+use std::fs::{self, File};
+use std::io::{self, Read};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
+
+use crate::digest::{GitBlobHasher, GitOid, Sha256Digest, Sha256Hasher};
+use crate::progress::Progress;
+
+use super::error::BundleError;
+use super::manifest::MemberKind;
+use super::{CODEBASE_DIR, gittree, path, tarfmt};
+
+/// Where a codebase file's bytes come from when the tar is written.
+#[derive(Debug, Clone)]
+pub enum EntrySource {
+    File(PathBuf),
+    Bytes(Vec<u8>),
+}
+
+#[derive(Debug, Clone)]
+pub struct CodebaseEntry {
+    /// Relative to the codebase root.
+    pub path: Vec<u8>,
+    pub kind: MemberKind,
+    pub size: u64,
+    pub sha256: Sha256Digest,
+    pub blob: GitOid,
+    pub source: EntrySource,
+}
+
+/// A codebase ready to pack: entries sorted by path bytes, and its git tree id.
+#[derive(Debug, Clone)]
+pub struct Codebase {
+    pub entries: Vec<CodebaseEntry>,
+    pub tree: GitOid,
+}
+
+struct Found {
+    rel: Vec<u8>,
+    abs: PathBuf,
+    kind: MemberKind,
+    size: u64,
+    link: Option<Vec<u8>>,
+}
+
+fn walk(dir: &Path, rel: &[u8], out: &mut Vec<Found>) -> Result<(), BundleError> {
+    let rd = fs::read_dir(dir).map_err(|e| BundleError::io(dir, e))?;
+    for entry in rd {
+        let entry = entry.map_err(|e| BundleError::io(dir, e))?;
+        let name = entry.file_name();
+        // Git never stores `.git`; a checkout's own repository is not part of its tree.
+        if name.as_bytes() == b".git" {
+            continue;
+        }
+        let mut child_rel = rel.to_vec();
+        if !child_rel.is_empty() {
+            child_rel.push(b'/');
+        }
+        child_rel.extend_from_slice(name.as_bytes());
+        let abs = entry.path();
+        let meta = fs::symlink_metadata(&abs).map_err(|e| BundleError::io(&abs, e))?;
+        let ft = meta.file_type();
+        let bad = |reason: String| BundleError::BadInput {
+            path: abs.clone(),
+            reason,
+        };
+        if ft.is_dir() {
+            walk(&abs, &child_rel, out)?;
+        } else if ft.is_symlink() {
+            let target = fs::read_link(&abs).map_err(|e| BundleError::io(&abs, e))?;
+            let target = target.as_os_str().as_bytes().to_vec();
+            let mut member = CODEBASE_DIR.as_bytes().to_vec();
+            member.extend_from_slice(&child_rel);
+            if !path::link_stays_inside(CODEBASE_DIR.as_bytes(), &member, &target) {
+                return Err(bad(format!(
+                    "the symlink points outside the codebase (to `{}`); bundles refuse such links \
+                     (only leading `..` components are allowed in a link target)",
+                    path::display(&target)
+                )));
+            }
+            out.push(Found {
+                rel: child_rel,
+                abs,
+                kind: MemberKind::Symlink,
+                size: target.len() as u64,
+                link: Some(target),
+            });
+        } else if ft.is_file() {
+            if meta.len() > tarfmt::MAX_MEMBER_SIZE {
+                return Err(bad(format!(
+                    "{} bytes is over the largest file a bundle holds",
+                    meta.len()
+                )));
+            }
+            let kind = if meta.permissions().mode() & 0o100 != 0 {
+                MemberKind::Executable
+            } else {
+                MemberKind::File
+            };
+            out.push(Found {
+                rel: child_rel,
+                abs,
+                kind,
+                size: meta.len(),
+                link: None,
+            });
+        } else {
+            let what = if ft.is_fifo() {
+                "a FIFO"
+            } else if ft.is_socket() {
+                "a socket"
+            } else if ft.is_block_device() || ft.is_char_device() {
+                "a device file"
+            } else {
+                "not a regular file, directory or symlink"
+            };
+            return Err(bad(format!("it is {what}; a codebase holds only files and symlinks")));
+        }
+    }
+    Ok(())
+}
+
+/// Files are kept in memory after hashing while the kept total stays under this, so the tar
+/// is written from exactly the bytes that were hashed (a file edited during a pack cannot make
+/// a bundle that contradicts its bundle.json) and is read from disk once.
+const KEEP_IN_MEMORY: u64 = 1 << 30;
+
+fn hash_file(
+    found: &Found,
+    keep: bool,
+    progress: &dyn Progress,
+) -> Result<(Sha256Digest, GitOid, EntrySource), BundleError> {
+    let mut f = File::open(&found.abs).map_err(|e| BundleError::io(&found.abs, e))?;
+    let mut sha = Sha256Hasher::new();
+    let mut blob = GitBlobHasher::new(found.size);
+    let changed = |read: u64| BundleError::BadInput {
+        path: found.abs.clone(),
+        reason: format!(
+            "the file changed while it was read ({} bytes expected, {read} read)",
+            found.size
+        ),
+    };
+    if keep {
+        let mut content = Vec::with_capacity(found.size as usize);
+        (&mut f)
+            .take(found.size + 1)
+            .read_to_end(&mut content)
+            .map_err(|e| BundleError::io(&found.abs, e))?;
+        if content.len() as u64 != found.size {
+            return Err(changed(content.len() as u64));
+        }
+        sha.update(&content);
+        blob.update(&content);
+        progress.advance(found.size);
+        return Ok((sha.finish(), blob.finish(), EntrySource::Bytes(content)));
+    }
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut total = 0u64;
+    loop {
+        let n = match f.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(BundleError::io(&found.abs, e)),
+        };
+        sha.update(&buf[..n]);
+        blob.update(&buf[..n]);
+        total += n as u64;
+        progress.advance(n as u64);
+    }
+    if total != found.size {
+        return Err(changed(total));
+    }
+    Ok((sha.finish(), blob.finish(), EntrySource::File(found.abs.clone())))
+}
+
+impl Codebase {
+    /// Reads the tree under `dir` (without any `.git`), hashing its files in parallel.
+    pub fn from_dir(dir: &Path, progress: &dyn Progress) -> Result<Codebase, BundleError> {
+        let meta = fs::metadata(dir).map_err(|e| BundleError::io(dir, e))?;
+        if !meta.is_dir() {
+            return Err(BundleError::BadInput {
+                path: dir.to_path_buf(),
+                reason: "the codebase must be a directory".into(),
+            });
+        }
+        let mut found = Vec::new();
+        walk(dir, b"", &mut found)?;
+        found.sort_by(|a, b| a.rel.cmp(&b.rel));
+        let total: u64 = found.iter().filter(|f| f.link.is_none()).map(|f| f.size).sum();
+        let keep = total <= KEEP_IN_MEMORY;
+        progress.start("hashing codebase", Some(total));
+        let entries = found
+            .into_par_iter()
+            .map(|f| {
+                let (sha256, blob, source) = match &f.link {
+                    Some(target) => {
+                        let mut b = GitBlobHasher::new(target.len() as u64);
+                        b.update(target);
+                        (
+                            Sha256Digest::of(target),
+                            b.finish(),
+                            EntrySource::Bytes(target.clone()),
+                        )
+                    }
+                    None => hash_file(&f, keep, progress)?,
+                };
+                Ok(CodebaseEntry {
+                    path: f.rel,
+                    kind: f.kind,
+                    size: f.size,
+                    sha256,
+                    blob,
+                    source,
+                })
+            })
+            .collect::<Result<Vec<_>, BundleError>>()?;
+        progress.finish();
+        Codebase::from_entries(entries).map_err(|reason| BundleError::BadInput {
+            path: dir.to_path_buf(),
+            reason,
+        })
+    }
+
+    /// A codebase from entries already hashed (any order).
+    pub fn from_entries(mut entries: Vec<CodebaseEntry>) -> Result<Codebase, String> {
+        entries.sort_by(|a, b| a.path.cmp(&b.path));
+        let tree = gittree::tree_id(entries.iter().map(|e| (&e.path[..], e.kind, e.blob)))?;
+        Ok(Codebase { entries, tree })
+    }
+
+    pub fn total_size(&self) -> u64 {
+        self.entries.iter().map(|e| e.size).sum()
+    }
+}

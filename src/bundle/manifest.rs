@@ -1,0 +1,132 @@
+//! `bundle.json`: the first member of every bundle, listing every other member with its size
+//! and sha256, and the git tree id of `codebase/`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::digest::{GitOid, Sha256Digest};
+
+use super::path;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MemberKind {
+    /// A regular file, mode 0644 (git 100644).
+    File,
+    /// A regular file with the executable bit, mode 0755 (git 100755).
+    Executable,
+    /// A symbolic link (git 120000); its content is the target path.
+    Symlink,
+}
+
+impl MemberKind {
+    /// The mode git records for this kind in a tree.
+    pub fn git_mode(self) -> &'static str {
+        match self {
+            MemberKind::File => "100644",
+            MemberKind::Executable => "100755",
+            MemberKind::Symlink => "120000",
+        }
+    }
+    /// The mode written into the tar header.
+    pub fn tar_mode(self) -> u32 {
+        match self {
+            MemberKind::File => 0o644,
+            MemberKind::Executable => 0o755,
+            MemberKind::Symlink => 0o777,
+        }
+    }
+}
+
+/// One member of a bundle. `size` and `sha256` are those of the content; for a symlink, the
+/// content is its target path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "RawMember", into = "RawMember")]
+pub struct ManifestMember {
+    pub path: Vec<u8>,
+    pub kind: MemberKind,
+    pub size: u64,
+    pub sha256: Sha256Digest,
+}
+
+/// The JSON shape of a member: `path` when the path is UTF-8, `path_hex` (the bytes in hex)
+/// when it is not, since JSON strings cannot carry arbitrary bytes.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMember {
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    path: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    path_hex: Option<String>,
+    kind: MemberKind,
+    size: u64,
+    sha256: Sha256Digest,
+}
+
+impl TryFrom<RawMember> for ManifestMember {
+    type Error = String;
+    fn try_from(raw: RawMember) -> Result<Self, String> {
+        let path = match (raw.path, raw.path_hex) {
+            (Some(p), None) => p.into_bytes(),
+            (None, Some(h)) => hex::decode(&h).map_err(|e| format!("bad path_hex `{h}`: {e}"))?,
+            _ => return Err("a member needs exactly one of `path` and `path_hex`".into()),
+        };
+        if let Some(reason) = path::invalid_reason(&path) {
+            return Err(format!("member `{}`: {reason}", path::display(&path)));
+        }
+        Ok(ManifestMember {
+            path,
+            kind: raw.kind,
+            size: raw.size,
+            sha256: raw.sha256,
+        })
+    }
+}
+
+impl From<ManifestMember> for RawMember {
+    fn from(m: ManifestMember) -> Self {
+        let (path, path_hex) = match String::from_utf8(m.path) {
+            Ok(s) => (Some(s), None),
+            Err(e) => (None, Some(hex::encode(e.into_bytes()))),
+        };
+        RawMember {
+            path,
+            path_hex,
+            kind: m.kind,
+            size: m.size,
+            sha256: m.sha256,
+        }
+    }
+}
+
+/// The content of `bundle.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    pub format: String,
+    pub version: u32,
+    pub instance_id: String,
+    /// The git tree id of `codebase/`, as `git write-tree` would give it.
+    pub codebase_tree: GitOid,
+    /// Every member but `bundle.json`, sorted by path bytes.
+    pub members: Vec<ManifestMember>,
+}
+
+impl Manifest {
+    /// The bytes of `bundle.json`: fixed field order, two-space indent, a final newline.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = serde_json::to_vec_pretty(self).expect("a manifest always serializes");
+        out.push(b'\n');
+        out
+    }
+
+    /// Files in `codebase/`.
+    pub fn codebase_members(&self) -> impl Iterator<Item = &ManifestMember> {
+        self.members
+            .iter()
+            .filter(|m| m.path.starts_with(super::CODEBASE_DIR.as_bytes()))
+    }
+
+    pub fn member(&self, path: &str) -> Option<&ManifestMember> {
+        self.members.iter().find(|m| m.path == path.as_bytes())
+    }
+}

@@ -1,0 +1,44 @@
+//! Bundle format v1: one task instance as a deterministic POSIX tar stream, zstd-compressed,
+//! named by the sha256 of the uncompressed tar. See `docs/BUNDLE-FORMAT.md` for the exact bytes.
+
+mod codebase;
+mod error;
+mod gittree;
+mod manifest;
+mod pack;
+mod path;
+mod read;
+mod tarfmt;
+
+pub use codebase::{Codebase, CodebaseEntry, EntrySource};
+pub use error::{BundleError, Problem};
+pub use gittree::tree_id;
+pub use manifest::{Manifest, ManifestMember, MemberKind};
+pub use pack::{PackInputs, PackOptions, PackedBundle, pack_to_dir};
+pub use read::{Limits, ScanReport, id_from_file_name, read_manifest, unpack, verify_file};
+pub use tarfmt::TarWriter;
+
+/// The `format` field of every `bundle.json`.
+pub const FORMAT: &str = "swe-ark-bundle";
+/// The bundle format version this swe-ark writes and reads.
+pub const VERSION: u32 = 1;
+/// The name of the manifest, always the first member of the tar.
+pub const MANIFEST: &str = "bundle.json";
+/// The directory that holds the instance's codebase inside a bundle.
+pub const CODEBASE_DIR: &str = "codebase/";
+/// Bundle files are named `<id>.tar.zst`.
+pub const FILE_SUFFIX: &str = ".tar.zst";
+
+/// Members other than the codebase that a bundle may hold. Anything else outside `codebase/`
+/// is refused when reading.
+pub const FIXED_MEMBERS: [&str; 9] = [
+    "bundle.json",
+    "env/pylock.toml",
+    "env/spec.toml",
+    "instance.json",
+    "logs/post.log",
+    "logs/pre.log",
+    "patches/gold.diff",
+    "patches/test.diff",
+    "results.json",
+];

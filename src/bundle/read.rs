@@ -1,0 +1,748 @@
+//! Reading a bundle: the zstd stream is decoded and hashed on one thread while the tar is
+//! checked on another; every member is checked against `bundle.json` before it is trusted.
+//! Unpacking writes into a staging directory inside the target and moves the members into
+//! place only when the whole bundle checked out.
+
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+use std::ffi::OsStr;
+use std::fs::{self, File};
+use std::io::{self, BufReader, Read, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+
+use tar::EntryType;
+
+use crate::digest::{GitBlobHasher, GitOid, Sha256Digest, Sha256Hasher};
+use crate::progress::Progress;
+
+use super::error::{BundleError, Problem};
+use super::manifest::{Manifest, ManifestMember, MemberKind};
+use super::{CODEBASE_DIR, FILE_SUFFIX, FIXED_MEMBERS, FORMAT, MANIFEST, VERSION, gittree, path};
+
+/// Bounds on what a bundle may expand to, against decompression bombs.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    pub max_member_size: u64,
+    pub max_total_size: u64,
+    pub max_manifest_size: u64,
+    pub max_members: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_member_size: 4 << 30,
+            max_total_size: 32 << 30,
+            max_manifest_size: 256 << 20,
+            max_members: 4_000_000,
+        }
+    }
+}
+
+/// What reading a whole bundle found.
+#[derive(Debug, Clone)]
+pub struct ScanReport {
+    /// The sha256 of the uncompressed tar: the bundle's id.
+    pub id: Sha256Digest,
+    pub tar_size: u64,
+    pub manifest: Manifest,
+    /// Every member that did not check out; empty for a good bundle.
+    pub problems: Vec<Problem>,
+}
+
+/// The id a bundle file's name claims (`<64 hex>.tar.zst`), if it has one.
+pub fn id_from_file_name(path: &Path) -> Option<Sha256Digest> {
+    let name = path.file_name()?.to_str()?;
+    name.strip_suffix(FILE_SUFFIX)?.parse().ok()
+}
+
+const CHUNK: usize = 1 << 20;
+
+type Chunk = Result<Vec<u8>, String>;
+
+/// The decoded tar stream, as it arrives from the decoding thread.
+struct Pipe {
+    rx: Receiver<Chunk>,
+    cur: Vec<u8>,
+    pos: usize,
+    zstd_error: Rc<RefCell<Option<String>>>,
+}
+
+impl Read for Pipe {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        while self.pos == self.cur.len() {
+            match self.rx.recv() {
+                Ok(Ok(chunk)) => {
+                    self.cur = chunk;
+                    self.pos = 0;
+                }
+                Ok(Err(msg)) => {
+                    *self.zstd_error.borrow_mut() = Some(msg.clone());
+                    return Err(io::Error::other(msg));
+                }
+                Err(_) => return Ok(0),
+            }
+        }
+        let n = buf.len().min(self.cur.len() - self.pos);
+        buf[..n].copy_from_slice(&self.cur[self.pos..self.pos + n]);
+        self.pos += n;
+        Ok(n)
+    }
+}
+
+/// Decodes `file`, hashing the decoded bytes, and sends them on in chunks. Stops early if the
+/// reader hangs up.
+fn decode(file: File, tx: SyncSender<Chunk>, progress: &dyn Progress) -> (Sha256Digest, u64) {
+    let mut hasher = Sha256Hasher::new();
+    let mut len = 0u64;
+    let counted = ProgressReader {
+        inner: BufReader::with_capacity(CHUNK, file),
+        progress,
+    };
+    let mut decoder = match zstd::stream::read::Decoder::with_buffer(BufReader::new(counted)) {
+        Ok(d) => d,
+        Err(e) => {
+            let _ = tx.send(Err(e.to_string()));
+            return (hasher.finish(), len);
+        }
+    };
+    loop {
+        let mut buf = vec![0u8; CHUNK];
+        let mut filled = 0;
+        // Fill whole chunks so the reader side sees few, large pieces.
+        while filled < CHUNK {
+            match decoder.read(&mut buf[filled..]) {
+                Ok(0) => break,
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    let _ = tx.send(Err(e.to_string()));
+                    return (hasher.finish(), len);
+                }
+            }
+        }
+        if filled == 0 {
+            return (hasher.finish(), len);
+        }
+        buf.truncate(filled);
+        hasher.update(&buf);
+        len += filled as u64;
+        if tx.send(Ok(buf)).is_err() {
+            return (hasher.finish(), len);
+        }
+    }
+}
+
+struct ProgressReader<'a, R> {
+    inner: R,
+    progress: &'a dyn Progress,
+}
+
+impl<R: Read> Read for ProgressReader<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.progress.advance(n as u64);
+        Ok(n)
+    }
+}
+
+/// Where checked members go.
+enum Sink<'a> {
+    Discard,
+    Dir(&'a Path),
+}
+
+struct Seen {
+    kinds: HashMap<Vec<u8>, MemberKind>,
+    created_dirs: HashSet<PathBuf>,
+    codebase: Vec<(Vec<u8>, MemberKind, GitOid)>,
+    total: u64,
+}
+
+fn kind_name(t: EntryType) -> String {
+    match t {
+        EntryType::Directory => "a directory entry (bundle format v1 has none)".into(),
+        EntryType::Char | EntryType::Block => "a device file".into(),
+        EntryType::Fifo => "a FIFO".into(),
+        EntryType::GNUSparse => "a sparse file".into(),
+        EntryType::XGlobalHeader => "a pax global header".into(),
+        other => format!("an entry of tar type `{}`", other.as_byte() as char),
+    }
+}
+
+struct Scanner<'a> {
+    bundle: &'a Path,
+    limits: &'a Limits,
+    sink: Sink<'a>,
+    problems: Vec<Problem>,
+}
+
+impl Scanner<'_> {
+    fn refuse(&self, member: &[u8], reason: impl Into<String>) -> BundleError {
+        BundleError::Refused {
+            path: self.bundle.to_path_buf(),
+            member: path::display(member),
+            reason: reason.into(),
+        }
+    }
+
+    fn problem(&mut self, member: &[u8], reason: impl Into<String>) {
+        self.problems.push(Problem {
+            member: path::display(member),
+            reason: reason.into(),
+        });
+    }
+
+    fn read_manifest(
+        &self,
+        entry: &mut tar::Entry<impl Read>,
+    ) -> Result<(Manifest, Vec<u8>), BundleError> {
+        let name = entry.path_bytes().into_owned();
+        let not_bundle = |detail: String| BundleError::NotABundle {
+            path: self.bundle.to_path_buf(),
+            detail,
+        };
+        if name != MANIFEST.as_bytes() || !entry.header().entry_type().is_file() {
+            return Err(not_bundle(format!(
+                "its first member is `{}`, not {MANIFEST}",
+                path::display(&name)
+            )));
+        }
+        let size = entry.size();
+        if size > self.limits.max_manifest_size {
+            return Err(self.refuse(
+                &name,
+                format!(
+                    "{size} bytes is over the limit of {} for bundle.json",
+                    self.limits.max_manifest_size
+                ),
+            ));
+        }
+        let mut bytes = Vec::with_capacity(size as usize);
+        entry
+            .read_to_end(&mut bytes)
+            .map_err(|e| BundleError::io(self.bundle, e))?;
+        let bad = |detail: String| BundleError::BadManifest {
+            path: self.bundle.to_path_buf(),
+            detail,
+        };
+        let loose: serde_json::Value =
+            serde_json::from_slice(&bytes).map_err(|e| bad(format!("not JSON: {e}")))?;
+        if loose.get("format").and_then(|v| v.as_str()) != Some(FORMAT) {
+            return Err(not_bundle(format!(
+                "bundle.json has format {}, not \"{FORMAT}\"",
+                loose.get("format").map_or("(none)".to_string(), |v| v.to_string())
+            )));
+        }
+        match loose.get("version").and_then(|v| v.as_u64()) {
+            Some(v) if v == u64::from(VERSION) => {}
+            Some(found) => {
+                return Err(BundleError::UnsupportedVersion {
+                    path: self.bundle.to_path_buf(),
+                    found,
+                    supported: VERSION,
+                });
+            }
+            None => return Err(bad("it has no numeric `version`".into())),
+        }
+        let manifest: Manifest =
+            serde_json::from_value(loose).map_err(|e| bad(e.to_string()))?;
+        let mut paths = HashSet::new();
+        for m in &manifest.members {
+            if m.path == MANIFEST.as_bytes() || !paths.insert(&m.path[..]) {
+                return Err(bad(format!(
+                    "member `{}` is listed twice (or bundle.json lists itself)",
+                    path::display(&m.path)
+                )));
+            }
+        }
+        if manifest.members.len() as u64 > self.limits.max_members {
+            return Err(bad(format!(
+                "it lists {} members, over the limit of {}",
+                manifest.members.len(),
+                self.limits.max_members
+            )));
+        }
+        Ok((manifest, bytes))
+    }
+
+    /// Structural checks on one entry, before a byte of it is written.
+    fn check_entry(
+        &self,
+        name: &[u8],
+        etype: EntryType,
+        link: Option<&[u8]>,
+        seen: &Seen,
+    ) -> Result<MemberKind, BundleError> {
+        if let Some(reason) = path::invalid_reason(name) {
+            return Err(self.refuse(name, reason));
+        }
+        let in_codebase =
+            name.starts_with(CODEBASE_DIR.as_bytes()) && name.len() > CODEBASE_DIR.len();
+        if !in_codebase && !FIXED_MEMBERS.iter().any(|f| f.as_bytes() == name) {
+            return Err(self.refuse(
+                name,
+                "not a member of bundle format v1 (only codebase/… and the fixed members)",
+            ));
+        }
+        if seen.kinds.contains_key(name) {
+            return Err(self.refuse(name, "the member appears twice"));
+        }
+        for anc in path::ancestors(name) {
+            match seen.kinds.get(anc) {
+                Some(MemberKind::Symlink) => {
+                    return Err(self.refuse(
+                        name,
+                        format!("its path goes through the symlink `{}`", path::display(anc)),
+                    ));
+                }
+                Some(_) => {
+                    return Err(self.refuse(
+                        name,
+                        format!("its path goes through the file `{}`", path::display(anc)),
+                    ));
+                }
+                None => {}
+            }
+        }
+        match etype {
+            EntryType::Regular | EntryType::Continuous => Ok(MemberKind::File),
+            EntryType::Symlink => {
+                let target = link.unwrap_or_default();
+                if !in_codebase {
+                    return Err(self.refuse(name, "only codebase/ may hold symlinks"));
+                }
+                if !path::link_stays_inside(CODEBASE_DIR.as_bytes(), name, target) {
+                    return Err(self.refuse(
+                        name,
+                        format!(
+                            "the symlink points outside the tree (to `{}`)",
+                            path::display(target)
+                        ),
+                    ));
+                }
+                Ok(MemberKind::Symlink)
+            }
+            EntryType::Link => {
+                let target = link.unwrap_or_default();
+                let outside = path::invalid_reason(target).is_some();
+                Err(self.refuse(
+                    name,
+                    format!(
+                        "a hard link to `{}`{}; bundle format v1 has no hard links",
+                        path::display(target),
+                        if outside { ", outside the tree" } else { "" }
+                    ),
+                ))
+            }
+            other => Err(self.refuse(name, kind_name(other))),
+        }
+    }
+
+    fn scan(
+        &mut self,
+        file: File,
+        expected: Option<Sha256Digest>,
+        progress: &dyn Progress,
+    ) -> Result<ScanReport, BundleError> {
+        let (tx, rx) = sync_channel::<Chunk>(8);
+        let zstd_error = Rc::new(RefCell::new(None));
+        let pipe = Pipe {
+            rx,
+            cur: Vec::new(),
+            pos: 0,
+            zstd_error: zstd_error.clone(),
+        };
+        std::thread::scope(|scope| {
+            let decoder = scope.spawn(move || decode(file, tx, progress));
+            let result = self.scan_tar(pipe, &zstd_error);
+            // The decoder thread ends once the pipe is dropped or the stream ends.
+            let (id, tar_size) = decoder.join().expect("the decoding thread does not panic");
+            let manifest = result?;
+            if let Some(expected) = expected
+                && expected != id
+            {
+                self.problems.push(Problem {
+                    member: "(whole bundle)".into(),
+                    reason: format!("the bundle hashes to {id}, but its id is {expected}"),
+                });
+            }
+            Ok(ScanReport {
+                id,
+                tar_size,
+                manifest,
+                problems: std::mem::take(&mut self.problems),
+            })
+        })
+    }
+
+    fn classify(&self, e: io::Error, zstd_error: &Rc<RefCell<Option<String>>>) -> BundleError {
+        match zstd_error.borrow().clone() {
+            Some(detail) => BundleError::Zstd {
+                path: self.bundle.to_path_buf(),
+                detail,
+            },
+            None => BundleError::Tar {
+                path: self.bundle.to_path_buf(),
+                detail: e.to_string(),
+            },
+        }
+    }
+
+    fn scan_tar(
+        &mut self,
+        pipe: Pipe,
+        zstd_error: &Rc<RefCell<Option<String>>>,
+    ) -> Result<Manifest, BundleError> {
+        let mut archive = tar::Archive::new(pipe);
+        let mut entries = archive.entries().map_err(|e| self.classify(e, zstd_error))?;
+        let mut first = match entries.next() {
+            Some(Ok(e)) => e,
+            Some(Err(e)) => return Err(self.classify(e, zstd_error)),
+            None => {
+                return Err(BundleError::NotABundle {
+                    path: self.bundle.to_path_buf(),
+                    detail: "the tar archive is empty".into(),
+                });
+            }
+        };
+        let (manifest, manifest_bytes) = self.read_manifest(&mut first)?;
+        drop(first);
+        let listed: HashMap<&[u8], &ManifestMember> = manifest
+            .members
+            .iter()
+            .map(|m| (&m.path[..], m))
+            .collect();
+        let mut seen = Seen {
+            kinds: HashMap::new(),
+            created_dirs: HashSet::new(),
+            codebase: Vec::new(),
+            total: 0,
+        };
+        if let Some((mut f, p)) = self.create_file(MANIFEST.as_bytes(), MemberKind::File, &mut seen)? {
+            f.write_all(&manifest_bytes).map_err(|e| BundleError::io(&p, e))?;
+        }
+        seen.kinds.insert(MANIFEST.as_bytes().to_vec(), MemberKind::File);
+        let mut buf = vec![0u8; 256 * 1024];
+        for entry in entries {
+            let mut entry = entry.map_err(|e| self.classify(e, zstd_error))?;
+            let name = entry.path_bytes().into_owned();
+            let etype = entry.header().entry_type();
+            let link = entry.link_name_bytes().map(|l| l.into_owned());
+            let kind = self.check_entry(&name, etype, link.as_deref(), &seen)?;
+            let size = entry.size();
+            if seen.kinds.len() as u64 >= self.limits.max_members {
+                return Err(self.refuse(
+                    &name,
+                    format!("the bundle has over {} members", self.limits.max_members),
+                ));
+            }
+            if size > self.limits.max_member_size {
+                return Err(self.refuse(
+                    &name,
+                    format!(
+                        "{size} bytes is over the member size limit of {}",
+                        self.limits.max_member_size
+                    ),
+                ));
+            }
+            seen.total += size;
+            if seen.total > self.limits.max_total_size {
+                return Err(self.refuse(
+                    &name,
+                    format!(
+                        "the bundle expands past the total size limit of {} bytes",
+                        self.limits.max_total_size
+                    ),
+                ));
+            }
+            let in_codebase = name.starts_with(CODEBASE_DIR.as_bytes());
+            let (sha256, blob, content_len, kind) = if kind == MemberKind::Symlink {
+                let target = link.unwrap_or_default();
+                self.write_symlink(&name, &target, &mut seen)?;
+                let mut b = GitBlobHasher::new(target.len() as u64);
+                b.update(&target);
+                (
+                    Sha256Digest::of(&target),
+                    b.finish(),
+                    target.len() as u64,
+                    kind,
+                )
+            } else {
+                let kind = if entry.header().mode().unwrap_or(0o644) & 0o100 != 0 {
+                    MemberKind::Executable
+                } else {
+                    MemberKind::File
+                };
+                let mut out = self.create_file(&name, kind, &mut seen)?;
+                let mut sha = Sha256Hasher::new();
+                let mut blob = in_codebase.then(|| GitBlobHasher::new(size));
+                let mut n_total = 0u64;
+                loop {
+                    let n = match entry.read(&mut buf) {
+                        Ok(0) => break,
+                        Ok(n) => n,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                        Err(e) => return Err(self.classify(e, zstd_error)),
+                    };
+                    sha.update(&buf[..n]);
+                    if let Some(b) = blob.as_mut() {
+                        b.update(&buf[..n]);
+                    }
+                    if let Some((f, p)) = out.as_mut() {
+                        f.write_all(&buf[..n]).map_err(|e| BundleError::io(&*p, e))?;
+                    }
+                    n_total += n as u64;
+                }
+                if n_total != size {
+                    return Err(BundleError::Tar {
+                        path: self.bundle.to_path_buf(),
+                        detail: format!(
+                            "member `{}` is truncated ({n_total} of {size} bytes)",
+                            path::display(&name)
+                        ),
+                    });
+                }
+                (
+                    sha.finish(),
+                    blob.map_or(GitOid([0; 20]), |b| b.finish()),
+                    n_total,
+                    kind,
+                )
+            };
+            seen.kinds.insert(name.clone(), kind);
+            if in_codebase {
+                seen.codebase
+                    .push((name[CODEBASE_DIR.len()..].to_vec(), kind, blob));
+            }
+            match listed.get(&name[..]) {
+                None => self.problem(&name, "the member is not listed in bundle.json"),
+                Some(m) => {
+                    if m.kind != kind {
+                        self.problem(
+                            &name,
+                            format!("it is a {kind:?} but bundle.json lists a {:?}", m.kind),
+                        );
+                    }
+                    if m.sha256 != sha256 || m.size != content_len {
+                        self.problem(
+                            &name,
+                            format!(
+                                "content does not match bundle.json (sha256 {sha256}, {content_len} bytes; \
+                                 expected {}, {} bytes)",
+                                m.sha256, m.size
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+        for m in &manifest.members {
+            if !seen.kinds.contains_key(&m.path) {
+                self.problem(&m.path, "listed in bundle.json but missing from the bundle");
+            }
+        }
+        match gittree::tree_id(seen.codebase.iter().map(|(p, k, o)| (&p[..], *k, *o))) {
+            Ok(tree) if tree != manifest.codebase_tree => self.problem(
+                b"codebase/",
+                format!(
+                    "its git tree id is {tree}, but bundle.json says {}",
+                    manifest.codebase_tree
+                ),
+            ),
+            Ok(_) => {}
+            Err(e) => self.problem(b"codebase/", e),
+        }
+        // Whatever follows the end-of-archive marker must be zero padding.
+        let mut pipe = archive.into_inner();
+        loop {
+            let n = pipe
+                .read(&mut buf)
+                .map_err(|e| self.classify(e, zstd_error))?;
+            if n == 0 {
+                break;
+            }
+            if buf[..n].iter().any(|&b| b != 0) {
+                self.problem(b"(whole bundle)", "data follows the end of the tar archive");
+                io::copy(&mut pipe, &mut io::sink()).map_err(|e| self.classify(e, zstd_error))?;
+                break;
+            }
+        }
+        Ok(manifest)
+    }
+
+    fn target_path(root: &Path, name: &[u8]) -> PathBuf {
+        root.join(OsStr::from_bytes(name))
+    }
+
+    fn ensure_parent(&self, root: &Path, name: &[u8], seen: &mut Seen) -> Result<(), BundleError> {
+        if let Some(pos) = name.iter().rposition(|&b| b == b'/') {
+            let dir = Self::target_path(root, &name[..pos]);
+            if !seen.created_dirs.contains(&dir) {
+                fs::create_dir_all(&dir).map_err(|e| BundleError::io(&dir, e))?;
+                seen.created_dirs.insert(dir);
+            }
+        }
+        Ok(())
+    }
+
+    fn create_file(
+        &self,
+        name: &[u8],
+        kind: MemberKind,
+        seen: &mut Seen,
+    ) -> Result<Option<(File, PathBuf)>, BundleError> {
+        let Sink::Dir(root) = self.sink else {
+            return Ok(None);
+        };
+        self.ensure_parent(root, name, seen)?;
+        let p = Self::target_path(root, name);
+        let f = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(kind.tar_mode())
+            .open(&p)
+            .map_err(|e| BundleError::io(&p, e))?;
+        Ok(Some((f, p)))
+    }
+
+    fn write_symlink(&self, name: &[u8], target: &[u8], seen: &mut Seen) -> Result<(), BundleError> {
+        let Sink::Dir(root) = self.sink else {
+            return Ok(());
+        };
+        self.ensure_parent(root, name, seen)?;
+        let p = Self::target_path(root, name);
+        std::os::unix::fs::symlink(OsStr::from_bytes(target), &p).map_err(|e| BundleError::io(&p, e))
+    }
+}
+
+fn open(path: &Path) -> Result<File, BundleError> {
+    File::open(path).map_err(|e| BundleError::io(path, e))
+}
+
+/// Reads and checks the whole bundle at `path`, writing nothing. Hash mismatches and members
+/// missing from or absent in `bundle.json` are listed in the report's `problems`; a bundle that
+/// cannot be read safely at all is an error.
+pub fn verify_file(
+    path: &Path,
+    expected: Option<Sha256Digest>,
+    limits: &Limits,
+    progress: &dyn Progress,
+) -> Result<ScanReport, BundleError> {
+    let file = open(path)?;
+    progress.start("verifying", file.metadata().ok().map(|m| m.len()));
+    let mut scanner = Scanner {
+        bundle: path,
+        limits,
+        sink: Sink::Discard,
+        problems: Vec::new(),
+    };
+    let report = scanner.scan(file, expected, progress);
+    progress.finish();
+    report
+}
+
+/// Unpacks the bundle at `path` into `target` (which must be missing or empty). Nothing is left
+/// in `target` unless every check passed.
+pub fn unpack(
+    path: &Path,
+    target: &Path,
+    expected: Option<Sha256Digest>,
+    limits: &Limits,
+    progress: &dyn Progress,
+) -> Result<ScanReport, BundleError> {
+    let bad_target = |reason: String| BundleError::BadTarget {
+        path: target.to_path_buf(),
+        reason,
+    };
+    let file = open(path)?;
+    let created = match fs::symlink_metadata(target) {
+        Ok(m) if m.is_dir() => {
+            let mut rd = fs::read_dir(target).map_err(|e| BundleError::io(target, e))?;
+            if rd.next().is_some() {
+                return Err(bad_target("the directory is not empty".into()));
+            }
+            false
+        }
+        Ok(_) => return Err(bad_target("it exists and is not a directory".into())),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            fs::create_dir_all(target).map_err(|e| BundleError::io(target, e))?;
+            true
+        }
+        Err(e) => return Err(BundleError::io(target, e)),
+    };
+    let staging = tempfile::Builder::new()
+        .prefix(".swe-ark-unpack-")
+        .tempdir_in(target)
+        .map_err(|e| BundleError::io(target, e))?;
+    progress.start("unpacking", file.metadata().ok().map(|m| m.len()));
+    let mut scanner = Scanner {
+        bundle: path,
+        limits,
+        sink: Sink::Dir(staging.path()),
+        problems: Vec::new(),
+    };
+    let result = scanner.scan(file, expected, progress).and_then(|report| {
+        if report.problems.is_empty() {
+            Ok(report)
+        } else {
+            Err(BundleError::Failed {
+                path: path.to_path_buf(),
+                problems: report.problems,
+            })
+        }
+    });
+    progress.finish();
+    let report = match result {
+        Ok(r) => r,
+        Err(e) => {
+            drop(staging);
+            if created {
+                let _ = fs::remove_dir(target);
+            }
+            return Err(e);
+        }
+    };
+    let entries = fs::read_dir(staging.path()).map_err(|e| BundleError::io(staging.path(), e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| BundleError::io(staging.path(), e))?;
+        let dest = target.join(entry.file_name());
+        fs::rename(entry.path(), &dest).map_err(|e| BundleError::io(&dest, e))?;
+    }
+    Ok(report)
+}
+
+/// Reads only `bundle.json`, without checking the rest of the bundle: for showing, not trusting.
+pub fn read_manifest(path: &Path) -> Result<Manifest, BundleError> {
+    let file = open(path)?;
+    let decoder = zstd::stream::read::Decoder::new(file).map_err(|e| BundleError::Zstd {
+        path: path.to_path_buf(),
+        detail: e.to_string(),
+    })?;
+    let mut archive = tar::Archive::new(decoder);
+    let mut entries = archive.entries().map_err(|e| BundleError::Tar {
+        path: path.to_path_buf(),
+        detail: e.to_string(),
+    })?;
+    let scanner = Scanner {
+        bundle: path,
+        limits: &Limits::default(),
+        sink: Sink::Discard,
+        problems: Vec::new(),
+    };
+    match entries.next() {
+        Some(Ok(mut e)) => scanner.read_manifest(&mut e).map(|(m, _)| m),
+        Some(Err(e)) => Err(BundleError::Tar {
+            path: path.to_path_buf(),
+            detail: e.to_string(),
+        }),
+        None => Err(BundleError::NotABundle {
+            path: path.to_path_buf(),
+            detail: "the tar archive is empty".into(),
+        }),
+    }
+}

@@ -1,0 +1,83 @@
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+
+use crate::store::{Ark, BundleRow};
+
+use super::Context;
+use super::output::{human_bytes, human_time};
+
+#[derive(Debug, clap::Args)]
+pub struct LsArgs {
+    /// Print JSON: a list of instances, each with its bundles.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(ctx: &Context, args: LsArgs) -> anyhow::Result<ExitCode> {
+    let ark = Ark::open(&ctx.ark)?;
+    let instances = ark.index().instances()?;
+    let mut bundles: BTreeMap<String, Vec<BundleRow>> = BTreeMap::new();
+    for b in ark.index().bundles()? {
+        bundles.entry(b.instance_id.clone()).or_default().push(b);
+    }
+    if args.json {
+        let list: Vec<_> = instances
+            .iter()
+            .map(|i| {
+                serde_json::json!({
+                    "instance_id": i.instance_id,
+                    "repo": i.repo,
+                    "base_commit": i.base_commit,
+                    "version": i.version,
+                    "created_at": i.created_at,
+                    "bundles": bundles.get(&i.instance_id).cloned().unwrap_or_default(),
+                })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&list)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if instances.is_empty() {
+        ctx.note(format!("the archive `{}` holds no instances", ctx.ark.display()));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let width = instances.iter().map(|i| i.instance_id.len()).max().unwrap_or(8).max(8);
+    let repo_width = instances.iter().map(|i| i.repo.len()).max().unwrap_or(4).max(4);
+    println!(
+        "{:<width$}  {:<repo_width$}  {:<7}  {:<12}  {:>6}  {:>10}  {:>10}  PACKED",
+        "INSTANCE", "REPO", "VERSION", "BUNDLE", "FILES", "TAR", "ZSTD"
+    );
+    let mut total_files = 0;
+    let mut total_bundles = 0;
+    for i in &instances {
+        let rows = bundles.get(&i.instance_id).map(Vec::as_slice).unwrap_or(&[]);
+        if rows.is_empty() {
+            println!(
+                "{:<width$}  {:<repo_width$}  {:<7}  {:<12}",
+                i.instance_id, i.repo, i.version, "-"
+            );
+        }
+        for b in rows {
+            total_bundles += 1;
+            total_files += b.file_size;
+            println!(
+                "{:<width$}  {:<repo_width$}  {:<7}  {:<12}  {:>6}  {:>10}  {:>10}  {}",
+                i.instance_id,
+                i.repo,
+                i.version,
+                b.id.short(),
+                b.codebase_files,
+                human_bytes(b.tar_size),
+                human_bytes(b.file_size),
+                human_time(b.packed_at)
+            );
+        }
+    }
+    ctx.note(format!(
+        "{} instances, {} bundles, {} on disk",
+        instances.len(),
+        total_bundles,
+        human_bytes(total_files)
+    ));
+    Ok(ExitCode::SUCCESS)
+}

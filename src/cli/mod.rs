@@ -1,0 +1,130 @@
+//! The command line: clap definitions, one file per verb, and the exit-code contract:
+//! 0 success, 1 a check failed, 2 an error (bad input, I/O, refused bundle).
+
+mod ls;
+mod output;
+mod pack;
+mod show;
+mod unpack;
+mod verify;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+pub use output::TerminalProgress;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "swe-ark",
+    version,
+    about = "Reproducible, offline archives of SWE-bench task instances",
+    long_about = "Packs SWE-bench task instances into deterministic, content-hashed bundles \
+                  indexed in SQLite, and verifies and unpacks them by hash.\n\n\
+                  Exit codes: 0 success, 1 a check failed, 2 an error."
+)]
+pub struct Cli {
+    /// The archive directory.
+    #[arg(long, global = true, env = "SWE_ARK_HOME", default_value = "./ark")]
+    pub ark: PathBuf,
+    /// More log output on stderr (-v debug, -vv trace); RUST_LOG overrides.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// Print only data and errors: no progress, no summaries on stderr.
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+    /// No progress bars, even on a terminal.
+    #[arg(long, global = true)]
+    pub no_progress: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Pack one task instance into a bundle; prints the bundle id on stdout's last line.
+    Pack(pack::PackArgs),
+    /// List the instances and bundles in the archive.
+    Ls(ls::LsArgs),
+    /// Show a bundle's manifest and its instance's fields.
+    Show(show::ShowArgs),
+    /// Re-hash bundles and objects; exit 1 naming each bad bundle or member.
+    Verify(verify::VerifyArgs),
+    /// Check a bundle and unpack it into a directory.
+    Unpack(unpack::UnpackArgs),
+}
+
+/// What every command gets besides its own arguments.
+pub struct Context {
+    pub ark: PathBuf,
+    pub quiet: bool,
+    pub progress: bool,
+}
+
+impl Context {
+    pub fn progress(&self) -> Box<dyn crate::progress::Progress> {
+        if self.progress {
+            Box::new(TerminalProgress::new())
+        } else {
+            Box::new(crate::progress::NoProgress)
+        }
+    }
+
+    /// A note for people, on stderr, unless `-q`.
+    pub fn note(&self, msg: impl std::fmt::Display) {
+        if !self.quiet {
+            eprintln!("{msg}");
+        }
+    }
+}
+
+fn init_tracing(verbose: u8, quiet: bool) {
+    use tracing_subscriber::EnvFilter;
+    let default = match (quiet, verbose) {
+        (true, _) => "error",
+        (false, 0) => "warn",
+        (false, 1) => "swe_ark=debug",
+        (false, _) => "swe_ark=trace",
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .without_time()
+        .try_init();
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// Parses the command line, runs the command and returns the process exit code.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing(cli.verbose, cli.quiet);
+    let ctx = Context {
+        ark: cli.ark.clone(),
+        quiet: cli.quiet,
+        progress: !cli.quiet && !cli.no_progress && std::io::IsTerminal::is_terminal(&std::io::stderr()),
+    };
+    let result = match cli.command {
+        Command::Pack(args) => pack::run(&ctx, args),
+        Command::Ls(args) => ls::run(&ctx, args),
+        Command::Show(args) => show::run(&ctx, args),
+        Command::Verify(args) => verify::run(&ctx, args),
+        Command::Unpack(args) => unpack::run(&ctx, args),
+    };
+    match result {
+        Ok(code) => code,
+        // A reader that stops early (`| head`) is a normal end.
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("swe-ark: error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

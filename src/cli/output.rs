@@ -1,0 +1,113 @@
+//! Output helpers: the terminal progress bar, sizes for people, sizes from people.
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use crate::progress::Progress;
+
+/// A progress bar on stderr (the caller decides whether stderr is a terminal).
+pub struct TerminalProgress {
+    bar: ProgressBar,
+}
+
+impl TerminalProgress {
+    pub fn new() -> Self {
+        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+        TerminalProgress { bar }
+    }
+}
+
+impl Default for TerminalProgress {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Progress for TerminalProgress {
+    fn start(&self, label: &str, total: Option<u64>) {
+        self.bar.reset();
+        match total {
+            Some(t) => {
+                self.bar.set_length(t);
+                self.bar.set_style(
+                    ProgressStyle::with_template(
+                        "{msg:>18} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+                    )
+                    .expect("a valid template")
+                    .progress_chars("=> "),
+                );
+            }
+            None => {
+                self.bar.unset_length();
+                self.bar.set_style(
+                    ProgressStyle::with_template("{msg:>18} {spinner} {bytes} {bytes_per_sec}")
+                        .expect("a valid template"),
+                );
+            }
+        }
+        self.bar.set_message(label.to_string());
+    }
+    fn advance(&self, units: u64) {
+        self.bar.inc(units);
+    }
+    fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+/// `12.3 MiB`.
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+/// Parses `123`, `64K`, `512MiB`, `4G`, `2GiB` (powers of 1024).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a size (try 4096, 64KiB, 512MiB, 4GiB)"))?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        "t" | "tb" | "tib" => 1 << 40,
+        other => return Err(format!("`{other}` in `{s}` is not a size unit (B, KiB, MiB, GiB, TiB)")),
+    };
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("`{s}` is too large"))
+}
+
+/// A unix time for people, in UTC.
+pub fn human_time(secs: i64) -> String {
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs.max(0) as u64);
+    humantime::format_rfc3339_seconds(t).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("4096").unwrap(), 4096);
+        assert_eq!(parse_size("64KiB").unwrap(), 65536);
+        assert_eq!(parse_size("2G").unwrap(), 2 << 30);
+        assert!(parse_size("lots").is_err());
+        assert!(parse_size("3 parsecs").is_err());
+        assert_eq!(human_bytes(512), "512 B");
+        assert_eq!(human_bytes(3 << 20), "3.0 MiB");
+    }
+}

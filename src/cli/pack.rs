@@ -1,0 +1,130 @@
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context as _, bail};
+
+use crate::bundle::{Codebase, PackInputs, PackOptions};
+use crate::dataset::Instance;
+use crate::store::Ark;
+
+use super::Context;
+use super::output::human_bytes;
+
+#[derive(Debug, clap::Args)]
+pub struct PackArgs {
+    /// One SWE-bench instance as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub instance: PathBuf,
+    /// The codebase at the instance's base commit (a `.git` inside is left out).
+    #[arg(long, value_name = "DIR")]
+    pub codebase: PathBuf,
+    /// The executable context (TOML), stored as env/spec.toml.
+    #[arg(long, value_name = "FILE")]
+    pub spec: Option<PathBuf>,
+    /// The environment lock (PEP 751 pylock.toml), stored as env/pylock.toml.
+    #[arg(long, value_name = "FILE")]
+    pub lock: Option<PathBuf>,
+    /// The expected log of the run before the gold patch.
+    #[arg(long, value_name = "FILE")]
+    pub pre_log: Option<PathBuf>,
+    /// The expected log of the run after the gold patch.
+    #[arg(long, value_name = "FILE")]
+    pub post_log: Option<PathBuf>,
+    /// The parsed validation results (JSON).
+    #[arg(long, value_name = "FILE")]
+    pub results: Option<PathBuf>,
+    /// zstd level (1-22); the bundle id does not depend on it.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(i32).range(1..=22))]
+    pub level: i32,
+    /// zstd worker threads (0: one per core).
+    #[arg(long, default_value_t = 0)]
+    pub threads: u32,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn read(path: &Path, what: &str) -> anyhow::Result<Vec<u8>> {
+    std::fs::read(path).with_context(|| format!("cannot read {what} `{}`", path.display()))
+}
+
+fn read_toml(path: &Option<PathBuf>, what: &str) -> anyhow::Result<Option<Vec<u8>>> {
+    let Some(path) = path else { return Ok(None) };
+    let bytes = read(path, what)?;
+    let text = std::str::from_utf8(&bytes)
+        .with_context(|| format!("{what} `{}` is not UTF-8", path.display()))?;
+    if let Err(e) = text.parse::<toml::Table>() {
+        bail!("{what} `{}` is not valid TOML: {e}", path.display());
+    }
+    Ok(Some(bytes))
+}
+
+pub fn run(ctx: &Context, args: PackArgs) -> anyhow::Result<ExitCode> {
+    let instance_bytes = read(&args.instance, "instance")?;
+    let instance = Instance::from_json(&instance_bytes)
+        .with_context(|| format!("instance file `{}`", args.instance.display()))?;
+    let spec = read_toml(&args.spec, "--spec")?;
+    let lock = read_toml(&args.lock, "--lock")?;
+    let results = match &args.results {
+        Some(p) => {
+            let bytes = read(p, "--results")?;
+            serde_json::from_slice::<serde_json::Value>(&bytes)
+                .with_context(|| format!("--results `{}` is not valid JSON", p.display()))?;
+            Some(bytes)
+        }
+        None => None,
+    };
+    let pre_log = args.pre_log.as_deref().map(|p| read(p, "--pre-log")).transpose()?;
+    let post_log = args.post_log.as_deref().map(|p| read(p, "--post-log")).transpose()?;
+
+    let progress = ctx.progress();
+    let started = std::time::Instant::now();
+    let codebase = Codebase::from_dir(&args.codebase, progress.as_ref())?;
+    tracing::debug!(
+        "hashed {} codebase files in {:.2?}",
+        codebase.entries.len(),
+        started.elapsed()
+    );
+    let inputs = PackInputs {
+        instance: &instance,
+        codebase: &codebase,
+        spec,
+        lock,
+        pre_log,
+        post_log,
+        results,
+    };
+    let options = PackOptions {
+        level: args.level,
+        threads: args.threads,
+    };
+    let mut ark = Ark::create(&ctx.ark)?;
+    let started = std::time::Instant::now();
+    let packed = ark.pack(&inputs, &options, progress.as_ref())?;
+    tracing::debug!("wrote and indexed the bundle in {:.2?}", started.elapsed());
+    if args.json {
+        let v = serde_json::json!({
+            "id": packed.id,
+            "instance_id": instance.instance_id,
+            "path": packed.path,
+            "codebase_tree": packed.codebase_tree,
+            "codebase_files": packed.codebase_files,
+            "members": packed.member_count,
+            "tar_size": packed.tar_size,
+            "file_size": packed.file_size,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        ctx.note(format!(
+            "packed {}: {} codebase files, tree {}, tar {}, zstd {} ({:.1}x)",
+            instance.instance_id,
+            packed.codebase_files,
+            packed.codebase_tree,
+            human_bytes(packed.tar_size),
+            human_bytes(packed.file_size),
+            packed.tar_size as f64 / packed.file_size.max(1) as f64
+        ));
+        println!("{}", packed.id);
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,144 @@
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use crate::bundle::{self, Limits};
+use crate::digest::Sha256Digest;
+use crate::store::{Ark, BundleRow};
+
+use super::Context;
+use super::unpack::locate;
+
+#[derive(Debug, clap::Args)]
+pub struct VerifyArgs {
+    /// Bundles to check (ids, unique prefixes, instance ids or bundle files); none: the whole
+    /// archive, objects and index included.
+    pub ids: Vec<String>,
+    /// Print the results as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(serde::Serialize)]
+struct Checked {
+    what: String,
+    name: String,
+    ok: bool,
+    problems: Vec<String>,
+}
+
+fn check_bundle(
+    path: &PathBuf,
+    expected: Option<Sha256Digest>,
+    row: Option<&BundleRow>,
+    ctx: &Context,
+) -> Checked {
+    let name = expected.map_or_else(|| path.display().to_string(), |id| id.hex());
+    let mut problems = Vec::new();
+    if !path.exists() {
+        problems.push(format!("the bundle file `{}` is missing", path.display()));
+    } else {
+        let progress = ctx.progress();
+        match bundle::verify_file(path, expected, &Limits::default(), progress.as_ref()) {
+            Ok(report) => {
+                problems.extend(report.problems.iter().map(|p| p.to_string()));
+                if let Some(row) = row {
+                    if report.manifest.instance_id != row.instance_id {
+                        problems.push(format!(
+                            "bundle.json names instance `{}`, the index `{}`",
+                            report.manifest.instance_id, row.instance_id
+                        ));
+                    }
+                    if report.manifest.codebase_tree != row.codebase_tree {
+                        problems.push(format!(
+                            "bundle.json has codebase tree {}, the index {}",
+                            report.manifest.codebase_tree, row.codebase_tree
+                        ));
+                    }
+                    if report.tar_size != row.tar_size {
+                        problems.push(format!(
+                            "the tar is {} bytes, the index says {}",
+                            report.tar_size, row.tar_size
+                        ));
+                    }
+                }
+            }
+            Err(e) => problems.push(e.to_string()),
+        }
+    }
+    Checked {
+        what: "bundle".into(),
+        name,
+        ok: problems.is_empty(),
+        problems,
+    }
+}
+
+pub fn run(ctx: &Context, args: VerifyArgs) -> anyhow::Result<ExitCode> {
+    let mut results = Vec::new();
+    if args.ids.is_empty() {
+        let ark = Ark::open(&ctx.ark)?;
+        let integrity = ark.index().integrity_check()?;
+        if integrity != ["ok"] {
+            results.push(Checked {
+                what: "index".into(),
+                name: ark.root().join("index.sqlite").display().to_string(),
+                ok: false,
+                problems: integrity,
+            });
+        }
+        for row in ark.index().bundles()? {
+            results.push(check_bundle(&ark.bundle_path(&row.id), Some(row.id), Some(&row), ctx));
+        }
+        let store = ark.objects();
+        for obj in ark.index().objects()? {
+            let problems = match store.check(&obj.id) {
+                Ok(size) if size == obj.size => Vec::new(),
+                Ok(size) => vec![format!("{size} bytes, the index says {}", obj.size)],
+                Err(e) => vec![e.to_string()],
+            };
+            results.push(Checked {
+                what: "object".into(),
+                name: obj.id.hex(),
+                ok: problems.is_empty(),
+                problems,
+            });
+        }
+        let (unindexed, temps) = ark.strays()?;
+        for p in unindexed {
+            ctx.note(format!(
+                "note: `{}` is a bundle file the index does not list (a pack interrupted after \
+                 writing it?); pack the instance again to index it",
+                p.display()
+            ));
+        }
+        for p in temps {
+            ctx.note(format!(
+                "note: `{}` is a temporary file left by an interrupted write; it is safe to delete",
+                p.display()
+            ));
+        }
+    } else {
+        let ark = Ark::open(&ctx.ark).ok();
+        for id in &args.ids {
+            let (path, expected) = locate(ctx, id)?;
+            let row = match (&ark, expected) {
+                (Some(ark), Some(e)) => ark.index().bundles_with_prefix(&e.hex())?.into_iter().next(),
+                _ => None,
+            };
+            results.push(check_bundle(&path, expected, row.as_ref(), ctx));
+        }
+    }
+    let bad = results.iter().filter(|r| !r.ok).count();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&results)?);
+    } else {
+        for r in &results {
+            println!("{} {} {}", if r.ok { "ok " } else { "BAD" }, r.what, r.name);
+            for p in &r.problems {
+                println!("    {p}");
+            }
+        }
+        ctx.note(format!("{} checked, {} bad", results.len(), bad));
+    }
+    Ok(if bad == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}

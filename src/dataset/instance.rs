@@ -1,0 +1,286 @@
+//! One SWE-bench task instance, as the published datasets spell it.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value};
+
+/// A task instance. The published fields are typed; any other field a dataset carries
+/// (`difficulty`, `image_assets`, …) is kept as it was in `extra`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Instance {
+    pub instance_id: String,
+    pub repo: String,
+    pub base_commit: String,
+    pub patch: String,
+    pub test_patch: String,
+    pub problem_statement: String,
+    pub hints_text: String,
+    pub created_at: String,
+    pub version: String,
+    pub environment_setup_commit: String,
+    pub fail_to_pass: Vec<String>,
+    pub pass_to_pass: Vec<String>,
+    pub extra: BTreeMap<String, Value>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum InstanceError {
+    #[error("the instance is not valid JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("the instance must be a JSON object, found {0}")]
+    NotAnObject(&'static str),
+    #[error("the instance has no `{0}` field")]
+    Missing(&'static str),
+    #[error("field `{field}` must be {expected}, found {found}")]
+    WrongType {
+        field: &'static str,
+        expected: &'static str,
+        found: &'static str,
+    },
+    #[error("field `{field}` must be a list of test names (a JSON list, or a string holding one): {reason}")]
+    BadTestList { field: &'static str, reason: String },
+    #[error("field `{field}` is `{value}`, not a full commit id (40 or 64 lowercase hex digits)")]
+    BadCommit { field: &'static str, value: String },
+    #[error("field `repo` is `{0}`, not of the form OWNER/NAME")]
+    BadRepo(String),
+    #[error("field `instance_id` must not be empty")]
+    EmptyId,
+}
+
+const STRING_FIELDS: [&str; 10] = [
+    "instance_id",
+    "repo",
+    "base_commit",
+    "patch",
+    "test_patch",
+    "problem_statement",
+    "hints_text",
+    "created_at",
+    "version",
+    "environment_setup_commit",
+];
+const REQUIRED: [&str; 5] = ["instance_id", "repo", "base_commit", "patch", "test_patch"];
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn is_commit(s: &str) -> bool {
+    (s.len() == 40 || s.len() == 64) && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+fn is_repo(s: &str) -> bool {
+    let ok = |part: &str| {
+        !part.is_empty()
+            && part != "."
+            && part != ".."
+            && part
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+    };
+    matches!(s.split_once('/'), Some((owner, name)) if ok(owner) && ok(name))
+}
+
+/// FAIL_TO_PASS / PASS_TO_PASS: a JSON list of strings, or (as the published datasets have
+/// them) a JSON string that holds such a list. A missing or null field is an empty list.
+fn test_list(field: &'static str, value: Option<Value>) -> Result<Vec<String>, InstanceError> {
+    let bad = |reason: String| InstanceError::BadTestList { field, reason };
+    let value = match value {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::String(s)) if s.trim().is_empty() => return Ok(Vec::new()),
+        Some(Value::String(s)) => serde_json::from_str::<Value>(&s)
+            .map_err(|e| bad(format!("the string is not JSON ({e})")))?,
+        Some(v) => v,
+    };
+    let Value::Array(items) = value else {
+        return Err(bad(format!("found {}", type_name(&value))));
+    };
+    items
+        .into_iter()
+        .enumerate()
+        .map(|(i, item)| match item {
+            Value::String(s) => Ok(s),
+            other => Err(bad(format!("item {i} is {}", type_name(&other)))),
+        })
+        .collect()
+}
+
+impl Instance {
+    pub fn from_json(bytes: &[u8]) -> Result<Instance, InstanceError> {
+        let value: Value = serde_json::from_slice(bytes)?;
+        Instance::from_value(value)
+    }
+
+    pub fn from_value(value: Value) -> Result<Instance, InstanceError> {
+        let mut map = match value {
+            Value::Object(m) => m,
+            other => return Err(InstanceError::NotAnObject(type_name(&other))),
+        };
+        let mut strings: BTreeMap<&'static str, String> = BTreeMap::new();
+        for field in STRING_FIELDS {
+            match map.remove(field) {
+                None | Some(Value::Null) => {
+                    if REQUIRED.contains(&field) {
+                        return Err(InstanceError::Missing(field));
+                    }
+                    strings.insert(field, String::new());
+                }
+                Some(Value::String(s)) => {
+                    strings.insert(field, s);
+                }
+                // Some dataset copies store `version` as a number (0.6); keep its text.
+                Some(Value::Number(n)) if field == "version" => {
+                    strings.insert(field, n.to_string());
+                }
+                Some(other) => {
+                    return Err(InstanceError::WrongType {
+                        field,
+                        expected: "a string",
+                        found: type_name(&other),
+                    });
+                }
+            }
+        }
+        let fail_to_pass = test_list("FAIL_TO_PASS", map.remove("FAIL_TO_PASS"))?;
+        let pass_to_pass = test_list("PASS_TO_PASS", map.remove("PASS_TO_PASS"))?;
+        let mut take = |f: &str| strings.remove(f).unwrap_or_default();
+        let inst = Instance {
+            instance_id: take("instance_id"),
+            repo: take("repo"),
+            base_commit: take("base_commit"),
+            patch: take("patch"),
+            test_patch: take("test_patch"),
+            problem_statement: take("problem_statement"),
+            hints_text: take("hints_text"),
+            created_at: take("created_at"),
+            version: take("version"),
+            environment_setup_commit: take("environment_setup_commit"),
+            fail_to_pass,
+            pass_to_pass,
+            extra: map.into_iter().collect(),
+        };
+        inst.check()?;
+        Ok(inst)
+    }
+
+    fn check(&self) -> Result<(), InstanceError> {
+        if self.instance_id.trim().is_empty() {
+            return Err(InstanceError::EmptyId);
+        }
+        if !is_repo(&self.repo) {
+            return Err(InstanceError::BadRepo(self.repo.clone()));
+        }
+        if !is_commit(&self.base_commit) {
+            return Err(InstanceError::BadCommit {
+                field: "base_commit",
+                value: self.base_commit.clone(),
+            });
+        }
+        if !self.environment_setup_commit.is_empty() && !is_commit(&self.environment_setup_commit)
+        {
+            return Err(InstanceError::BadCommit {
+                field: "environment_setup_commit",
+                value: self.environment_setup_commit.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// All fields as one JSON object; FAIL_TO_PASS and PASS_TO_PASS are real lists.
+    pub fn to_value(&self) -> Value {
+        let mut m: Map<String, Value> = Map::new();
+        for (k, v) in &self.extra {
+            m.insert(k.clone(), v.clone());
+        }
+        let s = |v: &String| Value::String(v.clone());
+        let list = |v: &Vec<String>| Value::Array(v.iter().cloned().map(Value::String).collect());
+        m.insert("instance_id".into(), s(&self.instance_id));
+        m.insert("repo".into(), s(&self.repo));
+        m.insert("base_commit".into(), s(&self.base_commit));
+        m.insert("patch".into(), s(&self.patch));
+        m.insert("test_patch".into(), s(&self.test_patch));
+        m.insert("problem_statement".into(), s(&self.problem_statement));
+        m.insert("hints_text".into(), s(&self.hints_text));
+        m.insert("created_at".into(), s(&self.created_at));
+        m.insert("version".into(), s(&self.version));
+        m.insert(
+            "environment_setup_commit".into(),
+            s(&self.environment_setup_commit),
+        );
+        m.insert("FAIL_TO_PASS".into(), list(&self.fail_to_pass));
+        m.insert("PASS_TO_PASS".into(), list(&self.pass_to_pass));
+        Value::Object(m)
+    }
+
+    /// The canonical `instance.json`: keys sorted, two-space indent, a final newline. The same
+    /// instance always gives the same bytes.
+    pub fn to_canonical_json(&self) -> Vec<u8> {
+        let mut out = serde_json::to_vec_pretty(&self.to_value())
+            .expect("a serde_json::Value always serializes");
+        out.push(b'\n');
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = "0123456789abcdef0123456789abcdef01234567";
+
+    fn minimal() -> Value {
+        serde_json::json!({
+            "instance_id": "o__r-1", "repo": "o/r", "base_commit": BASE,
+            "patch": "p", "test_patch": "t",
+        })
+    }
+
+    #[test]
+    fn test_lists_as_strings_or_lists() {
+        let mut v = minimal();
+        v["FAIL_TO_PASS"] = Value::String("[\"a::b\", \"c\"]".into());
+        v["PASS_TO_PASS"] = serde_json::json!(["d"]);
+        let i = Instance::from_value(v).unwrap();
+        assert_eq!(i.fail_to_pass, vec!["a::b", "c"]);
+        assert_eq!(i.pass_to_pass, vec!["d"]);
+    }
+
+    #[test]
+    fn canonical_json_is_stable_and_keeps_extras() {
+        let mut v = minimal();
+        v["difficulty"] = Value::String("<15 min".into());
+        let a = Instance::from_value(v.clone()).unwrap();
+        let b = Instance::from_json(&a.to_canonical_json()).unwrap();
+        assert_eq!(a, b);
+        assert_eq!(a.to_canonical_json(), b.to_canonical_json());
+        assert_eq!(b.extra["difficulty"], "<15 min");
+    }
+
+    #[test]
+    fn bad_inputs_name_the_field() {
+        let mut v = minimal();
+        v.as_object_mut().unwrap().remove("base_commit");
+        assert!(matches!(
+            Instance::from_value(v),
+            Err(InstanceError::Missing("base_commit"))
+        ));
+        let mut v = minimal();
+        v["base_commit"] = Value::String("HEAD".into());
+        let e = Instance::from_value(v).unwrap_err().to_string();
+        assert!(e.contains("base_commit") && e.contains("HEAD"), "{e}");
+        let mut v = minimal();
+        v["FAIL_TO_PASS"] = Value::String("not json".into());
+        let e = Instance::from_value(v).unwrap_err().to_string();
+        assert!(e.contains("FAIL_TO_PASS"), "{e}");
+        let mut v = minimal();
+        v["repo"] = Value::String("../etc".into());
+        assert!(matches!(Instance::from_value(v), Err(InstanceError::BadRepo(_))));
+    }
+}

@@ -1,0 +1,61 @@
+//! Crash-safe file writes: every file is written to a temporary name in its final directory,
+//! fsynced, then renamed, so a reader sees either nothing or the whole file.
+
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use tempfile::NamedTempFile;
+
+/// The prefix of every temporary file swe-ark writes; readers of a directory skip these names.
+pub const TEMP_PREFIX: &str = ".tmp-";
+
+/// A new temporary file in `dir`, to be completed with [`persist`]. Archive files are
+/// world-readable like any file tar or git would write (0644, less the umask).
+pub fn temp_file_in(dir: &Path) -> io::Result<NamedTempFile> {
+    tempfile::Builder::new()
+        .prefix(TEMP_PREFIX)
+        .permissions(std::fs::Permissions::from_mode(0o644))
+        .tempfile_in(dir)
+}
+
+/// Flushes `tmp` to disk and renames it to `dest` (replacing it), then syncs the directory
+/// so the rename itself survives a crash.
+pub fn persist(tmp: NamedTempFile, dest: &Path) -> io::Result<()> {
+    tmp.as_file().sync_all()?;
+    tmp.persist(dest).map_err(|e| e.error)?;
+    sync_dir(dest.parent().unwrap_or(Path::new(".")))
+}
+
+/// Writes `bytes` to `dest` atomically.
+pub fn write_atomic(dest: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = dest.parent().unwrap_or(Path::new("."));
+    let mut tmp = temp_file_in(dir)?;
+    tmp.write_all(bytes)?;
+    persist(tmp, dest)
+}
+
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// Temporary files left behind in `dir` by a process that was killed (not followed into
+/// subdirectories).
+pub fn stale_temp_files(dir: &Path) -> io::Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    match fs::read_dir(dir) {
+        Ok(rd) => {
+            for entry in rd {
+                let entry = entry?;
+                if entry.file_name().as_encoded_bytes().starts_with(TEMP_PREFIX.as_bytes()) {
+                    out.push(entry.path());
+                }
+            }
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    out.sort();
+    Ok(out)
+}

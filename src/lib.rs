@@ -1,0 +1,14 @@
+//! swe-ark: a reproducible, offline archive of SWE-bench-style task instances.
+//!
+//! The library is organised by stage (see `docs/ARCHITECTURE.md`): [`bundle`] owns the
+//! deterministic bundle format, [`store`] the archive directory (object store and SQLite index),
+//! [`dataset`] the SWE-bench instance type. [`cli`] is the command line on top of them.
+
+pub mod bundle;
+pub mod cli;
+pub mod dataset;
+pub mod digest;
+pub mod failpoint;
+pub mod fsutil;
+pub mod progress;
+pub mod store;

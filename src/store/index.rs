@@ -1,0 +1,402 @@
+//! The SQLite index: what the archive holds. WAL mode; the schema version lives in
+//! `PRAGMA user_version` and every migration, like every change, is one transaction.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::dataset::Instance;
+use crate::digest::{GitOid, Sha256Digest};
+use crate::failpoint;
+
+/// Each entry moves the schema from version `i` to `i + 1`.
+const MIGRATIONS: &[&str] = &[
+    // 1: instances, bundles, objects.
+    "CREATE TABLE instances (
+        instance_id TEXT PRIMARY KEY,
+        repo TEXT NOT NULL,
+        base_commit TEXT NOT NULL,
+        version TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        environment_setup_commit TEXT NOT NULL,
+        data TEXT NOT NULL,            -- the canonical instance.json
+        added_at INTEGER NOT NULL,     -- unix seconds
+        updated_at INTEGER NOT NULL
+    );
+    CREATE INDEX instances_repo ON instances(repo);
+    CREATE TABLE bundles (
+        id TEXT PRIMARY KEY,           -- sha256 of the uncompressed tar
+        instance_id TEXT NOT NULL REFERENCES instances(instance_id),
+        format_version INTEGER NOT NULL,
+        codebase_tree TEXT NOT NULL,   -- git tree id of codebase/
+        tar_size INTEGER NOT NULL,
+        file_size INTEGER NOT NULL,
+        member_count INTEGER NOT NULL,
+        codebase_files INTEGER NOT NULL,
+        packed_at INTEGER NOT NULL
+    );
+    CREATE INDEX bundles_instance ON bundles(instance_id);
+    CREATE TABLE objects (
+        id TEXT PRIMARY KEY,           -- sha256 of the content
+        size INTEGER NOT NULL,
+        kind TEXT NOT NULL,            -- wheel, sdist, interpreter, log, …
+        added_at INTEGER NOT NULL
+    );",
+];
+
+/// The schema version this swe-ark writes.
+pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
+
+#[derive(Debug, thiserror::Error)]
+pub enum IndexError {
+    #[error("index `{path}`: {source}")]
+    Sqlite {
+        path: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error(
+        "index `{path}` has schema version {found}, newer than this swe-ark knows ({supported}); \
+         use a newer swe-ark"
+    )]
+    NewerSchema {
+        path: PathBuf,
+        found: u32,
+        supported: u32,
+    },
+    #[error("index `{path}` holds a value that is not valid: {detail}")]
+    Corrupt { path: PathBuf, detail: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct InstanceRow {
+    pub instance_id: String,
+    pub repo: String,
+    pub base_commit: String,
+    pub version: String,
+    pub created_at: String,
+    pub added_at: i64,
+    pub updated_at: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct BundleRow {
+    pub id: Sha256Digest,
+    pub instance_id: String,
+    pub format_version: u32,
+    pub codebase_tree: GitOid,
+    pub tar_size: u64,
+    pub file_size: u64,
+    pub member_count: u64,
+    pub codebase_files: u64,
+    pub packed_at: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ObjectRow {
+    pub id: Sha256Digest,
+    pub size: u64,
+    pub kind: String,
+    pub added_at: i64,
+}
+
+pub struct Index {
+    conn: Connection,
+    path: PathBuf,
+}
+
+fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+const BUNDLE_COLUMNS: &str = "id, instance_id, format_version, codebase_tree, tar_size, \
+                              file_size, member_count, codebase_files, packed_at";
+
+impl Index {
+    /// Opens (creating if needed) the index at `path` and brings its schema up to date.
+    pub fn open(path: &Path) -> Result<Index, IndexError> {
+        let conn = Connection::open(path).map_err(|source| IndexError::Sqlite {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let mut index = Index {
+            conn,
+            path: path.to_path_buf(),
+        };
+        index.setup()?;
+        Ok(index)
+    }
+
+    fn err(&self) -> impl Fn(rusqlite::Error) -> IndexError + '_ {
+        move |source| IndexError::Sqlite {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    fn setup(&mut self) -> Result<(), IndexError> {
+        self.conn
+            .busy_timeout(Duration::from_secs(30))
+            .map_err(self.err())?;
+        self.conn
+            .pragma_update(None, "journal_mode", "WAL")
+            .map_err(self.err())?;
+        self.conn
+            .pragma_update(None, "foreign_keys", "ON")
+            .map_err(self.err())?;
+        self.conn
+            .pragma_update(None, "synchronous", "FULL")
+            .map_err(self.err())?;
+        let path = self.path.clone();
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(|source| IndexError::Sqlite {
+                path: path.clone(),
+                source,
+            })?;
+        let sql = |source| IndexError::Sqlite {
+            path: path.clone(),
+            source,
+        };
+        let found: u32 = tx
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .map_err(sql)?;
+        if found > SCHEMA_VERSION {
+            return Err(IndexError::NewerSchema {
+                path: path.clone(),
+                found,
+                supported: SCHEMA_VERSION,
+            });
+        }
+        for (i, migration) in MIGRATIONS.iter().enumerate().skip(found as usize) {
+            tx.execute_batch(migration).map_err(sql)?;
+            tx.pragma_update(None, "user_version", (i + 1) as u32)
+                .map_err(sql)?;
+        }
+        tx.commit().map_err(sql)
+    }
+
+    pub fn schema_version(&self) -> Result<u32, IndexError> {
+        self.conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .map_err(self.err())
+    }
+
+    /// Records a packed bundle and its instance, in one transaction.
+    pub fn record_bundle(&mut self, instance: &Instance, bundle: &BundleRow) -> Result<(), IndexError> {
+        let path = self.path.clone();
+        let sql = |source| IndexError::Sqlite {
+            path: path.clone(),
+            source,
+        };
+        let t = now();
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(sql)?;
+        tx.execute(
+            "INSERT INTO instances (instance_id, repo, base_commit, version, created_at,
+                 environment_setup_commit, data, added_at, updated_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)
+             ON CONFLICT(instance_id) DO UPDATE SET repo = ?2, base_commit = ?3, version = ?4,
+                 created_at = ?5, environment_setup_commit = ?6, data = ?7, updated_at = ?8",
+            params![
+                instance.instance_id,
+                instance.repo,
+                instance.base_commit,
+                instance.version,
+                instance.created_at,
+                instance.environment_setup_commit,
+                String::from_utf8_lossy(&instance.to_canonical_json()),
+                t,
+            ],
+        )
+        .map_err(sql)?;
+        failpoint::hit("index.mid-transaction");
+        tx.execute(
+            "INSERT INTO bundles (id, instance_id, format_version, codebase_tree, tar_size,
+                 file_size, member_count, codebase_files, packed_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+             ON CONFLICT(id) DO UPDATE SET file_size = ?6, packed_at = ?9",
+            params![
+                bundle.id.hex(),
+                bundle.instance_id,
+                bundle.format_version,
+                bundle.codebase_tree.hex(),
+                bundle.tar_size as i64,
+                bundle.file_size as i64,
+                bundle.member_count as i64,
+                bundle.codebase_files as i64,
+                t,
+            ],
+        )
+        .map_err(sql)?;
+        tx.commit().map_err(sql)
+    }
+
+    pub fn record_object(&mut self, id: &Sha256Digest, size: u64, kind: &str) -> Result<(), IndexError> {
+        self.conn
+            .execute(
+                "INSERT INTO objects (id, size, kind, added_at) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT(id) DO NOTHING",
+                params![id.hex(), size as i64, kind, now()],
+            )
+            .map(|_| ())
+            .map_err(self.err())
+    }
+
+    fn digest<T: std::str::FromStr>(&self, s: String) -> Result<T, IndexError> {
+        s.parse().map_err(|_| IndexError::Corrupt {
+            path: self.path.clone(),
+            detail: format!("`{s}` is not a valid hash"),
+        })
+    }
+
+    fn bundles_where(&self, clause: &str, arg: &str) -> Result<Vec<BundleRow>, IndexError> {
+        let sql = format!(
+            "SELECT {BUNDLE_COLUMNS} FROM bundles {clause} ORDER BY instance_id, packed_at DESC, id"
+        );
+        let mut stmt = self.conn.prepare(&sql).map_err(self.err())?;
+        let map = |r: &rusqlite::Row| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, u32>(2)?,
+                r.get::<_, String>(3)?,
+                r.get::<_, i64>(4)?,
+                r.get::<_, i64>(5)?,
+                r.get::<_, i64>(6)?,
+                r.get::<_, i64>(7)?,
+                r.get::<_, i64>(8)?,
+            ))
+        };
+        let rows = if clause.contains("?1") {
+            stmt.query_map([arg], map)
+        } else {
+            stmt.query_map([], map)
+        }
+        .map_err(self.err())?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (id, instance_id, fv, tree, tar, file, members, files, packed) =
+                row.map_err(self.err())?;
+            out.push(BundleRow {
+                id: self.digest(id)?,
+                instance_id,
+                format_version: fv,
+                codebase_tree: self.digest(tree)?,
+                tar_size: tar as u64,
+                file_size: file as u64,
+                member_count: members as u64,
+                codebase_files: files as u64,
+                packed_at: packed,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Every bundle, by instance id, newest first within an instance.
+    pub fn bundles(&self) -> Result<Vec<BundleRow>, IndexError> {
+        self.bundles_where("", "")
+    }
+
+    pub fn bundles_of_instance(&self, instance_id: &str) -> Result<Vec<BundleRow>, IndexError> {
+        self.bundles_where("WHERE instance_id = ?1", instance_id)
+    }
+
+    /// Bundles whose id starts with `prefix` (lowercase hex).
+    pub fn bundles_with_prefix(&self, prefix: &str) -> Result<Vec<BundleRow>, IndexError> {
+        if !prefix.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Ok(Vec::new());
+        }
+        self.bundles_where("WHERE id LIKE ?1 || '%'", &prefix.to_ascii_lowercase())
+    }
+
+    pub fn instances(&self) -> Result<Vec<InstanceRow>, IndexError> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT instance_id, repo, base_commit, version, created_at, added_at, updated_at
+                 FROM instances ORDER BY instance_id",
+            )
+            .map_err(self.err())?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok(InstanceRow {
+                    instance_id: r.get(0)?,
+                    repo: r.get(1)?,
+                    base_commit: r.get(2)?,
+                    version: r.get(3)?,
+                    created_at: r.get(4)?,
+                    added_at: r.get(5)?,
+                    updated_at: r.get(6)?,
+                })
+            })
+            .map_err(self.err())?;
+        rows.collect::<Result<_, _>>().map_err(self.err())
+    }
+
+    /// The stored instance, parsed.
+    pub fn instance(&self, instance_id: &str) -> Result<Option<Instance>, IndexError> {
+        let data: Option<String> = self
+            .conn
+            .query_row(
+                "SELECT data FROM instances WHERE instance_id = ?1",
+                [instance_id],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(self.err())?;
+        data.map(|d| {
+            Instance::from_json(d.as_bytes()).map_err(|e| IndexError::Corrupt {
+                path: self.path.clone(),
+                detail: format!("instance `{instance_id}`: {e}"),
+            })
+        })
+        .transpose()
+    }
+
+    pub fn objects(&self) -> Result<Vec<ObjectRow>, IndexError> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT id, size, kind, added_at FROM objects ORDER BY id")
+            .map_err(self.err())?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, i64>(3)?,
+                ))
+            })
+            .map_err(self.err())?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (id, size, kind, added_at) = row.map_err(self.err())?;
+            out.push(ObjectRow {
+                id: self.digest(id)?,
+                size: size as u64,
+                kind,
+                added_at,
+            });
+        }
+        Ok(out)
+    }
+
+    /// SQLite's own consistency check (`PRAGMA integrity_check`): `ok`, or what is wrong.
+    pub fn integrity_check(&self) -> Result<Vec<String>, IndexError> {
+        let mut stmt = self
+            .conn
+            .prepare("PRAGMA integrity_check")
+            .map_err(self.err())?;
+        let rows = stmt
+            .query_map([], |r| r.get::<_, String>(0))
+            .map_err(self.err())?;
+        rows.collect::<Result<_, _>>().map_err(self.err())
+    }
+}

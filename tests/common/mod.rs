@@ -1,0 +1,231 @@
+//! Shared test support: a temporary archive and work directory, a hermetic way to run
+//! `swe-ark` and `git`, and fixtures made by code.
+#![allow(dead_code)]
+
+use std::ffi::OsStr;
+use std::fs;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub const BASE_COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
+
+/// A temporary home for one test: `ark/` for the archive, anything else beside it.
+pub struct TestContext {
+    pub dir: tempfile::TempDir,
+}
+
+impl TestContext {
+    pub fn new() -> Self {
+        TestContext {
+            dir: tempfile::tempdir().expect("a temporary directory"),
+        }
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    pub fn ark(&self) -> PathBuf {
+        self.path("ark")
+    }
+
+    /// `swe-ark --ark <tmp>/ark --no-progress …`, with no SWE_ARK_* from the outside.
+    pub fn cmd(&self) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_swe-ark"));
+        c.env_remove("SWE_ARK_HOME")
+            .env_remove("SWE_ARK_FAILPOINT")
+            .env_remove("RUST_LOG")
+            .current_dir(self.dir.path())
+            .arg("--ark")
+            .arg(self.ark())
+            .arg("--no-progress");
+        c
+    }
+
+    /// Runs `swe-ark` with `args`; returns its output whatever the exit code.
+    pub fn run<S: AsRef<OsStr>>(&self, args: &[S]) -> Output {
+        let mut c = self.cmd();
+        c.args(args);
+        c.output().expect("swe-ark runs")
+    }
+
+    /// Runs `swe-ark` and insists on exit code `code`, printing everything if not.
+    pub fn run_expect<S: AsRef<OsStr>>(&self, args: &[S], code: i32) -> Output {
+        let out = self.run(args);
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "swe-ark {:?} in {}\n--- stdout\n{}\n--- stderr\n{}",
+            args.iter().map(|a| a.as_ref().to_string_lossy().into_owned()).collect::<Vec<_>>(),
+            self.dir.path().display(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+
+    /// Writes the fixture instance to `inst.json` and returns its path.
+    pub fn instance_file(&self) -> PathBuf {
+        let p = self.path("inst.json");
+        fs::write(&p, fixture_instance_json()).unwrap();
+        p
+    }
+
+    /// Packs `codebase` with the fixture instance; returns the bundle id.
+    pub fn pack(&self, codebase: &Path) -> String {
+        let inst = self.instance_file();
+        let out = self.run_expect(
+            &[
+                OsStr::new("pack"),
+                OsStr::new("--instance"),
+                inst.as_os_str(),
+                OsStr::new("--codebase"),
+                codebase.as_os_str(),
+            ],
+            0,
+        );
+        last_line(&out.stdout)
+    }
+
+    pub fn bundle_path(&self, id: &str) -> PathBuf {
+        self.ark().join("bundles").join(format!("{id}.tar.zst"))
+    }
+}
+
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+pub fn last_line(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes)
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// One SWE-bench instance, with its test lists as JSON strings, as the published data has them.
+pub fn fixture_instance_json() -> String {
+    serde_json::json!({
+        "instance_id": "acme__widgets-42",
+        "repo": "acme/widgets",
+        "base_commit": BASE_COMMIT,
+        "patch": "diff --git a/widgets/core.py b/widgets/core.py\n--- a/widgets/core.py\n+++ b/widgets/core.py\n@@ -1 +1 @@\n-def f(): return 1\n+def f(): return 2\n",
+        "test_patch": "diff --git a/tests/test_core.py b/tests/test_core.py\nnew file mode 100644\n--- /dev/null\n+++ b/tests/test_core.py\n@@ -0,0 +1,2 @@\n+from widgets.core import f\n+def test_f(): assert f() == 2\n",
+        "problem_statement": "f() returns 1\nIt should return 2.\n",
+        "hints_text": "",
+        "created_at": "2024-03-01T12:00:00Z",
+        "version": "1.0",
+        "environment_setup_commit": BASE_COMMIT,
+        "FAIL_TO_PASS": "[\"tests/test_core.py::test_f\"]",
+        "PASS_TO_PASS": "[]"
+    })
+    .to_string()
+}
+
+fn write(root: &Path, rel: &[u8], content: &[u8], mode: u32) {
+    let p = root.join(OsStr::from_bytes(rel));
+    fs::create_dir_all(p.parent().unwrap()).unwrap();
+    fs::write(&p, content).unwrap();
+    fs::set_permissions(&p, fs::Permissions::from_mode(mode)).unwrap();
+}
+
+fn symlink(root: &Path, rel: &str, target: &str) {
+    let p = root.join(rel);
+    fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(target, p).unwrap();
+}
+
+/// A small codebase that exercises the format: nested packages, an executable, symlinks (to a
+/// file and to a directory), names whose git order differs from byte order (`a.b`, `a-b`,
+/// `a/`), a path over 100 bytes, a non-UTF-8 file name, an empty file, and a `.git` that must
+/// be left out. `file_mode` and `exe_mode` let a test vary permissions as a umask would.
+pub fn make_fixture_codebase_with_modes(root: &Path, file_mode: u32, exe_mode: u32) {
+    fs::create_dir_all(root).unwrap();
+    write(root, b"widgets/__init__.py", b"", file_mode);
+    write(root, b"widgets/core.py", b"def f(): return 1\n", file_mode);
+    write(root, b"setup.py", b"from setuptools import setup\nsetup(name='widgets')\n", file_mode);
+    write(root, b"scripts/run-tests", b"#!/bin/sh\nexec python -m pytest \"$@\"\n", exe_mode);
+    write(root, b"a.b", b"dot\n", file_mode);
+    write(root, b"a-b", b"dash\n", file_mode);
+    write(root, b"a/inner.txt", b"inner\n", file_mode);
+    let long = format!("deep/{}/{}.py", "d".repeat(60), "m".repeat(70));
+    write(root, long.as_bytes(), b"# a long path\n", file_mode);
+    write(root, b"data/caf\xe9-latin1.txt", b"not utf-8 in the name\n", file_mode);
+    write(root, b"data/blob.bin", &(0u8..=255).cycle().take(5000).collect::<Vec<_>>(), file_mode);
+    symlink(root, "docs/core-link.py", "../widgets/core.py");
+    symlink(root, "widgets-alias", "widgets");
+    write(root, b".git/HEAD", b"ref: refs/heads/main\n", file_mode);
+    write(root, b"widgets/.git", b"gitdir: elsewhere\n", file_mode);
+}
+
+pub fn make_fixture_codebase(root: &Path) {
+    make_fixture_codebase_with_modes(root, 0o644, 0o755);
+}
+
+/// `git` with no user or system config, fixed identity and dates.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("HOME", dir)
+        .env("GIT_AUTHOR_NAME", "Test Author")
+        .env("GIT_AUTHOR_EMAIL", "author@example.com")
+        .env("GIT_AUTHOR_DATE", "2024-01-01T00:00:00Z")
+        .env("GIT_COMMITTER_NAME", "Test Committer")
+        .env("GIT_COMMITTER_EMAIL", "committer@example.com")
+        .env("GIT_COMMITTER_DATE", "2024-01-01T00:00:00Z")
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// The uncompressed tar inside a bundle file.
+pub fn decompress(path: &Path) -> Vec<u8> {
+    zstd::decode_all(fs::File::open(path).unwrap()).unwrap()
+}
+
+pub fn compress(tar: &[u8]) -> Vec<u8> {
+    zstd::encode_all(tar, 3).unwrap()
+}
+
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    swe_ark::digest::Sha256Digest::of(bytes).hex()
+}
+
+/// Every file and symlink under `root` as (relative path bytes, kind, content or target).
+pub fn tree_listing(root: &Path) -> Vec<(Vec<u8>, &'static str, Vec<u8>)> {
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<(Vec<u8>, &'static str, Vec<u8>)>) {
+        for e in fs::read_dir(dir).unwrap() {
+            let e = e.unwrap();
+            let p = e.path();
+            let rel = p.strip_prefix(root).unwrap().as_os_str().as_bytes().to_vec();
+            let meta = fs::symlink_metadata(&p).unwrap();
+            if meta.file_type().is_symlink() {
+                out.push((rel, "symlink", fs::read_link(&p).unwrap().as_os_str().as_bytes().to_vec()));
+            } else if meta.is_dir() {
+                walk(root, &p, out);
+            } else {
+                let kind = if meta.permissions().mode() & 0o100 != 0 { "exe" } else { "file" };
+                out.push((rel, kind, fs::read(&p).unwrap()));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(root, root, &mut out);
+    out.sort();
+    out
+}
