@@ -253,9 +253,11 @@ mod tests {
     #[test]
     fn parse_rejects_bad_hex() {
         assert!("abc".parse::<Sha256Digest>().is_err());
-        assert!("E3B0C44298FC1C149AFBF4C8996FB92427AE41E4649B934CA495991B7852B855"
-            .parse::<Sha256Digest>()
-            .is_err());
+        assert!(
+            "E3B0C44298FC1C149AFBF4C8996FB92427AE41E4649B934CA495991B7852B855"
+                .parse::<Sha256Digest>()
+                .is_err()
+        );
         let d: Sha256Digest = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
             .parse()
             .unwrap();

@@ -48,7 +48,11 @@ pub fn stale_temp_files(dir: &Path) -> io::Result<Vec<PathBuf>> {
         Ok(rd) => {
             for entry in rd {
                 let entry = entry?;
-                if entry.file_name().as_encoded_bytes().starts_with(TEMP_PREFIX.as_bytes()) {
+                if entry
+                    .file_name()
+                    .as_encoded_bytes()
+                    .starts_with(TEMP_PREFIX.as_bytes())
+                {
                     out.push(entry.path());
                 }
             }

@@ -120,7 +120,9 @@ fn walk(dir: &Path, rel: &[u8], out: &mut Vec<Found>) -> Result<(), BundleError>
             } else {
                 "not a regular file, directory or symlink"
             };
-            return Err(bad(format!("it is {what}; a codebase holds only files and symlinks")));
+            return Err(bad(format!(
+                "it is {what}; a codebase holds only files and symlinks"
+            )));
         }
     }
     Ok(())
@@ -177,7 +179,11 @@ fn hash_file(
     if total != found.size {
         return Err(changed(total));
     }
-    Ok((sha.finish(), blob.finish(), EntrySource::File(found.abs.clone())))
+    Ok((
+        sha.finish(),
+        blob.finish(),
+        EntrySource::File(found.abs.clone()),
+    ))
 }
 
 impl Codebase {
@@ -193,7 +199,11 @@ impl Codebase {
         let mut found = Vec::new();
         walk(dir, b"", &mut found)?;
         found.sort_by(|a, b| a.rel.cmp(&b.rel));
-        let total: u64 = found.iter().filter(|f| f.link.is_none()).map(|f| f.size).sum();
+        let total: u64 = found
+            .iter()
+            .filter(|f| f.link.is_none())
+            .map(|f| f.size)
+            .sum();
         let keep = total <= KEEP_IN_MEMORY;
         progress.start("hashing codebase", Some(total));
         let entries = found

@@ -30,7 +30,9 @@ pub fn tree_id<'a>(
                     ));
                 }
             } else {
-                let node = dir.entry(comp).or_insert_with(|| Node::Tree(BTreeMap::new()));
+                let node = dir
+                    .entry(comp)
+                    .or_insert_with(|| Node::Tree(BTreeMap::new()));
                 match node {
                     Node::Tree(sub) => dir = sub,
                     Node::Blob(..) => {

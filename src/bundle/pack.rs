@@ -159,7 +159,11 @@ pub fn pack_to_dir(
     };
     let manifest_bytes = manifest.to_bytes();
     // `bundle.json` sorts before every other member name, so the tar stays sorted.
-    debug_assert!(members.iter().all(|m| m.path.as_slice() > MANIFEST.as_bytes()));
+    debug_assert!(
+        members
+            .iter()
+            .all(|m| m.path.as_slice() > MANIFEST.as_bytes())
+    );
 
     std::fs::create_dir_all(dir).map_err(|e| BundleError::io(dir, e))?;
     let tmp = fsutil::temp_file_in(dir).map_err(|e| BundleError::io(dir, e))?;
@@ -197,7 +201,11 @@ pub fn pack_to_dir(
         if i == half {
             failpoint::hit("pack.mid-tar");
         }
-        let size = if m.kind == MemberKind::Symlink { 0 } else { m.size };
+        let size = if m.kind == MemberKind::Symlink {
+            0
+        } else {
+            m.size
+        };
         let result = match &m.content {
             Content::Bytes(b) => tar.append(&m.path, m.kind, size, m.link, &mut &b[..]),
             Content::File(p) => {
@@ -205,7 +213,10 @@ pub fn pack_to_dir(
                 let mut f = io::BufReader::with_capacity(256 * 1024, f);
                 tar.append(&m.path, m.kind, size, m.link, &mut f as &mut dyn Read)
                     .map_err(|e| {
-                        if matches!(e.kind(), io::ErrorKind::InvalidData | io::ErrorKind::InvalidInput) {
+                        if matches!(
+                            e.kind(),
+                            io::ErrorKind::InvalidData | io::ErrorKind::InvalidInput
+                        ) {
                             BundleError::BadInput {
                                 path: p.to_path_buf(),
                                 reason: e.to_string(),

@@ -77,10 +77,18 @@ mod tests {
         assert!(link_stays_inside(b"codebase/", b"codebase/a/l", b"../b"));
         assert!(link_stays_inside(b"codebase/", b"codebase/l", b"a/./b"));
         assert!(!link_stays_inside(b"codebase/", b"codebase/l", b"../x"));
-        assert!(!link_stays_inside(b"codebase/", b"codebase/a/l", b"../../x"));
+        assert!(!link_stays_inside(
+            b"codebase/",
+            b"codebase/a/l",
+            b"../../x"
+        ));
         assert!(!link_stays_inside(b"codebase/", b"codebase/l", b"/etc"));
         // A `..` after a name may climb through another link: refused.
-        assert!(!link_stays_inside(b"codebase/", b"codebase/a/b/t", b"s/../../x"));
+        assert!(!link_stays_inside(
+            b"codebase/",
+            b"codebase/a/b/t",
+            b"s/../../x"
+        ));
         let a: Vec<&[u8]> = ancestors(b"a/b/c").collect();
         assert_eq!(a, vec![&b"a"[..], &b"a/b"[..]]);
     }

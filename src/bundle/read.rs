@@ -235,7 +235,9 @@ impl Scanner<'_> {
         if loose.get("format").and_then(|v| v.as_str()) != Some(FORMAT) {
             return Err(not_bundle(format!(
                 "bundle.json has format {}, not \"{FORMAT}\"",
-                loose.get("format").map_or("(none)".to_string(), |v| v.to_string())
+                loose
+                    .get("format")
+                    .map_or("(none)".to_string(), |v| v.to_string())
             )));
         }
         match loose.get("version").and_then(|v| v.as_u64()) {
@@ -249,8 +251,7 @@ impl Scanner<'_> {
             }
             None => return Err(bad("it has no numeric `version`".into())),
         }
-        let manifest: Manifest =
-            serde_json::from_value(loose).map_err(|e| bad(e.to_string()))?;
+        let manifest: Manifest = serde_json::from_value(loose).map_err(|e| bad(e.to_string()))?;
         let mut paths = HashSet::new();
         for m in &manifest.members {
             if m.path == MANIFEST.as_bytes() || !paths.insert(&m.path[..]) {
@@ -399,7 +400,9 @@ impl Scanner<'_> {
         zstd_error: &Rc<RefCell<Option<String>>>,
     ) -> Result<Manifest, BundleError> {
         let mut archive = tar::Archive::new(pipe);
-        let mut entries = archive.entries().map_err(|e| self.classify(e, zstd_error))?;
+        let mut entries = archive
+            .entries()
+            .map_err(|e| self.classify(e, zstd_error))?;
         let mut first = match entries.next() {
             Some(Ok(e)) => e,
             Some(Err(e)) => return Err(self.classify(e, zstd_error)),
@@ -412,21 +415,22 @@ impl Scanner<'_> {
         };
         let (manifest, manifest_bytes) = self.read_manifest(&mut first)?;
         drop(first);
-        let listed: HashMap<&[u8], &ManifestMember> = manifest
-            .members
-            .iter()
-            .map(|m| (&m.path[..], m))
-            .collect();
+        let listed: HashMap<&[u8], &ManifestMember> =
+            manifest.members.iter().map(|m| (&m.path[..], m)).collect();
         let mut seen = Seen {
             kinds: HashMap::new(),
             created_dirs: HashSet::new(),
             codebase: Vec::new(),
             total: 0,
         };
-        if let Some((mut f, p)) = self.create_file(MANIFEST.as_bytes(), MemberKind::File, &mut seen)? {
-            f.write_all(&manifest_bytes).map_err(|e| BundleError::io(&p, e))?;
+        if let Some((mut f, p)) =
+            self.create_file(MANIFEST.as_bytes(), MemberKind::File, &mut seen)?
+        {
+            f.write_all(&manifest_bytes)
+                .map_err(|e| BundleError::io(&p, e))?;
         }
-        seen.kinds.insert(MANIFEST.as_bytes().to_vec(), MemberKind::File);
+        seen.kinds
+            .insert(MANIFEST.as_bytes().to_vec(), MemberKind::File);
         let mut buf = vec![0u8; 256 * 1024];
         for entry in entries {
             let mut entry = entry.map_err(|e| self.classify(e, zstd_error))?;
@@ -494,7 +498,8 @@ impl Scanner<'_> {
                         b.update(&buf[..n]);
                     }
                     if let Some((f, p)) = out.as_mut() {
-                        f.write_all(&buf[..n]).map_err(|e| BundleError::io(&*p, e))?;
+                        f.write_all(&buf[..n])
+                            .map_err(|e| BundleError::io(&*p, e))?;
                     }
                     n_total += n as u64;
                 }
@@ -610,13 +615,19 @@ impl Scanner<'_> {
         Ok(Some((f, p)))
     }
 
-    fn write_symlink(&self, name: &[u8], target: &[u8], seen: &mut Seen) -> Result<(), BundleError> {
+    fn write_symlink(
+        &self,
+        name: &[u8],
+        target: &[u8],
+        seen: &mut Seen,
+    ) -> Result<(), BundleError> {
         let Sink::Dir(root) = self.sink else {
             return Ok(());
         };
         self.ensure_parent(root, name, seen)?;
         let p = Self::target_path(root, name);
-        std::os::unix::fs::symlink(OsStr::from_bytes(target), &p).map_err(|e| BundleError::io(&p, e))
+        std::os::unix::fs::symlink(OsStr::from_bytes(target), &p)
+            .map_err(|e| BundleError::io(&p, e))
     }
 }
 

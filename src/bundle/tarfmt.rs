@@ -69,9 +69,12 @@ impl<W: Write> TarWriter<W> {
         data: &mut dyn Read,
     ) -> io::Result<()> {
         if size > MAX_MEMBER_SIZE {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!(
-                "{size} bytes is over the largest member a bundle holds ({MAX_MEMBER_SIZE})"
-            )));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "{size} bytes is over the largest member a bundle holds ({MAX_MEMBER_SIZE})"
+                ),
+            ));
         }
         let mut pax = Vec::new();
         let binary = std::str::from_utf8(path).is_err() || std::str::from_utf8(link).is_err();
@@ -106,14 +109,17 @@ impl<W: Write> TarWriter<W> {
             let copied = io::copy(&mut data.take(size), &mut self.out)?;
             let mut probe = [0u8; 1];
             if copied != size || data.read(&mut probe)? != 0 {
-                return Err(io::Error::new(io::ErrorKind::InvalidData, format!(
-                    "the content changed while it was packed ({size} bytes expected, {} read)",
-                    if copied == size {
-                        format!("more than {size}")
-                    } else {
-                        copied.to_string()
-                    }
-                )));
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "the content changed while it was packed ({size} bytes expected, {} read)",
+                        if copied == size {
+                            format!("more than {size}")
+                        } else {
+                            copied.to_string()
+                        }
+                    ),
+                ));
             }
             self.pad(size)?;
         }

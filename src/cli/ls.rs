@@ -34,33 +34,58 @@ pub fn run(ctx: &Context, args: LsArgs) -> anyhow::Result<ExitCode> {
                 })
             })
             .collect();
-        println!("{}", serde_json::to_string_pretty(&list)?);
+        out!("{}", serde_json::to_string_pretty(&list)?);
         return Ok(ExitCode::SUCCESS);
     }
     if instances.is_empty() {
-        ctx.note(format!("the archive `{}` holds no instances", ctx.ark.display()));
+        ctx.note(format!(
+            "the archive `{}` holds no instances",
+            ctx.ark.display()
+        ));
         return Ok(ExitCode::SUCCESS);
     }
-    let width = instances.iter().map(|i| i.instance_id.len()).max().unwrap_or(8).max(8);
-    let repo_width = instances.iter().map(|i| i.repo.len()).max().unwrap_or(4).max(4);
-    println!(
+    let width = instances
+        .iter()
+        .map(|i| i.instance_id.len())
+        .max()
+        .unwrap_or(8)
+        .max(8);
+    let repo_width = instances
+        .iter()
+        .map(|i| i.repo.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    out!(
         "{:<width$}  {:<repo_width$}  {:<7}  {:<12}  {:>6}  {:>10}  {:>10}  PACKED",
-        "INSTANCE", "REPO", "VERSION", "BUNDLE", "FILES", "TAR", "ZSTD"
+        "INSTANCE",
+        "REPO",
+        "VERSION",
+        "BUNDLE",
+        "FILES",
+        "TAR",
+        "ZSTD"
     );
     let mut total_files = 0;
     let mut total_bundles = 0;
     for i in &instances {
-        let rows = bundles.get(&i.instance_id).map(Vec::as_slice).unwrap_or(&[]);
+        let rows = bundles
+            .get(&i.instance_id)
+            .map(Vec::as_slice)
+            .unwrap_or(&[]);
         if rows.is_empty() {
-            println!(
+            out!(
                 "{:<width$}  {:<repo_width$}  {:<7}  {:<12}",
-                i.instance_id, i.repo, i.version, "-"
+                i.instance_id,
+                i.repo,
+                i.version,
+                "-"
             );
         }
         for b in rows {
             total_bundles += 1;
             total_files += b.file_size;
-            println!(
+            out!(
                 "{:<width$}  {:<repo_width$}  {:<7}  {:<12}  {:>6}  {:>10}  {:>10}  {}",
                 i.instance_id,
                 i.repo,

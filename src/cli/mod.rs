@@ -1,6 +1,15 @@
 //! The command line: clap definitions, one file per verb, and the exit-code contract:
 //! 0 success, 1 a check failed, 2 an error (bad input, I/O, refused bundle).
 
+/// `println!` that returns the write error (a closed pipe ends the command quietly) instead of
+/// panicking.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*)?
+    }};
+}
+
 mod ls;
 mod output;
 mod pack;
@@ -109,7 +118,9 @@ pub fn main() -> ExitCode {
     let ctx = Context {
         ark: cli.ark.clone(),
         quiet: cli.quiet,
-        progress: !cli.quiet && !cli.no_progress && std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        progress: !cli.quiet
+            && !cli.no_progress
+            && std::io::IsTerminal::is_terminal(&std::io::stderr()),
     };
     let result = match cli.command {
         Command::Pack(args) => pack::run(&ctx, args),

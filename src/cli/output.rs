@@ -84,7 +84,11 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         "m" | "mb" | "mib" => 1 << 20,
         "g" | "gb" | "gib" => 1 << 30,
         "t" | "tb" | "tib" => 1 << 40,
-        other => return Err(format!("`{other}` in `{s}` is not a size unit (B, KiB, MiB, GiB, TiB)")),
+        other => {
+            return Err(format!(
+                "`{other}` in `{s}` is not a size unit (B, KiB, MiB, GiB, TiB)"
+            ));
+        }
     };
     n.checked_mul(mult)
         .ok_or_else(|| format!("`{s}` is too large"))

@@ -74,8 +74,16 @@ pub fn run(ctx: &Context, args: PackArgs) -> anyhow::Result<ExitCode> {
         }
         None => None,
     };
-    let pre_log = args.pre_log.as_deref().map(|p| read(p, "--pre-log")).transpose()?;
-    let post_log = args.post_log.as_deref().map(|p| read(p, "--post-log")).transpose()?;
+    let pre_log = args
+        .pre_log
+        .as_deref()
+        .map(|p| read(p, "--pre-log"))
+        .transpose()?;
+    let post_log = args
+        .post_log
+        .as_deref()
+        .map(|p| read(p, "--post-log"))
+        .transpose()?;
 
     let progress = ctx.progress();
     let started = std::time::Instant::now();
@@ -113,7 +121,7 @@ pub fn run(ctx: &Context, args: PackArgs) -> anyhow::Result<ExitCode> {
             "tar_size": packed.tar_size,
             "file_size": packed.file_size,
         });
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        out!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         ctx.note(format!(
             "packed {}: {} codebase files, tree {}, tar {}, zstd {} ({:.1}x)",
@@ -124,7 +132,7 @@ pub fn run(ctx: &Context, args: PackArgs) -> anyhow::Result<ExitCode> {
             human_bytes(packed.file_size),
             packed.tar_size as f64 / packed.file_size.max(1) as f64
         ));
-        println!("{}", packed.id);
+        out!("{}", packed.id);
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -18,21 +18,26 @@ pub struct ShowArgs {
     pub full: bool,
 }
 
-fn field(name: &str, value: &str) {
+fn field(name: &str, value: &str) -> anyhow::Result<()> {
     let mut lines = value.lines();
-    println!("{:<26}{}", name, lines.next().unwrap_or(""));
+    out!("{:<26}{}", name, lines.next().unwrap_or(""));
     for l in lines {
-        println!("{:<26}{}", "", l);
+        out!("{:<26}{}", "", l);
     }
+    Ok(())
 }
 
-fn list(name: &str, items: &[String], full: bool) {
-    let shown = if full { items.len() } else { items.len().min(10) };
+fn list(name: &str, items: &[String], full: bool) -> anyhow::Result<()> {
+    let shown = if full {
+        items.len()
+    } else {
+        items.len().min(10)
+    };
     let mut text = items[..shown].join("\n");
     if shown < items.len() {
         text.push_str(&format!("\n… and {} more (--full)", items.len() - shown));
     }
-    field(&format!("{name} ({})", items.len()), &text);
+    field(&format!("{name} ({})", items.len()), &text)
 }
 
 pub fn run(ctx: &Context, args: ShowArgs) -> anyhow::Result<ExitCode> {
@@ -48,11 +53,11 @@ pub fn run(ctx: &Context, args: ShowArgs) -> anyhow::Result<ExitCode> {
             "manifest": manifest,
             "instance": instance.map(|i| i.to_value()),
         });
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        out!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(ExitCode::SUCCESS);
     }
     let codebase_size: u64 = manifest.codebase_members().map(|m| m.size).sum();
-    field("bundle", &row.id.hex());
+    field("bundle", &row.id.hex())?;
     field(
         "file",
         &format!(
@@ -61,9 +66,12 @@ pub fn run(ctx: &Context, args: ShowArgs) -> anyhow::Result<ExitCode> {
             human_bytes(row.file_size),
             human_bytes(row.tar_size)
         ),
-    );
-    field("format", &format!("{} v{}", manifest.format, manifest.version));
-    field("packed", &human_time(row.packed_at));
+    )?;
+    field(
+        "format",
+        &format!("{} v{}", manifest.format, manifest.version),
+    )?;
+    field("packed", &human_time(row.packed_at))?;
     field(
         "codebase",
         &format!(
@@ -72,7 +80,7 @@ pub fn run(ctx: &Context, args: ShowArgs) -> anyhow::Result<ExitCode> {
             manifest.codebase_members().count(),
             human_bytes(codebase_size)
         ),
-    );
+    )?;
     let others: Vec<String> = manifest
         .members
         .iter()
@@ -86,34 +94,31 @@ pub fn run(ctx: &Context, args: ShowArgs) -> anyhow::Result<ExitCode> {
             )
         })
         .collect();
-    field("members", &others.join("\n"));
-    println!();
-    field("instance_id", &manifest.instance_id);
+    field("members", &others.join("\n"))?;
+    out!();
+    field("instance_id", &manifest.instance_id)?;
     if let Some(i) = instance {
-        field("repo", &i.repo);
-        field("base_commit", &i.base_commit);
-        field("version", &i.version);
-        field("created_at", &i.created_at);
-        field("environment_setup_commit", &i.environment_setup_commit);
-        list("FAIL_TO_PASS", &i.fail_to_pass, args.full);
-        list("PASS_TO_PASS", &i.pass_to_pass, args.full);
-        field(
-            "patch",
-            &format!("{} lines", i.patch.lines().count()),
-        );
+        field("repo", &i.repo)?;
+        field("base_commit", &i.base_commit)?;
+        field("version", &i.version)?;
+        field("created_at", &i.created_at)?;
+        field("environment_setup_commit", &i.environment_setup_commit)?;
+        list("FAIL_TO_PASS", &i.fail_to_pass, args.full)?;
+        list("PASS_TO_PASS", &i.pass_to_pass, args.full)?;
+        field("patch", &format!("{} lines", i.patch.lines().count()))?;
         field(
             "test_patch",
             &format!("{} lines", i.test_patch.lines().count()),
-        );
+        )?;
         let ps: Vec<&str> = i.problem_statement.lines().collect();
         let shown = if args.full { ps.len() } else { ps.len().min(8) };
         let mut text = ps[..shown].join("\n");
         if shown < ps.len() {
             text.push_str(&format!("\n… {} more lines (--full)", ps.len() - shown));
         }
-        field("problem_statement", &text);
+        field("problem_statement", &text)?;
         for (k, v) in &i.extra {
-            field(k, &v.to_string());
+            field(k, &v.to_string())?;
         }
     }
     Ok(ExitCode::SUCCESS)

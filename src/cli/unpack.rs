@@ -59,6 +59,6 @@ pub fn run(ctx: &Context, args: UnpackArgs) -> anyhow::Result<ExitCode> {
     if expected.is_none() {
         ctx.note("note: the bundle's file name carries no id, so only its own bundle.json vouched for it");
     }
-    println!("{}", report.id);
+    out!("{}", report.id);
     Ok(ExitCode::SUCCESS)
 }

@@ -1,4 +1,4 @@
-use std::path::PathBuf;
+use std::path::Path;
 use std::process::ExitCode;
 
 use crate::bundle::{self, Limits};
@@ -27,7 +27,7 @@ struct Checked {
 }
 
 fn check_bundle(
-    path: &PathBuf,
+    path: &Path,
     expected: Option<Sha256Digest>,
     row: Option<&BundleRow>,
     ctx: &Context,
@@ -87,7 +87,12 @@ pub fn run(ctx: &Context, args: VerifyArgs) -> anyhow::Result<ExitCode> {
             });
         }
         for row in ark.index().bundles()? {
-            results.push(check_bundle(&ark.bundle_path(&row.id), Some(row.id), Some(&row), ctx));
+            results.push(check_bundle(
+                &ark.bundle_path(&row.id),
+                Some(row.id),
+                Some(&row),
+                ctx,
+            ));
         }
         let store = ark.objects();
         for obj in ark.index().objects()? {
@@ -122,7 +127,11 @@ pub fn run(ctx: &Context, args: VerifyArgs) -> anyhow::Result<ExitCode> {
         for id in &args.ids {
             let (path, expected) = locate(ctx, id)?;
             let row = match (&ark, expected) {
-                (Some(ark), Some(e)) => ark.index().bundles_with_prefix(&e.hex())?.into_iter().next(),
+                (Some(ark), Some(e)) => ark
+                    .index()
+                    .bundles_with_prefix(&e.hex())?
+                    .into_iter()
+                    .next(),
                 _ => None,
             };
             results.push(check_bundle(&path, expected, row.as_ref(), ctx));
@@ -130,15 +139,19 @@ pub fn run(ctx: &Context, args: VerifyArgs) -> anyhow::Result<ExitCode> {
     }
     let bad = results.iter().filter(|r| !r.ok).count();
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&results)?);
+        out!("{}", serde_json::to_string_pretty(&results)?);
     } else {
         for r in &results {
-            println!("{} {} {}", if r.ok { "ok " } else { "BAD" }, r.what, r.name);
+            out!("{} {} {}", if r.ok { "ok " } else { "BAD" }, r.what, r.name);
             for p in &r.problems {
-                println!("    {p}");
+                out!("    {p}");
             }
         }
         ctx.note(format!("{} checked, {} bad", results.len(), bad));
     }
-    Ok(if bad == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    Ok(if bad == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }

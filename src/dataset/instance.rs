@@ -37,7 +37,9 @@ pub enum InstanceError {
         expected: &'static str,
         found: &'static str,
     },
-    #[error("field `{field}` must be a list of test names (a JSON list, or a string holding one): {reason}")]
+    #[error(
+        "field `{field}` must be a list of test names (a JSON list, or a string holding one): {reason}"
+    )]
     BadTestList { field: &'static str, reason: String },
     #[error("field `{field}` is `{value}`, not a full commit id (40 or 64 lowercase hex digits)")]
     BadCommit { field: &'static str, value: String },
@@ -183,8 +185,7 @@ impl Instance {
                 value: self.base_commit.clone(),
             });
         }
-        if !self.environment_setup_commit.is_empty() && !is_commit(&self.environment_setup_commit)
-        {
+        if !self.environment_setup_commit.is_empty() && !is_commit(&self.environment_setup_commit) {
             return Err(InstanceError::BadCommit {
                 field: "environment_setup_commit",
                 value: self.environment_setup_commit.clone(),
@@ -281,6 +282,9 @@ mod tests {
         assert!(e.contains("FAIL_TO_PASS"), "{e}");
         let mut v = minimal();
         v["repo"] = Value::String("../etc".into());
-        assert!(matches!(Instance::from_value(v), Err(InstanceError::BadRepo(_))));
+        assert!(matches!(
+            Instance::from_value(v),
+            Err(InstanceError::BadRepo(_))
+        ));
     }
 }

@@ -18,7 +18,9 @@ pub enum ArkError {
          or point --ark / SWE_ARK_HOME at an archive"
     )]
     NotAnArchive(PathBuf),
-    #[error("no bundle in the archive matches `{0}` (give a bundle id, a unique prefix of one, or an instance id)")]
+    #[error(
+        "no bundle in the archive matches `{0}` (give a bundle id, a unique prefix of one, or an instance id)"
+    )]
     NoSuchBundle(String),
     #[error("`{query}` matches {} bundles ({}); give more digits", .candidates.len(), .candidates.join(", "))]
     Ambiguous {
@@ -47,7 +49,11 @@ pub struct Ark {
 impl Ark {
     /// Opens the archive at `root`, creating it if it does not exist.
     pub fn create(root: &Path) -> Result<Ark, ArkError> {
-        for dir in [root.to_path_buf(), root.join("bundles"), root.join("objects")] {
+        for dir in [
+            root.to_path_buf(),
+            root.join("bundles"),
+            root.join("objects"),
+        ] {
             fs::create_dir_all(&dir).map_err(|source| ArkError::Io { path: dir, source })?;
         }
         Self::open(root)

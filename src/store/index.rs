@@ -187,7 +187,11 @@ impl Index {
     }
 
     /// Records a packed bundle and its instance, in one transaction.
-    pub fn record_bundle(&mut self, instance: &Instance, bundle: &BundleRow) -> Result<(), IndexError> {
+    pub fn record_bundle(
+        &mut self,
+        instance: &Instance,
+        bundle: &BundleRow,
+    ) -> Result<(), IndexError> {
         let path = self.path.clone();
         let sql = |source| IndexError::Sqlite {
             path: path.clone(),
@@ -238,7 +242,12 @@ impl Index {
         tx.commit().map_err(sql)
     }
 
-    pub fn record_object(&mut self, id: &Sha256Digest, size: u64, kind: &str) -> Result<(), IndexError> {
+    pub fn record_object(
+        &mut self,
+        id: &Sha256Digest,
+        size: u64,
+        kind: &str,
+    ) -> Result<(), IndexError> {
         self.conn
             .execute(
                 "INSERT INTO objects (id, size, kind, added_at) VALUES (?1, ?2, ?3, ?4)

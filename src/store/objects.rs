@@ -127,7 +127,10 @@ pub struct VerifyingReader<R> {
 impl<R> VerifyingReader<R> {
     /// Turns an error from `read` back into the typed error it carries.
     pub fn error(&self, e: io::Error) -> ObjectError {
-        match e.get_ref().and_then(|inner| inner.downcast_ref::<CorruptObject>()) {
+        match e
+            .get_ref()
+            .and_then(|inner| inner.downcast_ref::<CorruptObject>())
+        {
             Some(c) => ObjectError::Corrupt {
                 id: self.expected,
                 actual: c.0,

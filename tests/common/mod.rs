@@ -58,7 +58,9 @@ impl TestContext {
             out.status.code(),
             Some(code),
             "swe-ark {:?} in {}\n--- stdout\n{}\n--- stderr\n{}",
-            args.iter().map(|a| a.as_ref().to_string_lossy().into_owned()).collect::<Vec<_>>(),
+            args.iter()
+                .map(|a| a.as_ref().to_string_lossy().into_owned())
+                .collect::<Vec<_>>(),
             self.dir.path().display(),
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
@@ -150,15 +152,35 @@ pub fn make_fixture_codebase_with_modes(root: &Path, file_mode: u32, exe_mode: u
     fs::create_dir_all(root).unwrap();
     write(root, b"widgets/__init__.py", b"", file_mode);
     write(root, b"widgets/core.py", b"def f(): return 1\n", file_mode);
-    write(root, b"setup.py", b"from setuptools import setup\nsetup(name='widgets')\n", file_mode);
-    write(root, b"scripts/run-tests", b"#!/bin/sh\nexec python -m pytest \"$@\"\n", exe_mode);
+    write(
+        root,
+        b"setup.py",
+        b"from setuptools import setup\nsetup(name='widgets')\n",
+        file_mode,
+    );
+    write(
+        root,
+        b"scripts/run-tests",
+        b"#!/bin/sh\nexec python -m pytest \"$@\"\n",
+        exe_mode,
+    );
     write(root, b"a.b", b"dot\n", file_mode);
     write(root, b"a-b", b"dash\n", file_mode);
     write(root, b"a/inner.txt", b"inner\n", file_mode);
     let long = format!("deep/{}/{}.py", "d".repeat(60), "m".repeat(70));
     write(root, long.as_bytes(), b"# a long path\n", file_mode);
-    write(root, b"data/caf\xe9-latin1.txt", b"not utf-8 in the name\n", file_mode);
-    write(root, b"data/blob.bin", &(0u8..=255).cycle().take(5000).collect::<Vec<_>>(), file_mode);
+    write(
+        root,
+        b"data/caf\xe9-latin1.txt",
+        b"not utf-8 in the name\n",
+        file_mode,
+    );
+    write(
+        root,
+        b"data/blob.bin",
+        &(0u8..=255).cycle().take(5000).collect::<Vec<_>>(),
+        file_mode,
+    );
     symlink(root, "docs/core-link.py", "../widgets/core.py");
     symlink(root, "widgets-alias", "widgets");
     write(root, b".git/HEAD", b"ref: refs/heads/main\n", file_mode);
@@ -212,14 +234,27 @@ pub fn tree_listing(root: &Path) -> Vec<(Vec<u8>, &'static str, Vec<u8>)> {
         for e in fs::read_dir(dir).unwrap() {
             let e = e.unwrap();
             let p = e.path();
-            let rel = p.strip_prefix(root).unwrap().as_os_str().as_bytes().to_vec();
+            let rel = p
+                .strip_prefix(root)
+                .unwrap()
+                .as_os_str()
+                .as_bytes()
+                .to_vec();
             let meta = fs::symlink_metadata(&p).unwrap();
             if meta.file_type().is_symlink() {
-                out.push((rel, "symlink", fs::read_link(&p).unwrap().as_os_str().as_bytes().to_vec()));
+                out.push((
+                    rel,
+                    "symlink",
+                    fs::read_link(&p).unwrap().as_os_str().as_bytes().to_vec(),
+                ));
             } else if meta.is_dir() {
                 walk(root, &p, out);
             } else {
-                let kind = if meta.permissions().mode() & 0o100 != 0 { "exe" } else { "file" };
+                let kind = if meta.permissions().mode() & 0o100 != 0 {
+                    "exe"
+                } else {
+                    "file"
+                };
                 out.push((rel, kind, fs::read(&p).unwrap()));
             }
         }

@@ -1,0 +1,372 @@
+//! The command line as a user meets it: output, exit codes (0 ok, 1 a check failed, 2 an
+//! error) and clear errors for bad input.
+
+mod common;
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+
+use common::*;
+
+fn pack_fixture(t: &TestContext) -> String {
+    make_fixture_codebase(&t.path("cb"));
+    t.pack(&t.path("cb"))
+}
+
+fn flip_byte(path: &std::path::Path, at: usize) {
+    let mut bytes = fs::read(path).unwrap();
+    let at = at.min(bytes.len() - 1);
+    bytes[at] ^= 0x55;
+    fs::write(path, bytes).unwrap();
+}
+
+#[test]
+fn ls_show_and_verify_a_packed_instance() {
+    let t = TestContext::new();
+    let id = pack_fixture(&t);
+
+    let ls = stdout(&t.run_expect(&["ls"], 0));
+    assert!(
+        ls.contains("acme__widgets-42") && ls.contains(&id[..12]),
+        "{ls}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_slice(&t.run_expect(&["ls", "--json"], 0).stdout).unwrap();
+    assert_eq!(json[0]["instance_id"], "acme__widgets-42");
+    assert_eq!(json[0]["bundles"][0]["id"], id.as_str());
+    assert_eq!(json[0]["bundles"][0]["codebase_files"], 12);
+
+    for query in [&id[..], &id[..10], "acme__widgets-42"] {
+        let show = stdout(&t.run_expect(&["show", query], 0));
+        assert!(show.contains(&id), "{show}");
+        assert!(show.contains("tests/test_core.py::test_f"), "{show}");
+        assert!(show.contains("swe-ark-bundle v1"), "{show}");
+    }
+    let show: serde_json::Value =
+        serde_json::from_slice(&t.run_expect(&["show", "--json", &id], 0).stdout).unwrap();
+    assert_eq!(show["manifest"]["instance_id"], "acme__widgets-42");
+    assert_eq!(
+        show["instance"]["FAIL_TO_PASS"][0],
+        "tests/test_core.py::test_f"
+    );
+
+    let out = t.run_expect(&["verify"], 0);
+    assert!(
+        stdout(&out).contains(&format!("ok  bundle {id}")),
+        "{}",
+        stdout(&out)
+    );
+    let out = t.run_expect(&["verify", "--json", "acme__widgets-42"], 0);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v[0]["ok"], true);
+}
+
+#[test]
+fn pack_prints_only_the_id_when_quiet_and_is_idempotent() {
+    let t = TestContext::new();
+    make_fixture_codebase(&t.path("cb"));
+    let inst = t.instance_file();
+    let args = [
+        "-q",
+        "pack",
+        "--instance",
+        inst.to_str().unwrap(),
+        "--codebase",
+        "cb",
+    ];
+    let out = t.run_expect(&args, 0);
+    let id = stdout(&out).trim().to_string();
+    assert_eq!(id.len(), 64, "{id}");
+    assert!(out.stderr.is_empty(), "{}", stderr(&out));
+    let again = t.run_expect(&args, 0);
+    assert_eq!(stdout(&again).trim(), id);
+    let json: serde_json::Value =
+        serde_json::from_slice(&t.run_expect(&["ls", "--json"], 0).stdout).unwrap();
+    assert_eq!(json.as_array().unwrap().len(), 1);
+    assert_eq!(json[0]["bundles"].as_array().unwrap().len(), 1);
+    // Bundle files are readable like any file tar would write.
+    let mode = fs::metadata(t.bundle_path(&id))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o644, 0o644, "{mode:o}");
+}
+
+#[test]
+fn verify_names_a_corrupted_or_missing_bundle_and_exits_1() {
+    let t = TestContext::new();
+    let id = pack_fixture(&t);
+    let path = t.bundle_path(&id);
+    let good = fs::read(&path).unwrap();
+
+    // A flipped byte in a member's data, with a valid zstd stream around it.
+    let mut tar = decompress(&path);
+    let needle = b"def f(): return 1\n";
+    let at = tar.windows(needle.len()).position(|w| w == needle).unwrap();
+    tar[at + 15] = b'7';
+    fs::write(&path, compress(&tar)).unwrap();
+    let out = t.run_expect(&["verify"], 1);
+    let text = stdout(&out);
+    assert!(text.contains(&format!("BAD bundle {id}")), "{text}");
+    assert!(text.contains("codebase/widgets/core.py"), "{text}");
+    assert!(text.contains("does not match bundle.json"), "{text}");
+
+    // A flipped byte in the compressed file.
+    fs::write(&path, &good).unwrap();
+    flip_byte(&path, good.len() / 2);
+    let text = stdout(&t.run_expect(&["verify", &id[..8]], 1));
+    assert!(text.contains("BAD"), "{text}");
+
+    // The file is gone.
+    fs::remove_file(&path).unwrap();
+    let text = stdout(&t.run_expect(&["verify"], 1));
+    assert!(text.contains("missing"), "{text}");
+
+    fs::write(&path, &good).unwrap();
+    t.run_expect(&["verify"], 0);
+}
+
+#[test]
+fn verify_rehashes_objects() {
+    let t = TestContext::new();
+    pack_fixture(&t);
+    let store = swe_ark::store::ObjectStore::new(t.ark().join("objects"));
+    let id = store.put_bytes(b"a wheel, say").unwrap();
+    {
+        let mut index = swe_ark::store::Index::open(&t.ark().join("index.sqlite")).unwrap();
+        index.record_object(&id, 12, "wheel").unwrap();
+    }
+    t.run_expect(&["verify"], 0);
+    fs::write(store.path_of(&id), b"a wheel, sat").unwrap();
+    let text = stdout(&t.run_expect(&["verify"], 1));
+    assert!(text.contains(&format!("BAD object {id}")), "{text}");
+    assert!(text.contains("corrupt"), "{text}");
+}
+
+#[test]
+fn unpack_refuses_a_non_empty_target_and_unknown_ids() {
+    let t = TestContext::new();
+    let id = pack_fixture(&t);
+    fs::create_dir(t.path("full")).unwrap();
+    fs::write(t.path("full/keep.txt"), "mine").unwrap();
+    let err = stderr(&t.run_expect(&["unpack", &id, "-o", "full"], 2));
+    assert!(err.contains("not empty"), "{err}");
+    assert_eq!(fs::read_to_string(t.path("full/keep.txt")).unwrap(), "mine");
+
+    let err = stderr(&t.run_expect(&["unpack", "no-such-instance", "-o", "x"], 2));
+    assert!(
+        err.contains("no bundle in the archive matches `no-such-instance`"),
+        "{err}"
+    );
+    assert!(!t.path("x").exists());
+    let err = stderr(&t.run_expect(&["show", "ffff0000"], 2));
+    assert!(err.contains("ffff0000"), "{err}");
+    // An empty directory is a fine target.
+    fs::create_dir(t.path("empty")).unwrap();
+    t.run_expect(&["unpack", &id, "-o", "empty"], 0);
+    assert!(t.path("empty/bundle.json").is_file());
+}
+
+#[test]
+fn unpack_works_on_a_bare_file_without_an_archive() {
+    let t = TestContext::new();
+    let id = pack_fixture(&t);
+    let moved = t.path(&format!("{id}.tar.zst"));
+    fs::copy(t.bundle_path(&id), &moved).unwrap();
+    fs::remove_dir_all(t.ark()).unwrap();
+    let out = t.run_expect(&["unpack", moved.to_str().unwrap(), "-o", "out"], 0);
+    assert_eq!(last_line(&out.stdout), id);
+    t.run_expect(&["verify", moved.to_str().unwrap()], 0);
+    // Renamed to claim another id, the same file is refused.
+    let liar = t.path(&format!("{}.tar.zst", "ab".repeat(32)));
+    fs::copy(&moved, &liar).unwrap();
+    let err = stderr(&t.run_expect(&["unpack", liar.to_str().unwrap(), "-o", "out2"], 2));
+    assert!(err.contains(&id) && err.contains(&"ab".repeat(32)), "{err}");
+    assert!(!t.path("out2").exists());
+}
+
+#[test]
+fn bad_instances_are_refused_with_the_field_named() {
+    let t = TestContext::new();
+    make_fixture_codebase(&t.path("cb"));
+    let cases: [(&str, &str); 6] = [
+        ("{not json", "not valid JSON"),
+        ("[1, 2]", "must be a JSON object"),
+        (
+            r#"{"instance_id": "x", "repo": "o/r", "patch": "", "test_patch": ""}"#,
+            "`base_commit`",
+        ),
+        (
+            r#"{"instance_id": "x", "repo": "o/r", "base_commit": "main", "patch": "", "test_patch": ""}"#,
+            "`main`, not a full commit id",
+        ),
+        (
+            r#"{"instance_id": "x", "repo": "o/r", "base_commit": "0123456789abcdef0123456789abcdef01234567", "patch": "", "test_patch": "", "FAIL_TO_PASS": "oops"}"#,
+            "FAIL_TO_PASS",
+        ),
+        (
+            r#"{"instance_id": "x", "repo": "nope", "base_commit": "0123456789abcdef0123456789abcdef01234567", "patch": "", "test_patch": ""}"#,
+            "OWNER/NAME",
+        ),
+    ];
+    for (json, expected) in cases {
+        fs::write(t.path("bad.json"), json).unwrap();
+        let out = t.run_expect(&["pack", "--instance", "bad.json", "--codebase", "cb"], 2);
+        let err = stderr(&out);
+        assert!(err.contains(expected), "for {json}: {err}");
+        assert!(err.contains("bad.json"), "names the file: {err}");
+    }
+    assert!(
+        !t.ark().join("index.sqlite").exists(),
+        "nothing was created"
+    );
+}
+
+#[test]
+fn bad_codebases_and_side_files_are_refused() {
+    let t = TestContext::new();
+    let inst = t.instance_file();
+    let inst = inst.to_str().unwrap();
+    make_fixture_codebase(&t.path("cb"));
+
+    let err = stderr(&t.run_expect(&["pack", "--instance", inst, "--codebase", "nowhere"], 2));
+    assert!(err.contains("nowhere"), "{err}");
+
+    fs::write(t.path("spec.toml"), "python = ").unwrap();
+    let err = stderr(&t.run_expect(
+        &[
+            "pack",
+            "--instance",
+            inst,
+            "--codebase",
+            "cb",
+            "--spec",
+            "spec.toml",
+        ],
+        2,
+    ));
+    assert!(err.contains("--spec") && err.contains("TOML"), "{err}");
+
+    fs::write(t.path("results.json"), "{").unwrap();
+    let err = stderr(&t.run_expect(
+        &[
+            "pack",
+            "--instance",
+            inst,
+            "--codebase",
+            "cb",
+            "--results",
+            "results.json",
+        ],
+        2,
+    ));
+    assert!(err.contains("--results") && err.contains("JSON"), "{err}");
+
+    let err = stderr(&t.run_expect(
+        &[
+            "pack",
+            "--instance",
+            inst,
+            "--codebase",
+            "cb",
+            "--pre-log",
+            "missing.log",
+        ],
+        2,
+    ));
+    assert!(err.contains("missing.log"), "{err}");
+
+    // A symlink that leaves the codebase.
+    std::os::unix::fs::symlink("../../etc/passwd", t.path("cb/escape")).unwrap();
+    let err = stderr(&t.run_expect(&["pack", "--instance", inst, "--codebase", "cb"], 2));
+    assert!(err.contains("escape") && err.contains("outside"), "{err}");
+    fs::remove_file(t.path("cb/escape")).unwrap();
+
+    // A FIFO.
+    let status = std::process::Command::new("mkfifo")
+        .arg(t.path("cb/pipe"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let err = stderr(&t.run_expect(&["pack", "--instance", inst, "--codebase", "cb"], 2));
+    assert!(err.contains("pipe") && err.contains("FIFO"), "{err}");
+    assert!(
+        fs::read_dir(t.ark().join("bundles"))
+            .map(|rd| rd.count())
+            .unwrap_or(0)
+            == 0,
+        "no bundle file was left"
+    );
+}
+
+#[test]
+fn commands_on_a_missing_archive_say_so() {
+    let t = TestContext::new();
+    for cmd in [&["ls"][..], &["verify"], &["show", "abcd"]] {
+        let err = stderr(&t.run_expect(cmd, 2));
+        assert!(err.contains("is not a swe-ark archive"), "{cmd:?}: {err}");
+    }
+    assert!(!t.ark().exists(), "reading commands create nothing");
+}
+
+#[test]
+fn usage_errors_exit_2_and_help_exits_0() {
+    let t = TestContext::new();
+    t.run_expect(&["--help"], 0);
+    t.run_expect(&["pack", "--help"], 0);
+    t.run_expect(&["pack"], 2);
+    t.run_expect(&["frobnicate"], 2);
+    t.run_expect(
+        &[
+            "pack",
+            "--instance",
+            "x",
+            "--codebase",
+            "y",
+            "--level",
+            "99",
+        ],
+        2,
+    );
+}
+
+#[test]
+fn index_is_wal_with_a_schema_version_and_refuses_newer_schemas() {
+    let t = TestContext::new();
+    pack_fixture(&t);
+    let conn = rusqlite::Connection::open(t.ark().join("index.sqlite")).unwrap();
+    let version: u32 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, swe_ark::store::SCHEMA_VERSION);
+    let mode: String = conn
+        .pragma_query_value(None, "journal_mode", |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal");
+    for table in ["instances", "bundles", "objects"] {
+        let n: i64 = conn
+            .query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
+            .unwrap();
+        assert!(n >= 0);
+    }
+    conn.pragma_update(None, "user_version", 99).unwrap();
+    drop(conn);
+    let err = stderr(&t.run_expect(&["ls"], 2));
+    assert!(err.contains("schema version 99"), "{err}");
+}
+
+#[test]
+fn broken_pipe_is_a_normal_end() {
+    let t = TestContext::new();
+    pack_fixture(&t);
+    let out = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "set -o pipefail; {} --ark {} show --full acme__widgets-42 | head -c 10 >/dev/null",
+            env!("CARGO_BIN_EXE_swe-ark"),
+            t.ark().display()
+        ))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+}
