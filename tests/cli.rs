@@ -34,7 +34,7 @@ fn ls_show_and_verify_a_packed_instance() {
         serde_json::from_slice(&t.run_expect(&["ls", "--json"], 0).stdout).unwrap();
     assert_eq!(json[0]["instance_id"], "acme__widgets-42");
     assert_eq!(json[0]["bundles"][0]["id"], id.as_str());
-    assert_eq!(json[0]["bundles"][0]["codebase_files"], 12);
+    assert_eq!(json[0]["bundles"][0]["codebase_files"], 13);
 
     for query in [&id[..], &id[..10], "acme__widgets-42"] {
         let show = stdout(&t.run_expect(&["show", query], 0));

@@ -181,7 +181,20 @@ pub fn pack_to_dir(
     encoder.multithread(threads).map_err(io_err)?;
     encoder.include_checksum(true).map_err(io_err)?;
 
-    let total: u64 = members.iter().map(|m| m.size).sum::<u64>() + manifest_bytes.len() as u64;
+    // The tar's size, for progress: headers, padded contents, pax headers (counted as one
+    // block of records), the end marker.
+    let padded = |n: u64| n.div_ceil(512) * 512;
+    let total: u64 = members
+        .iter()
+        .map(|m| {
+            let data = if m.kind == MemberKind::Symlink { 0 } else { m.size };
+            let pax = if m.path.len() > 100 || m.link.len() > 100 { 1024 } else { 0 };
+            512 + padded(data) + pax
+        })
+        .sum::<u64>()
+        + 512
+        + padded(manifest_bytes.len() as u64)
+        + 1024;
     progress.start("packing", Some(total));
     let hashing = HashingWriter::new(Counting {
         inner: encoder,

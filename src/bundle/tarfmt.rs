@@ -147,8 +147,9 @@ mod tests {
 
     #[test]
     fn pax_record_length_counts_itself() {
-        let r = pax_record("path", b"x");
-        assert_eq!(r, b"11 path=x\n");
+        assert_eq!(pax_record("path", b"x"), b"9 path=x\n");
+        // Where the length's own digits tip it from 9 to 11.
+        assert_eq!(pax_record("path", b"xy"), b"11 path=xy\n");
         let long = vec![b'a'; 95];
         let r = pax_record("path", &long);
         let len: usize = std::str::from_utf8(&r[..r.iter().position(|&b| b == b' ').unwrap()])

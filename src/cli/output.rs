@@ -30,7 +30,7 @@ impl Progress for TerminalProgress {
                 self.bar.set_length(t);
                 self.bar.set_style(
                     ProgressStyle::with_template(
-                        "{msg:>18} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+                        "{msg} [{wide_bar}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
                     )
                     .expect("a valid template")
                     .progress_chars("=> "),
@@ -39,7 +39,7 @@ impl Progress for TerminalProgress {
             None => {
                 self.bar.unset_length();
                 self.bar.set_style(
-                    ProgressStyle::with_template("{msg:>18} {spinner} {bytes} {bytes_per_sec}")
+                    ProgressStyle::with_template("{msg} {spinner} {bytes} {bytes_per_sec}")
                         .expect("a valid template"),
                 );
             }

@@ -146,7 +146,7 @@ fn symlink(root: &Path, rel: &str, target: &str) {
 
 /// A small codebase that exercises the format: nested packages, an executable, symlinks (to a
 /// file and to a directory), names whose git order differs from byte order (`a.b`, `a-b`,
-/// `a/`), a path over 100 bytes, a non-UTF-8 file name, an empty file, and a `.git` that must
+/// `a/`), a path and a link target over 100 bytes, a non-UTF-8 file name, an empty file, and a `.git` that must
 /// be left out. `file_mode` and `exe_mode` let a test vary permissions as a umask would.
 pub fn make_fixture_codebase_with_modes(root: &Path, file_mode: u32, exe_mode: u32) {
     fs::create_dir_all(root).unwrap();
@@ -183,6 +183,8 @@ pub fn make_fixture_codebase_with_modes(root: &Path, file_mode: u32, exe_mode: u
     );
     symlink(root, "docs/core-link.py", "../widgets/core.py");
     symlink(root, "widgets-alias", "widgets");
+    // A link target over 100 bytes goes into a pax header too.
+    symlink(root, "long-link.py", &long);
     write(root, b".git/HEAD", b"ref: refs/heads/main\n", file_mode);
     write(root, b"widgets/.git", b"gitdir: elsewhere\n", file_mode);
 }
