@@ -196,8 +196,10 @@ pub fn pack_to_dir(
         + padded(manifest_bytes.len() as u64)
         + 1024;
     progress.start("packing", Some(total));
+    // zstd's multithreaded stream takes locks on every call: feed it megabytes, not the
+    // tar's many small header and file writes.
     let hashing = HashingWriter::new(Counting {
-        inner: encoder,
+        inner: io::BufWriter::with_capacity(1 << 20, encoder),
         progress,
     });
     let mut tar = TarWriter::new(hashing);
@@ -245,7 +247,8 @@ pub fn pack_to_dir(
     }
     let hashing = tar.finish().map_err(io_err)?;
     let (counting, id, tar_size) = hashing.finish();
-    let mut buffered = counting.inner.finish().map_err(io_err)?;
+    let encoder = counting.inner.into_inner().map_err(|e| io_err(e.into_error()))?;
+    let mut buffered = encoder.finish().map_err(io_err)?;
     buffered.flush().map_err(io_err)?;
     drop(buffered);
     progress.finish();
