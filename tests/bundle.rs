@@ -10,25 +10,32 @@ use std::time::{Duration, SystemTime};
 
 use common::*;
 
+/// The optional members: spec, lock, logs and results, written beside the archive.
+fn write_side_files(t: &TestContext) {
+    let files = [
+        (
+            "spec.toml",
+            "python = \"3.11\"\ntest_cmd = \"pytest -rA\"\n",
+        ),
+        (
+            "pylock.toml",
+            "lock-version = \"1.0\"\ncreated-by = \"swe-ark tests\"\n",
+        ),
+        ("pre.log", "tests/test_core.py::test_f FAILED\n"),
+        ("post.log", "tests/test_core.py::test_f PASSED\n"),
+        (
+            "results.json",
+            "{\"FAIL_TO_PASS\": [\"tests/test_core.py::test_f\"]}\n",
+        ),
+    ];
+    for (name, content) in files {
+        fs::write(t.path(name), content).unwrap();
+    }
+}
+
 /// Packs the fixture with every optional member, as the snapshot test and others use it.
 fn pack_full(t: &TestContext, codebase: &Path, extra: &[&str]) -> String {
-    fs::write(
-        t.path("spec.toml"),
-        "python = \"3.11\"\ntest_cmd = \"pytest -rA\"\n",
-    )
-    .unwrap();
-    fs::write(
-        t.path("pylock.toml"),
-        "lock-version = \"1.0\"\ncreated-by = \"swe-ark tests\"\n",
-    )
-    .unwrap();
-    fs::write(t.path("pre.log"), "tests/test_core.py::test_f FAILED\n").unwrap();
-    fs::write(t.path("post.log"), "tests/test_core.py::test_f PASSED\n").unwrap();
-    fs::write(
-        t.path("results.json"),
-        "{\"FAIL_TO_PASS\": [\"tests/test_core.py::test_f\"]}\n",
-    )
-    .unwrap();
+    write_side_files(t);
     let inst = t.instance_file();
     let mut args: Vec<String> = vec![
         "pack".into(),
@@ -101,23 +108,7 @@ fn same_inputs_give_byte_identical_bundles_anywhere() {
         &cb_b,
         SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000),
     );
-    fs::write(
-        b.path("spec.toml"),
-        "python = \"3.11\"\ntest_cmd = \"pytest -rA\"\n",
-    )
-    .unwrap();
-    fs::write(
-        b.path("pylock.toml"),
-        "lock-version = \"1.0\"\ncreated-by = \"swe-ark tests\"\n",
-    )
-    .unwrap();
-    fs::write(b.path("pre.log"), "tests/test_core.py::test_f FAILED\n").unwrap();
-    fs::write(b.path("post.log"), "tests/test_core.py::test_f PASSED\n").unwrap();
-    fs::write(
-        b.path("results.json"),
-        "{\"FAIL_TO_PASS\": [\"tests/test_core.py::test_f\"]}\n",
-    )
-    .unwrap();
+    write_side_files(&b);
     let inst = b.instance_file();
     let script = format!(
         "umask 077 && cd {} && exec {} --ark {} --no-progress pack --threads 2 --instance {} \

@@ -229,56 +229,30 @@ fn bad_codebases_and_side_files_are_refused() {
     let inst = inst.to_str().unwrap();
     make_fixture_codebase(&t.path("cb"));
 
-    let err = stderr(&t.run_expect(&["pack", "--instance", inst, "--codebase", "nowhere"], 2));
+    // Packs `cb` with `extra` arguments; must fail with exit 2; returns stderr.
+    let refused = |codebase: &str, extra: &[&str]| {
+        let mut args = vec!["pack", "--instance", inst, "--codebase", codebase];
+        args.extend_from_slice(extra);
+        stderr(&t.run_expect(&args, 2))
+    };
+
+    let err = refused("nowhere", &[]);
     assert!(err.contains("nowhere"), "{err}");
 
     fs::write(t.path("spec.toml"), "python = ").unwrap();
-    let err = stderr(&t.run_expect(
-        &[
-            "pack",
-            "--instance",
-            inst,
-            "--codebase",
-            "cb",
-            "--spec",
-            "spec.toml",
-        ],
-        2,
-    ));
+    let err = refused("cb", &["--spec", "spec.toml"]);
     assert!(err.contains("--spec") && err.contains("TOML"), "{err}");
 
     fs::write(t.path("results.json"), "{").unwrap();
-    let err = stderr(&t.run_expect(
-        &[
-            "pack",
-            "--instance",
-            inst,
-            "--codebase",
-            "cb",
-            "--results",
-            "results.json",
-        ],
-        2,
-    ));
+    let err = refused("cb", &["--results", "results.json"]);
     assert!(err.contains("--results") && err.contains("JSON"), "{err}");
 
-    let err = stderr(&t.run_expect(
-        &[
-            "pack",
-            "--instance",
-            inst,
-            "--codebase",
-            "cb",
-            "--pre-log",
-            "missing.log",
-        ],
-        2,
-    ));
+    let err = refused("cb", &["--pre-log", "missing.log"]);
     assert!(err.contains("missing.log"), "{err}");
 
     // A symlink that leaves the codebase.
     std::os::unix::fs::symlink("../../etc/passwd", t.path("cb/escape")).unwrap();
-    let err = stderr(&t.run_expect(&["pack", "--instance", inst, "--codebase", "cb"], 2));
+    let err = refused("cb", &[]);
     assert!(err.contains("escape") && err.contains("outside"), "{err}");
     fs::remove_file(t.path("cb/escape")).unwrap();
 
@@ -288,7 +262,7 @@ fn bad_codebases_and_side_files_are_refused() {
         .status()
         .unwrap();
     assert!(status.success());
-    let err = stderr(&t.run_expect(&["pack", "--instance", inst, "--codebase", "cb"], 2));
+    let err = refused("cb", &[]);
     assert!(err.contains("pipe") && err.contains("FIFO"), "{err}");
     assert!(
         fs::read_dir(t.ark().join("bundles"))

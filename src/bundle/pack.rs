@@ -187,8 +187,16 @@ pub fn pack_to_dir(
     let total: u64 = members
         .iter()
         .map(|m| {
-            let data = if m.kind == MemberKind::Symlink { 0 } else { m.size };
-            let pax = if m.path.len() > 100 || m.link.len() > 100 { 1024 } else { 0 };
+            let data = if m.kind == MemberKind::Symlink {
+                0
+            } else {
+                m.size
+            };
+            let pax = if m.path.len() > 100 || m.link.len() > 100 {
+                1024
+            } else {
+                0
+            };
             512 + padded(data) + pax
         })
         .sum::<u64>()
@@ -247,7 +255,10 @@ pub fn pack_to_dir(
     }
     let hashing = tar.finish().map_err(io_err)?;
     let (counting, id, tar_size) = hashing.finish();
-    let encoder = counting.inner.into_inner().map_err(|e| io_err(e.into_error()))?;
+    let encoder = counting
+        .inner
+        .into_inner()
+        .map_err(|e| io_err(e.into_error()))?;
     let mut buffered = encoder.finish().map_err(io_err)?;
     buffered.flush().map_err(io_err)?;
     drop(buffered);
