@@ -84,6 +84,16 @@ impl Entry {
         self
     }
 
+    fn with_type(mut self, typeflag: u8) -> Self {
+        self.typeflag = typeflag;
+        self
+    }
+
+    fn with_mode(mut self, mode: u32) -> Self {
+        self.mode = mode;
+        self
+    }
+
     /// Makes the header claim `size` bytes, whatever `data` holds.
     fn claiming(mut self, size: u64) -> Self {
         self.claimed_size = Some(size);
@@ -136,25 +146,28 @@ impl Entry {
     }
 }
 
-/// A pax extended header entry that carries `path` for the entry after it.
-fn pax_path(path: &[u8]) -> Entry {
-    let base = "path".len() + path.len() + 3;
+/// One pax record, `<len> <key>=<value>\n`, where `<len>` counts the whole record.
+fn pax_record(key: &str, value: &[u8]) -> Vec<u8> {
+    let base = key.len() + value.len() + 3;
     let mut len = base + 1;
     while base + len.to_string().len() != len {
         len = base + len.to_string().len();
     }
-    let mut rec = format!("{len} path=").into_bytes();
-    rec.extend_from_slice(path);
+    let mut rec = format!("{len} {key}=").into_bytes();
+    rec.extend_from_slice(value);
     rec.push(b'\n');
     assert_eq!(rec.len(), len);
-    Entry::file("././@PaxHeader", rec).with_type(PAX_HEADER)
+    rec
 }
 
-impl Entry {
-    fn with_type(mut self, typeflag: u8) -> Self {
-        self.typeflag = typeflag;
-        self
-    }
+/// A pax extended header entry holding `records`, for the entry after it.
+fn pax_header(records: &[u8]) -> Entry {
+    Entry::file("././@PaxHeader", records).with_type(PAX_HEADER)
+}
+
+/// A pax extended header entry that carries `path` for the entry after it.
+fn pax_path(path: &[u8]) -> Entry {
+    pax_header(&pax_record("path", path))
 }
 
 /// The tar stream of `entries`, in this order: header, data padded to 512 bytes, and two zero
@@ -335,8 +348,12 @@ struct Dest {
 }
 
 impl Dest {
-    fn new(t: &TestContext, label: &str, existing: bool) -> Self {
-        let parent = t.path(label);
+    /// A fresh `parentN` in the test's directory, with `out` in it if `existing`.
+    fn new(t: &TestContext, existing: bool) -> Self {
+        let parent = (0..)
+            .map(|i| t.path(&format!("parent{i}")))
+            .find(|p| !p.exists())
+            .unwrap();
         fs::create_dir(&parent).unwrap();
         let target = parent.join("out");
         if existing {
@@ -385,8 +402,8 @@ fn refused(
     escapes: &[PathBuf],
 ) -> String {
     let mut first = None;
-    for (i, existing) in [false, true].into_iter().enumerate() {
-        let dest = Dest::new(t, &format!("parent{i}"), existing);
+    for existing in [false, true] {
+        let dest = Dest::new(t, existing);
         let mut args = vec!["unpack", s(bundle), "-o", s(&dest.target)];
         args.extend_from_slice(extra);
         let err = stderr(&t.run_expect(&args, 2));
@@ -518,6 +535,8 @@ fn corrupt_zstd_is_refused() {
     for b in &mut bytes[mid..mid + 8] {
         *b ^= 0x55;
     }
+    // (Some flips land on bits the decoder ignores; these do not.)
+    assert!(zstd::decode_all(&bytes[..]).is_err());
     let bundle = save_as(&t, &format!("{id}.tar.zst"), &bytes);
     refused(&t, &bundle, &[], &["zstd", "corrupt"], &[]);
 }
@@ -785,13 +804,11 @@ fn dot_and_empty_components_are_refused() {
         ("codebase/./x.py", "`.` component"),
         ("codebase//x.py", "empty component"),
     ] {
-        let t2 = TestContext::new();
         let members = valid_members();
         let entries = with(members.clone(), Entry::file(name, "x\n"));
-        let bundle = save(&t2, &bundle_tar(&members, &entries));
-        refused(&t2, &bundle, &[], &[name, reason], &[]);
+        let bundle = save(&t, &bundle_tar(&members, &entries));
+        refused(&t, &bundle, &[], &[name, reason], &[]);
     }
-    drop(t);
 }
 
 #[test]
@@ -833,8 +850,12 @@ fn path_through_a_symlink_member_is_refused() {
     // On its own the link is fine.
     let good = with(valid_members(), link.clone());
     unpacks(&t, &save(&t, &honest_tar(&good)), "control");
-    let entries = with(good, Entry::file("codebase/link/x", "through the link\n"));
-    let bundle = save(&t, &honest_tar(&entries));
+    let entries = with(
+        good.clone(),
+        Entry::file("codebase/link/x", "through the link\n"),
+    );
+    // No git tree can hold both, so bundle.json lists the rest.
+    let bundle = save(&t, &bundle_tar(&good, &entries));
     refused(
         &t,
         &bundle,
@@ -952,9 +973,8 @@ fn hard_link_pointing_outside_the_tree_is_refused() {
     // A file the link would reach from the target (`out/../../victim.txt`).
     let victim = t.path("victim.txt");
     fs::write(&victim, "precious\n").unwrap();
-    let members = valid_members();
     let entries = with(
-        members.clone(),
+        valid_members(),
         Entry::special("codebase/hl", HARD_LINK).link_to("../../victim.txt"),
     );
     let bundle = save(&t, &honest_tar(&entries));
@@ -1033,11 +1053,22 @@ fn unknown_entry_type_is_refused() {
     refused(&t, &bundle, &[], &["codebase/odd", "tar type `Z`"], &[]);
 }
 
-impl Entry {
-    fn with_mode(mut self, mode: u32) -> Self {
-        self.mode = mode;
-        self
-    }
+#[test]
+fn contiguous_file_entry_is_refused() {
+    let t = TestContext::new();
+    // Type `7` reads like a regular file, but bundle format v1 has type `0` only.
+    let entries = with(
+        valid_members(),
+        Entry::file("codebase/contiguous.py", "x = 1\n").with_type(b'7'),
+    );
+    let bundle = save(&t, &honest_tar(&entries));
+    refused(
+        &t,
+        &bundle,
+        &[],
+        &["codebase/contiguous.py", "tar type `7`"],
+        &[],
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1102,4 +1133,162 @@ fn bundle_over_max_total_size_is_refused() {
         ],
         0,
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pax extended headers: held to the limits like members, and only `path` / `linkpath`.
+
+#[test]
+fn pax_header_over_the_limit_is_refused_from_its_header() {
+    let t = TestContext::new();
+    let members = valid_members();
+    // The header claims 5 GiB; 4 KiB of records follow.
+    let mut pax = pax_header(&pax_record("comment", &[b'z'; 4000])).claiming(5 << 30);
+    pax.data.resize(4096, b'\n');
+    let mut entries = members.clone();
+    entries.insert(0, pax);
+    let bundle = save(&t, &bundle_tar(&members, &entries));
+    let err = refused(
+        &t,
+        &bundle,
+        &[],
+        &[
+            "././@PaxHeader",
+            "5368709120",
+            "over the limit",
+            "pax header",
+        ],
+        &[],
+    );
+    assert!(!err.contains("truncated"), "{err}");
+}
+
+#[test]
+fn large_pax_header_counts_against_the_limits() {
+    let t = TestContext::new();
+    // 4 MiB of real pax data (a few KiB compressed) under 1 MiB member and total limits: the
+    // tar library on its own would read all of it into memory and accept the bundle.
+    let members = valid_members();
+    let mut entries = members.clone();
+    entries.insert(0, pax_header(&pax_record("comment", &vec![b'z'; 4 << 20])));
+    let bundle = save(&t, &bundle_tar(&members, &entries));
+    refused(
+        &t,
+        &bundle,
+        &["--max-member-size", "1MiB", "--max-total-size", "1MiB"],
+        &["././@PaxHeader", "over the limit", "pax header"],
+        &[],
+    );
+}
+
+#[test]
+fn pax_size_record_is_refused() {
+    let t = TestContext::new();
+    // A `size` record would make this reader see 20 bytes where a plain ustar reader sees an
+    // empty file: two readers, two bundles.
+    let hidden = b"hidden from ustar!!\n";
+    let members = with(valid_members(), Entry::file("codebase/sized.py", hidden));
+    let mut entries = valid_members();
+    let at = entries.partition_point(|e| e.name < b"codebase/sized.py".to_vec());
+    entries.insert(
+        at,
+        pax_header(&pax_record("size", hidden.len().to_string().as_bytes())),
+    );
+    entries.insert(at + 1, Entry::file("codebase/sized.py", hidden).claiming(0));
+    let bundle = save(&t, &bundle_tar(&members, &entries));
+    refused(
+        &t,
+        &bundle,
+        &[],
+        &["././@PaxHeader", "pax `size` record"],
+        &[],
+    );
+}
+
+#[test]
+fn pax_header_with_no_member_after_it_is_refused() {
+    let t = TestContext::new();
+    let members = valid_members();
+    let mut entries = members.clone();
+    entries.push(pax_path(b"codebase/never.py"));
+    let bundle = save(&t, &bundle_tar(&members, &entries));
+    refused(&t, &bundle, &[], &["ends after a pax header"], &[]);
+}
+
+#[test]
+fn two_pax_headers_in_a_row_are_refused() {
+    let t = TestContext::new();
+    let members = valid_members();
+    let mut entries = members.clone();
+    entries.insert(0, pax_path(b"codebase/setup.py"));
+    entries.insert(0, pax_path(b"codebase/../../../escaped-pax2"));
+    let bundle = save(&t, &bundle_tar(&members, &entries));
+    refused(
+        &t,
+        &bundle,
+        &[],
+        &["././@PaxHeader", "two pax headers"],
+        &[t.path("escaped-pax2")],
+    );
+}
+
+#[test]
+fn pax_path_with_a_newline_is_read_whole() {
+    // Not a refusal: a path over 100 bytes with a newline in it is a legal git path, and its
+    // pax record must be split by its length, not at the newline. Crafted, then packed.
+    let t = TestContext::new();
+    let long = format!("codebase/{}\nx.py", "d".repeat(100));
+    let file = Entry::file(long.as_bytes(), "hello\n");
+    let members = with(valid_members(), file.clone());
+    let mut entries = valid_members();
+    entries.insert(0, pax_path(long.as_bytes()));
+    entries.insert(
+        1,
+        Entry {
+            name: long.as_bytes()[..100].to_vec(),
+            ..file
+        },
+    );
+    let bundle = save(&t, &bundle_tar(&members, &entries));
+    let target = unpacks(&t, &bundle, "crafted");
+    assert_eq!(fs::read_to_string(target.join(&long)).unwrap(), "hello\n");
+
+    let cb = t.path("cb");
+    fs::create_dir_all(&cb).unwrap();
+    let rel = format!("{}\nx.py", "d".repeat(100));
+    fs::write(cb.join(&rel), "hi\n").unwrap();
+    let id = t.pack(&cb);
+    let target = t.path("packed");
+    t.run_expect(&["unpack", &id, "-o", s(&target)], 0);
+    assert_eq!(
+        fs::read_to_string(target.join("codebase").join(&rel)).unwrap(),
+        "hi\n"
+    );
+}
+
+#[test]
+fn bundle_without_a_required_member_is_refused() {
+    let t = TestContext::new();
+    let entries: Vec<Entry> = valid_members()
+        .into_iter()
+        .filter(|e| e.name != b"instance.json")
+        .collect();
+    let bundle = save(&t, &honest_tar(&entries));
+    refused(
+        &t,
+        &bundle,
+        &[],
+        &["instance.json", "every bundle holds"],
+        &[],
+    );
+}
+
+#[test]
+fn symlink_entry_carrying_data_is_refused() {
+    let t = TestContext::new();
+    let mut link = Entry::symlink("codebase/link", "setup.py");
+    link.data = b"hidden payload".to_vec();
+    let entries = with(valid_members(), link);
+    let bundle = save(&t, &honest_tar(&entries));
+    refused(&t, &bundle, &[], &["codebase/link", "carries data"], &[]);
 }

@@ -29,6 +29,9 @@ pub const CODEBASE_DIR: &str = "codebase/";
 /// Bundle files are named `<id>.tar.zst`.
 pub const FILE_SUFFIX: &str = ".tar.zst";
 
+/// Members every bundle holds besides `bundle.json` (and `codebase/`, which may be empty).
+pub const REQUIRED_MEMBERS: [&str; 3] = ["instance.json", "patches/gold.diff", "patches/test.diff"];
+
 /// Members other than the codebase that a bundle may hold. Anything else outside `codebase/`
 /// is refused when reading.
 pub const FIXED_MEMBERS: [&str; 9] = [

@@ -21,7 +21,10 @@ use crate::progress::Progress;
 
 use super::error::{BundleError, Problem};
 use super::manifest::{Manifest, ManifestMember, MemberKind};
-use super::{CODEBASE_DIR, FILE_SUFFIX, FIXED_MEMBERS, FORMAT, MANIFEST, VERSION, gittree, path};
+use super::{
+    CODEBASE_DIR, FILE_SUFFIX, FIXED_MEMBERS, FORMAT, MANIFEST, REQUIRED_MEMBERS, VERSION, gittree,
+    path,
+};
 
 /// Bounds on what a bundle may expand to, against decompression bombs.
 #[derive(Debug, Clone)]
@@ -61,6 +64,46 @@ pub fn id_from_file_name(path: &Path) -> Option<Sha256Digest> {
 }
 
 const CHUNK: usize = 1 << 20;
+
+/// The largest pax extended header a reader accepts: swe-ark writes one only to carry a path or
+/// link target over 100 bytes.
+const MAX_PAX_HEADER: u64 = 1 << 20;
+
+/// A pax record's key and value.
+type PaxRecord<'a> = (&'a [u8], &'a [u8]);
+
+/// The `path` and `linkpath` a pax header gives the entry after it.
+type PaxNames = (Option<Vec<u8>>, Option<Vec<u8>>);
+
+/// The records of a pax extended header, each `<len> <key>=<value>\n` where `<len>` counts
+/// the whole record. Split by length, not at newlines: a value may hold a newline.
+fn pax_records(mut data: &[u8]) -> Result<Vec<PaxRecord<'_>>, String> {
+    let mut records = Vec::new();
+    while !data.is_empty() {
+        let bad = || {
+            format!(
+                "malformed record `{}`",
+                path::display(&data[..data.len().min(40)])
+            )
+        };
+        let space = data.iter().position(|&b| b == b' ').ok_or_else(bad)?;
+        let len: usize = std::str::from_utf8(&data[..space])
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .ok_or_else(bad)?;
+        if len <= space + 1 || len > data.len() || data[len - 1] != b'\n' {
+            return Err(bad());
+        }
+        let record = &data[space + 1..len - 1];
+        let eq = record.iter().position(|&b| b == b'=').ok_or_else(bad)?;
+        records.push((&record[..eq], &record[eq + 1..]));
+        data = &data[len..];
+    }
+    Ok(records)
+}
+
+/// A tar entry with its path and link target (from its pax header, if it has one).
+type Member<'a, R> = (tar::Entry<'a, R>, Vec<u8>, Option<Vec<u8>>);
 
 type Chunk = Result<Vec<u8>, String>;
 
@@ -200,8 +243,8 @@ impl Scanner<'_> {
     fn read_manifest(
         &self,
         entry: &mut tar::Entry<impl Read>,
+        name: &[u8],
     ) -> Result<(Manifest, Vec<u8>), BundleError> {
-        let name = entry.path_bytes().into_owned();
         let not_bundle = |detail: String| BundleError::NotABundle {
             path: self.bundle.to_path_buf(),
             detail,
@@ -209,13 +252,13 @@ impl Scanner<'_> {
         if name != MANIFEST.as_bytes() || !entry.header().entry_type().is_file() {
             return Err(not_bundle(format!(
                 "its first member is `{}`, not {MANIFEST}",
-                path::display(&name)
+                path::display(name)
             )));
         }
         let size = entry.size();
         if size > self.limits.max_manifest_size {
             return Err(self.refuse(
-                &name,
+                name,
                 format!(
                     "{size} bytes is over the limit of {} for bundle.json",
                     self.limits.max_manifest_size
@@ -258,6 +301,13 @@ impl Scanner<'_> {
                 return Err(bad(format!(
                     "member `{}` is listed twice (or bundle.json lists itself)",
                     path::display(&m.path)
+                )));
+            }
+        }
+        for required in REQUIRED_MEMBERS {
+            if !paths.contains(required.as_bytes()) {
+                return Err(bad(format!(
+                    "it does not list `{required}`, which every bundle holds"
                 )));
             }
         }
@@ -311,7 +361,7 @@ impl Scanner<'_> {
             }
         }
         match etype {
-            EntryType::Regular | EntryType::Continuous => Ok(MemberKind::File),
+            EntryType::Regular => Ok(MemberKind::File),
             EntryType::Symlink => {
                 let target = link.unwrap_or_default();
                 if !in_codebase {
@@ -394,6 +444,91 @@ impl Scanner<'_> {
         }
     }
 
+    /// The next member and the path and link target its pax header gives it. The tar is read
+    /// raw: the tar crate would read a pax header of any size into memory before a limit is
+    /// checked, and would take records such as `size` from it. Here a pax header is held to the
+    /// limits from its header, like a member, and may hold only `path`, `linkpath` and
+    /// `hdrcharset` records.
+    fn next_member<'a, R: Read>(
+        &self,
+        entries: &mut tar::Entries<'a, R>,
+        total: &mut u64,
+        zstd_error: &Rc<RefCell<Option<String>>>,
+    ) -> Result<Option<Member<'a, R>>, BundleError> {
+        let mut pax: Option<PaxNames> = None;
+        loop {
+            let mut entry = match entries.next() {
+                Some(e) => e.map_err(|e| self.classify(e, zstd_error))?,
+                None if pax.is_some() => {
+                    return Err(BundleError::Tar {
+                        path: self.bundle.to_path_buf(),
+                        detail: "the archive ends after a pax header".into(),
+                    });
+                }
+                None => return Ok(None),
+            };
+            let header_name = entry.path_bytes().into_owned();
+            if entry.header().entry_type() != EntryType::XHeader {
+                let (path, linkpath) = pax.unwrap_or_default();
+                let link = linkpath.or_else(|| entry.link_name_bytes().map(|l| l.into_owned()));
+                return Ok(Some((entry, path.unwrap_or(header_name), link)));
+            }
+            if pax.is_some() {
+                return Err(self.refuse(&header_name, "two pax headers in a row"));
+            }
+            let size = entry.size();
+            let limit = MAX_PAX_HEADER.min(self.limits.max_member_size);
+            if size > limit {
+                return Err(self.refuse(
+                    &header_name,
+                    format!("{size} bytes is over the limit of {limit} for a pax header"),
+                ));
+            }
+            *total += size;
+            if *total > self.limits.max_total_size {
+                return Err(self.refuse(
+                    &header_name,
+                    format!(
+                        "the bundle expands past the total size limit of {} bytes",
+                        self.limits.max_total_size
+                    ),
+                ));
+            }
+            let mut data = Vec::with_capacity(size as usize);
+            entry
+                .read_to_end(&mut data)
+                .map_err(|e| self.classify(e, zstd_error))?;
+            if data.len() as u64 != size {
+                return Err(BundleError::Tar {
+                    path: self.bundle.to_path_buf(),
+                    detail: format!("a pax header is truncated ({} of {size} bytes)", data.len()),
+                });
+            }
+            let records = pax_records(&data).map_err(|e| BundleError::Tar {
+                path: self.bundle.to_path_buf(),
+                detail: format!("a pax header is malformed: {e}"),
+            })?;
+            let mut found: PaxNames = (None, None);
+            for (key, value) in records {
+                match key {
+                    b"path" => found.0 = Some(value.to_vec()),
+                    b"linkpath" => found.1 = Some(value.to_vec()),
+                    b"hdrcharset" => {}
+                    other => {
+                        return Err(self.refuse(
+                            &header_name,
+                            format!(
+                                "a pax `{}` record (bundle format v1 has only `path` and `linkpath`)",
+                                path::display(other)
+                            ),
+                        ));
+                    }
+                }
+            }
+            pax = Some(found);
+        }
+    }
+
     fn scan_tar(
         &mut self,
         pipe: Pipe,
@@ -402,18 +537,20 @@ impl Scanner<'_> {
         let mut archive = tar::Archive::new(pipe);
         let mut entries = archive
             .entries()
-            .map_err(|e| self.classify(e, zstd_error))?;
-        let mut first = match entries.next() {
-            Some(Ok(e)) => e,
-            Some(Err(e)) => return Err(self.classify(e, zstd_error)),
-            None => {
-                return Err(BundleError::NotABundle {
-                    path: self.bundle.to_path_buf(),
-                    detail: "the tar archive is empty".into(),
-                });
-            }
-        };
-        let (manifest, manifest_bytes) = self.read_manifest(&mut first)?;
+            .map_err(|e| self.classify(e, zstd_error))?
+            .raw(true);
+        let mut total = 0;
+        let (mut first, first_name, _) =
+            match self.next_member(&mut entries, &mut total, zstd_error)? {
+                Some(m) => m,
+                None => {
+                    return Err(BundleError::NotABundle {
+                        path: self.bundle.to_path_buf(),
+                        detail: "the tar archive is empty".into(),
+                    });
+                }
+            };
+        let (manifest, manifest_bytes) = self.read_manifest(&mut first, &first_name)?;
         drop(first);
         let listed: HashMap<&[u8], &ManifestMember> =
             manifest.members.iter().map(|m| (&m.path[..], m)).collect();
@@ -421,7 +558,7 @@ impl Scanner<'_> {
             kinds: HashMap::new(),
             created_dirs: HashSet::new(),
             codebase: Vec::new(),
-            total: 0,
+            total,
         };
         if let Some((mut f, p)) =
             self.create_file(MANIFEST.as_bytes(), MemberKind::File, &mut seen)?
@@ -432,13 +569,15 @@ impl Scanner<'_> {
         seen.kinds
             .insert(MANIFEST.as_bytes().to_vec(), MemberKind::File);
         let mut buf = vec![0u8; 256 * 1024];
-        for entry in entries {
-            let mut entry = entry.map_err(|e| self.classify(e, zstd_error))?;
-            let name = entry.path_bytes().into_owned();
+        while let Some((mut entry, name, link)) =
+            self.next_member(&mut entries, &mut seen.total, zstd_error)?
+        {
             let etype = entry.header().entry_type();
-            let link = entry.link_name_bytes().map(|l| l.into_owned());
             let kind = self.check_entry(&name, etype, link.as_deref(), &seen)?;
             let size = entry.size();
+            if kind == MemberKind::Symlink && size != 0 {
+                return Err(self.refuse(&name, "a symlink entry that carries data"));
+            }
             if seen.kinds.len() as u64 >= self.limits.max_members {
                 return Err(self.refuse(
                     &name,
@@ -735,22 +874,23 @@ pub fn read_manifest(path: &Path) -> Result<Manifest, BundleError> {
         detail: e.to_string(),
     })?;
     let mut archive = tar::Archive::new(decoder);
-    let mut entries = archive.entries().map_err(|e| BundleError::Tar {
-        path: path.to_path_buf(),
-        detail: e.to_string(),
-    })?;
+    let mut entries = archive
+        .entries()
+        .map_err(|e| BundleError::Tar {
+            path: path.to_path_buf(),
+            detail: e.to_string(),
+        })?
+        .raw(true);
     let scanner = Scanner {
         bundle: path,
         limits: &Limits::default(),
         sink: Sink::Discard,
         problems: Vec::new(),
     };
-    match entries.next() {
-        Some(Ok(mut e)) => scanner.read_manifest(&mut e).map(|(m, _)| m),
-        Some(Err(e)) => Err(BundleError::Tar {
-            path: path.to_path_buf(),
-            detail: e.to_string(),
-        }),
+    // No decoding thread here: a zstd error reaches the tar reader as a read error.
+    let no_zstd_error = Rc::new(RefCell::new(None));
+    match scanner.next_member(&mut entries, &mut 0, &no_zstd_error)? {
+        Some((mut e, name, _)) => scanner.read_manifest(&mut e, &name).map(|(m, _)| m),
         None => Err(BundleError::NotABundle {
             path: path.to_path_buf(),
             detail: "the tar archive is empty".into(),
