@@ -155,7 +155,8 @@ class TextMaker:
             idx = array.array("H", self.rng.randbytes(4 * n))
             if sys.byteorder == "big":
                 idx.byteswap()  # same tree on every machine
-            lines = zip(map(self.heads.__getitem__, idx[0::2]), map(self.tails.__getitem__, idx[1::2]))
+            heads = map(self.heads.__getitem__, idx[0::2])
+            lines = zip(heads, map(self.tails.__getitem__, idx[1::2]))
             body = b"".join(itertools.chain.from_iterable(lines))
             if len(body) >= size:
                 return body[: size - 1] + b"\n"
@@ -176,7 +177,7 @@ EXTENSIONS = {
 def plan_tree(rng, files, total_bytes, words, idents):
     """Decides every path, kind and size. Returns (files, symlinks, dirs).
 
-    files: list of (relpath, size, kind) with kind in code/prose/binary/exec/empty;
+    files: list of (relpath, size, kind), kind one of code, prose, binary, exec;
     symlinks: list of (relpath, target relpath); dirs: list of relpaths.
     """
     top = ["bench", "tests", "docs", "examples", "tools", "benchmarks"]
@@ -252,7 +253,7 @@ def plan_tree(rng, files, total_bytes, words, idents):
     # ancestry, so there is no loop), the others to files.
     symlinks = []
     regular = [p for p, _, k in planned if k in ("code", "prose")]
-    packages = [d for d in dirs if d.startswith("bench/")]
+    packages = [d for d in dirs if d.startswith("bench/")] or regular
     while len(symlinks) < 12:
         first = not symlinks
         link_dir = "docs" if first else rng.choice(dirs)
@@ -290,7 +291,8 @@ def generate_tree(root, seed, files, total_bytes):
         os.chmod(full, 0o755 if kind == "exec" else 0o644)
     for link, target in symlinks:
         os.symlink(target, os.path.join(root, link))
-    log(f"generated {len(planned) + len(symlinks):,} entries in {time.perf_counter() - started:.1f} s")
+    took = time.perf_counter() - started
+    log(f"generated {len(planned) + len(symlinks):,} entries in {took:.1f} s")
 
 
 def scan(root):
@@ -409,17 +411,36 @@ def decompressed_digest(path):
     return h.hexdigest(), n
 
 
-def reset_dir(path, create):
-    """Removes `path` (a directory or a file), optionally makes it an empty directory."""
-    if os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path)
-    elif os.path.lexists(path):
-        os.remove(path)
-    if create:
-        os.makedirs(path)
-    # Flush the dirty pages this and earlier runs left, so that their write-back is not
-    # charged to the next timed command. (Not a cache drop: reads stay warm.)
-    os.sync()
+class Scratch:
+    """The run's scratch directory, and where earlier runs' outputs go.
+
+    Outputs are moved aside between runs, not deleted: deleting a few hundred megabytes
+    keeps some file systems busy for seconds afterwards (ext4 mounted with `discard` on a
+    VM made the next unpack 2-5x slower, and by a different amount each time). It all
+    goes at the end, outside the timing.
+    """
+
+    def __init__(self, root):
+        self.root = root
+        self.trash = os.path.join(root, "trash")
+        self.moved = 0
+        if os.path.lexists(root):
+            shutil.rmtree(root)
+        os.makedirs(self.trash)
+
+    def fresh(self, path, create):
+        """Clears `path` (a file or a directory) for a run; makes it an empty directory if asked."""
+        if os.path.lexists(path):
+            self.moved += 1
+            os.rename(path, os.path.join(self.trash, str(self.moved)))
+        if create:
+            os.makedirs(path)
+        # Flush the dirty pages earlier runs left, so that their write-back is not charged
+        # to the next timed command. (This is not a cache drop: reads stay warm.)
+        os.sync()
+
+    def remove(self):
+        shutil.rmtree(self.root)
 
 
 class Measure:
@@ -472,7 +493,7 @@ class Measure:
 def tool_version(argv):
     try:
         p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        return p.stdout.strip().splitlines()[0]
+        return p.stdout.strip().splitlines()[0].strip("* ")
     except (OSError, IndexError):
         return "unknown"
 
@@ -489,46 +510,53 @@ def bench(args):
     os.makedirs(workdir, exist_ok=True)
     tree, tree_stats = ensure_tree(workdir, args.seed, args.files, args.bytes, args.regenerate)
     if tree_stats["bytes"] < MIN_BYTES or tree_stats["entries"] < MIN_FILES:
-        log(f"note: the tree is below the bench's floor of {MIN_BYTES:,} bytes in {MIN_FILES:,} files")
+        log(f"note: the tree is below the bench's floor of {MIN_BYTES:,} bytes "
+            f"in {MIN_FILES:,} files")
 
-    scratch = os.path.join(workdir, "run")
-    reset_dir(scratch, create=True)
-    instance = os.path.join(scratch, "instance.json")
+    # Each run's outputs stay on disk until the end (see Scratch): about two unpacked trees
+    # and two archives per timed or warm-up round.
+    need = (args.runs + 1) * 2 * (tree_stats["bytes"] * 1.5)
+    free = shutil.disk_usage(workdir).free
+    if free < need:
+        raise BenchError(f"{workdir} has {mb(free)} free; the bench needs about {mb(need)}")
+    scratch = Scratch(os.path.join(workdir, "run"))
+    instance = os.path.join(scratch.root, "instance.json")
     write_instance(instance, args.seed)
-    ark = os.path.join(scratch, "ark")
-    base_zst = os.path.join(scratch, "baseline.tar.zst")
-    out_dir = os.path.join(scratch, "unpacked")
-    base_dir = os.path.join(scratch, "unpacked-baseline")
+    ark = os.path.join(scratch.root, "ark")
+    base_zst = os.path.join(scratch.root, "baseline.tar.zst")
+    out_dir = os.path.join(scratch.root, "unpacked")
+    base_dir = os.path.join(scratch.root, "unpacked-baseline")
     q = shlex.quote
     state = {}
 
-    def nothing(_out=None):
+    def no_check(_out):
         pass
 
     # pack ------------------------------------------------------------------------------
     def check_pack(out):
         lines = out.strip().splitlines()
         bundle_id = lines[-1].strip() if lines else ""
-        if "id" not in state:
-            path = os.path.join(ark, "bundles", f"{bundle_id}.tar.zst")
-            if not os.path.isfile(path):
-                raise BenchError(f"pack printed `{bundle_id}`, but there is no {path}")
-            digest, tar_size = decompressed_digest(path)
-            if digest != bundle_id:
-                raise BenchError(f"pack printed id {bundle_id}, but `zstd -dc` of its bundle hashes to {digest}")
-            state.update(id=bundle_id, bundle=path, tar_size=tar_size)
-        elif bundle_id != state["id"]:
+        path = os.path.join(ark, "bundles", f"{bundle_id}.tar.zst")
+        if not os.path.isfile(path):
+            raise BenchError(f"pack printed `{bundle_id}`, but there is no {path}")
+        digest, tar_size = decompressed_digest(path)
+        if digest != bundle_id:
+            raise BenchError(
+                f"pack printed id {bundle_id}, but `zstd -dc` of its bundle hashes to {digest}"
+            )
+        if state.setdefault("id", bundle_id) != bundle_id:
             # Same inputs, fresh archive: a different id means packing is not deterministic.
             raise BenchError(f"pack is not deterministic: id {bundle_id}, earlier {state['id']}")
+        state.update(bundle=path, tar_size=tar_size)
 
     pack = Measure(
         "pack",
-        (lambda: reset_dir(ark, create=True),
+        (lambda: scratch.fresh(ark, create=True),
          [swe_ark, "--ark", ark, "-q", "pack", "--instance", instance, "--codebase", tree],
          check_pack),
-        (lambda: reset_dir(base_zst, create=False),
+        (lambda: scratch.fresh(base_zst, create=False),
          shell(f"tar --sort=name -cf - -C {q(tree)} . | zstd -3 -T0 -q -o {q(base_zst)}"),
-         nothing),
+         no_check),
         args.runs,
     )
     pack.go()
@@ -547,28 +575,31 @@ def bench(args):
                     f"unpack gave {got[key]:,} {key} in codebase/, the tree has {tree_stats[key]:,}"
                 )
         if out.strip().splitlines()[-1:] != [state["id"]]:
-            raise BenchError(f"unpack printed `{out.strip()}`, expected the bundle id {state['id']}")
+            raise BenchError(
+                f"unpack printed `{out.strip()}`, expected the bundle id {state['id']}"
+            )
 
     def check_base_unpack(_out):
         if "base_checked" not in state:
             got = scan(base_dir)
             if got["entries"] != tree_stats["entries"]:
-                raise BenchError(f"the baseline unpacked {got['entries']:,} entries, the tree has {tree_stats['entries']:,}")
+                raise BenchError(
+                    f"the baseline unpacked {got['entries']:,} entries, "
+                    f"the tree has {tree_stats['entries']:,}"
+                )
             state["base_checked"] = True
 
     unpack = Measure(
         "unpack",
-        (lambda: reset_dir(out_dir, create=False),
+        (lambda: scratch.fresh(out_dir, create=False),
          [swe_ark, "-q", "unpack", bundle, "-o", out_dir],
          check_unpack),
-        (lambda: reset_dir(base_dir, create=True),
+        (lambda: scratch.fresh(base_dir, create=True),
          shell(f"zstd -dc -q {q(base_zst)} | tar -xf - -C {q(base_dir)}"),
          check_base_unpack),
         args.runs,
     )
     unpack.go()
-    reset_dir(out_dir, create=False)
-    reset_dir(base_dir, create=False)
 
     # verify ----------------------------------------------------------------------------
     def check_verify(out):
@@ -577,15 +608,20 @@ def bench(args):
 
     def check_hash(out):
         if out.split()[:1] != [state["id"]]:
-            raise BenchError(f"`zstd -dc | sha256sum` printed `{out.strip()}`, expected {state['id']}")
+            raise BenchError(
+                f"`zstd -dc | sha256sum` printed `{out.strip()}`, expected {state['id']}"
+            )
 
     verify = Measure(
         "verify",
-        (nothing, [swe_ark, "--ark", ark, "-q", "verify"], check_verify),
-        (nothing, shell(f"zstd -dc -q {q(bundle)} | sha256sum"), check_hash),
+        (os.sync, [swe_ark, "--ark", ark, "-q", "verify"], check_verify),
+        (os.sync, shell(f"zstd -dc -q {q(bundle)} | sha256sum"), check_hash),
         args.runs,
     )
     verify.go()
+
+    log(f"removing the scratch files in {scratch.root}")
+    scratch.remove()
 
     try:
         affinity = len(os.sched_getaffinity(0))
@@ -640,33 +676,39 @@ def report(s):
     m, t, b, base = s["machine"], s["tree"], s["bundle"], s["baseline_archive"]
     print()
     print("swe-ark bench")
-    print(f"  machine   {m['cores']} cores ({m['usable_cores']} usable), {m['platform']}")
-    print(f"  tools     {m['swe_ark']}; {m['tar']}; {m['zstd']}")
-    print(f"  tree      {t['entries']:,} entries: {t['files']:,} files ({t['executables']} executable), "
-          f"{t['symlinks']} symlinks; {t['bytes']:,} bytes ({mb(t['bytes'])}); seed {t['seed']}")
-    print(f"  swe-ark   tar {b['tar_size']:,} bytes, bundle {b['file_size']:,} bytes "
-          f"({b['compression_ratio']:.2f}x), id {b['id']}")
-    print(f"  baseline  tar {base['tar_size']:,} bytes, .tar.zst {base['file_size']:,} bytes "
-          f"({base['compression_ratio']:.2f}x)")
-    print(f"  method    wall time; {s['runs']} timed runs per command, alternating with the baseline "
-          f"after one untimed warm-up run of each;")
-    print("            page cache not dropped (needs root, and noisy): inputs are read warm;")
-    print("            dirty pages flushed (sync) before each run, outside the timing")
+    print(f"  machine    {m['cores']} cores ({m['usable_cores']} usable), {m['platform']}")
+    print(f"  tools      {m['swe_ark']}; {m['tar']}; {m['zstd']}")
+    print(f"  tree       {t['bytes']:,} bytes ({mb(t['bytes'])}) in {t['entries']:,} entries: "
+          f"{t['files']:,} files ({t['executables']} executable), {t['symlinks']} symlinks")
+    print(f"  tar        swe-ark {b['tar_size']:,} bytes, baseline {base['tar_size']:,} bytes "
+          "(uncompressed)")
+    print(f"  .tar.zst   swe-ark {b['file_size']:,} bytes ({b['compression_ratio']:.2f}x), "
+          f"baseline {base['file_size']:,} bytes ({base['compression_ratio']:.2f}x)")
+    print(f"  bundle id  {b['id']} (seed {t['seed']})")
+    runs = f"{s['runs']} timed run{'s' if s['runs'] != 1 else ''}"
+    print(f"  method     wall time, {runs} of each command, alternating with its")
+    print("             baseline, after one untimed warm-up run of each; the page cache is not")
+    print("             dropped (that needs root and adds noise), so the tree is read warm;")
+    print("             dirty pages are flushed (sync) before each run, outside the timing")
     print()
-    head = f"{'operation':<10}{'swe-ark min':>12}{'median':>9}{'baseline min':>14}{'median':>9}" \
-           f"{'ratio med':>11}{'ratio min':>11}  target"
+    # Column widths match the rows below.
+    head = (f"{'operation':<10}{'swe-ark min':>12}{'median':>9}{'baseline min':>14}{'median':>9}"
+            f"{'ratio med':>11}{'ratio min':>11}  target")
     print(head)
-    print("-" * len(head))
+    print("-" * (len(head) + 16))
     for name, r in s["results"].items():
         c, bl = r["swe-ark"], r.get("baseline")
         row = f"{name:<10}{c['min']:>11.2f}s{c['median']:>8.2f}s"
         if bl:
-            row += f"{bl['min']:>13.2f}s{bl['median']:>8.2f}s{r['ratio_median']:>10.2f}x{r['ratio_min']:>10.2f}x"
+            row += f"{bl['min']:>13.2f}s{bl['median']:>8.2f}s"
+            row += f"{r['ratio_median']:>10.2f}x{r['ratio_min']:>10.2f}x"
         if "target" in r:
-            row += f"  <= {r['target']:.2f}x {'met' if r['target_met'] else 'MISSED'}"
+            verdict = "met" if r["target_met"] else "TARGET MISSED"
+            row += f"  <= {r['target']:.2f}x: {verdict}"
         else:
             row += "  (none)"
         print(row)
+    print("ratio = swe-ark / baseline; a target is judged on the median ratio")
     print()
     for name, cmds in s["commands"].items():
         print(f"  {name:<7} swe-ark:  {cmds['swe-ark']}")
@@ -674,21 +716,25 @@ def report(s):
     print()
     missed = [n for n, r in s["results"].items() if r.get("target_met") is False]
     if missed:
-        print(f"TARGET MISSED: {', '.join(missed)} (swe-ark / baseline median above the target)")
+        print(f"TARGET MISSED: {', '.join(missed)} (median ratio above the target)")
     else:
-        print("targets met: " + ", ".join(f"{n} <= {t}x" for n, t in TARGETS.items()))
+        print("targets met: " + ", ".join(f"{n} <= {t:.2f}x" for n, t in TARGETS.items()))
 
 
 def main():
+    if sys.version_info < (3, 9):
+        sys.exit("bench: needs Python 3.9 or newer (random.randbytes)")
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--swe-ark", default="target/release/swe-ark", help="the swe-ark binary")
     p.add_argument("--workdir", default="target/bench", help="where the tree and scratch files go")
     p.add_argument("--runs", type=int, default=5, help="timed runs per command (default 5)")
-    p.add_argument("--regenerate", action="store_true", help="generate the tree even if one is there")
+    p.add_argument("--regenerate", action="store_true",
+                   help="generate the tree even if one is there")
     p.add_argument("--json", metavar="FILE", help="write the JSON summary here instead of stdout")
     p.add_argument("--seed", type=int, default=1, help="the generator's seed")
     p.add_argument("--files", type=int, default=24_000, help="entries in the tree (default 24,000)")
-    p.add_argument("--bytes", type=int, default=230_000_000, help="bytes in the tree (default 230e6)")
+    p.add_argument("--bytes", type=int, default=230_000_000,
+                   help="bytes in the tree's files (default 230e6)")
     args = p.parse_args()
     if args.runs < 1:
         p.error("--runs must be at least 1")
@@ -698,6 +744,9 @@ def main():
         summary = bench(args)
     except BenchError as e:
         print(f"bench: FAILED: {e}", file=sys.stderr)
+        scratch = os.path.join(args.workdir, "run")
+        if os.path.isdir(scratch):
+            print(f"bench: the scratch files are left in {scratch}", file=sys.stderr)
         return 1
     report(summary)
     text = json.dumps(summary, indent=2) + "\n"

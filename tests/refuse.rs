@@ -217,11 +217,11 @@ fn kind_str(kind: MemberKind) -> &'static str {
 
 /// The git tree id of the `codebase/` members among `entries`.
 fn tree_of(entries: &[Entry]) -> String {
-    let items: Vec<(&[u8], MemberKind, _)> = entries
+    let items: Vec<(&[u8], &str, _)> = entries
         .iter()
         .filter_map(|e| {
             let rel = e.name.strip_prefix(b"codebase/")?;
-            Some((rel, e.kind(), git_object_id("blob", e.content())))
+            Some((rel, e.kind().git_mode(), git_object_id("blob", e.content())))
         })
         .collect();
     tree_id(items).unwrap().hex()

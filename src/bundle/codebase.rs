@@ -13,7 +13,7 @@ use crate::digest::{GitBlobHasher, GitOid, Sha256Digest, Sha256Hasher};
 use crate::progress::Progress;
 
 use super::error::BundleError;
-use super::manifest::MemberKind;
+use super::manifest::{Gitlink, MemberKind};
 use super::{CODEBASE_DIR, gittree, path, tarfmt};
 
 /// Where a codebase file's bytes come from when the tar is written.
@@ -34,10 +34,12 @@ pub struct CodebaseEntry {
     pub source: EntrySource,
 }
 
-/// A codebase ready to pack: entries sorted by path bytes, and its git tree id.
+/// A codebase ready to pack: entries and submodules sorted by path bytes, and its git tree id.
 #[derive(Debug, Clone)]
 pub struct Codebase {
     pub entries: Vec<CodebaseEntry>,
+    /// Submodules (paths relative to the codebase root): recorded, not followed.
+    pub gitlinks: Vec<Gitlink>,
     pub tree: GitOid,
 }
 
@@ -232,17 +234,34 @@ impl Codebase {
             })
             .collect::<Result<Vec<_>, BundleError>>()?;
         progress.finish();
-        Codebase::from_entries(entries).map_err(|reason| BundleError::BadInput {
+        Codebase::from_entries(entries, Vec::new()).map_err(|reason| BundleError::BadInput {
             path: dir.to_path_buf(),
             reason,
         })
     }
 
-    /// A codebase from entries already hashed (any order).
-    pub fn from_entries(mut entries: Vec<CodebaseEntry>) -> Result<Codebase, String> {
+    /// A codebase from entries already hashed and submodules (any order).
+    pub fn from_entries(
+        mut entries: Vec<CodebaseEntry>,
+        mut gitlinks: Vec<Gitlink>,
+    ) -> Result<Codebase, String> {
         entries.sort_by(|a, b| a.path.cmp(&b.path));
-        let tree = gittree::tree_id(entries.iter().map(|e| (&e.path[..], e.kind, e.blob)))?;
-        Ok(Codebase { entries, tree })
+        gitlinks.sort_by(|a, b| a.path.cmp(&b.path));
+        let tree = gittree::tree_id(
+            entries
+                .iter()
+                .map(|e| (&e.path[..], e.kind.git_mode(), e.blob))
+                .chain(
+                    gitlinks
+                        .iter()
+                        .map(|g| (&g.path[..], gittree::GITLINK_MODE, g.commit)),
+                ),
+        )?;
+        Ok(Codebase {
+            entries,
+            gitlinks,
+            tree,
+        })
     }
 
     pub fn total_size(&self) -> u64 {

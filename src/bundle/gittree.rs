@@ -5,25 +5,27 @@ use std::collections::BTreeMap;
 
 use crate::digest::{GitOid, git_object_id};
 
-use super::manifest::MemberKind;
+/// The git mode of a submodule entry (a gitlink): the entry names a commit of another repository.
+pub const GITLINK_MODE: &str = "160000";
 
 enum Node<'a> {
-    Blob(MemberKind, GitOid),
+    Blob(&'static str, GitOid),
     Tree(BTreeMap<&'a [u8], Node<'a>>),
 }
 
-/// The tree id of `entries` (path relative to the tree root, kind, blob id). Fails, naming the
-/// path, when one path is both a file and a directory, or appears twice.
+/// The tree id of `entries` (path relative to the tree root, git mode such as `100644` or
+/// [`GITLINK_MODE`], object id). Fails, naming the path, when one path is both a file and a
+/// directory, or appears twice.
 pub fn tree_id<'a>(
-    entries: impl IntoIterator<Item = (&'a [u8], MemberKind, GitOid)>,
+    entries: impl IntoIterator<Item = (&'a [u8], &'static str, GitOid)>,
 ) -> Result<GitOid, String> {
     let mut root: BTreeMap<&[u8], Node> = BTreeMap::new();
-    for (path, kind, oid) in entries {
+    for (path, mode, oid) in entries {
         let mut dir = &mut root;
         let mut comps = path.split(|&b| b == b'/').peekable();
         while let Some(comp) = comps.next() {
             if comps.peek().is_none() {
-                if dir.insert(comp, Node::Blob(kind, oid)).is_some() {
+                if dir.insert(comp, Node::Blob(mode, oid)).is_some() {
                     return Err(format!(
                         "`{}` appears twice or is also a directory",
                         String::from_utf8_lossy(path)
@@ -53,7 +55,7 @@ fn write_tree(dir: &BTreeMap<&[u8], Node>) -> GitOid {
     let mut items: Vec<(Vec<u8>, &'static str, GitOid, &[u8])> = dir
         .iter()
         .map(|(name, node)| match node {
-            Node::Blob(kind, oid) => (name.to_vec(), kind.git_mode(), *oid, *name),
+            Node::Blob(mode, oid) => (name.to_vec(), *mode, *oid, *name),
             Node::Tree(sub) => {
                 let mut key = name.to_vec();
                 key.push(b'/');

@@ -62,19 +62,30 @@ struct RawMember {
     sha256: Sha256Digest,
 }
 
+fn decode_path(path: Option<String>, path_hex: Option<String>) -> Result<Vec<u8>, String> {
+    let path = match (path, path_hex) {
+        (Some(p), None) => p.into_bytes(),
+        (None, Some(h)) => hex::decode(&h).map_err(|e| format!("bad path_hex `{h}`: {e}"))?,
+        _ => return Err("an entry needs exactly one of `path` and `path_hex`".into()),
+    };
+    if let Some(reason) = path::invalid_reason(&path) {
+        return Err(format!("path `{}`: {reason}", path::display(&path)));
+    }
+    Ok(path)
+}
+
+fn encode_path(path: Vec<u8>) -> (Option<String>, Option<String>) {
+    match String::from_utf8(path) {
+        Ok(s) => (Some(s), None),
+        Err(e) => (None, Some(hex::encode(e.into_bytes()))),
+    }
+}
+
 impl TryFrom<RawMember> for ManifestMember {
     type Error = String;
     fn try_from(raw: RawMember) -> Result<Self, String> {
-        let path = match (raw.path, raw.path_hex) {
-            (Some(p), None) => p.into_bytes(),
-            (None, Some(h)) => hex::decode(&h).map_err(|e| format!("bad path_hex `{h}`: {e}"))?,
-            _ => return Err("a member needs exactly one of `path` and `path_hex`".into()),
-        };
-        if let Some(reason) = path::invalid_reason(&path) {
-            return Err(format!("member `{}`: {reason}", path::display(&path)));
-        }
         Ok(ManifestMember {
-            path,
+            path: decode_path(raw.path, raw.path_hex)?,
             kind: raw.kind,
             size: raw.size,
             sha256: raw.sha256,
@@ -84,16 +95,54 @@ impl TryFrom<RawMember> for ManifestMember {
 
 impl From<ManifestMember> for RawMember {
     fn from(m: ManifestMember) -> Self {
-        let (path, path_hex) = match String::from_utf8(m.path) {
-            Ok(s) => (Some(s), None),
-            Err(e) => (None, Some(hex::encode(e.into_bytes()))),
-        };
+        let (path, path_hex) = encode_path(m.path);
         RawMember {
             path,
             path_hex,
             kind: m.kind,
             size: m.size,
             sha256: m.sha256,
+        }
+    }
+}
+
+/// A submodule in the codebase: git records the commit of another repository at this path.
+/// It is listed in bundle.json and counted in the tree id, but its content is not in the
+/// bundle (unpack makes an empty directory there, as `git checkout` does).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "RawGitlink", into = "RawGitlink")]
+pub struct Gitlink {
+    pub path: Vec<u8>,
+    pub commit: GitOid,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGitlink {
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    path: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    path_hex: Option<String>,
+    commit: GitOid,
+}
+
+impl TryFrom<RawGitlink> for Gitlink {
+    type Error = String;
+    fn try_from(raw: RawGitlink) -> Result<Self, String> {
+        Ok(Gitlink {
+            path: decode_path(raw.path, raw.path_hex)?,
+            commit: raw.commit,
+        })
+    }
+}
+
+impl From<Gitlink> for RawGitlink {
+    fn from(g: Gitlink) -> Self {
+        let (path, path_hex) = encode_path(g.path);
+        RawGitlink {
+            path,
+            path_hex,
+            commit: g.commit,
         }
     }
 }
@@ -109,6 +158,9 @@ pub struct Manifest {
     pub codebase_tree: GitOid,
     /// Every member but `bundle.json`, sorted by path bytes.
     pub members: Vec<ManifestMember>,
+    /// Submodules of the codebase (full paths, `codebase/…`), sorted; absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gitlinks: Vec<Gitlink>,
 }
 
 impl Manifest {

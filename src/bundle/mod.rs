@@ -12,8 +12,8 @@ mod tarfmt;
 
 pub use codebase::{Codebase, CodebaseEntry, EntrySource};
 pub use error::{BundleError, Problem};
-pub use gittree::tree_id;
-pub use manifest::{Manifest, ManifestMember, MemberKind};
+pub use gittree::{GITLINK_MODE, tree_id};
+pub use manifest::{Gitlink, Manifest, ManifestMember, MemberKind};
 pub use pack::{PackInputs, PackOptions, PackedBundle, pack_to_dir};
 pub use read::{Limits, ScanReport, id_from_file_name, read_manifest, unpack, verify_file};
 pub use tarfmt::TarWriter;

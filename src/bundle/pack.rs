@@ -13,7 +13,7 @@ use crate::progress::Progress;
 
 use super::codebase::{Codebase, EntrySource};
 use super::error::BundleError;
-use super::manifest::{Manifest, ManifestMember, MemberKind};
+use super::manifest::{Gitlink, Manifest, ManifestMember, MemberKind};
 use super::tarfmt::TarWriter;
 use super::{CODEBASE_DIR, FILE_SUFFIX, FORMAT, MANIFEST, VERSION};
 
@@ -154,6 +154,15 @@ pub fn pack_to_dir(
                 kind: m.kind,
                 size: m.size,
                 sha256: m.sha256,
+            })
+            .collect(),
+        gitlinks: inputs
+            .codebase
+            .gitlinks
+            .iter()
+            .map(|g| Gitlink {
+                path: [CODEBASE_DIR.as_bytes(), &g.path].concat(),
+                commit: g.commit,
             })
             .collect(),
     };

@@ -201,6 +201,7 @@ enum Sink<'a> {
 
 struct Seen {
     kinds: HashMap<Vec<u8>, MemberKind>,
+    gitlinks: HashSet<Vec<u8>>,
     created_dirs: HashSet<PathBuf>,
     codebase: Vec<(Vec<u8>, MemberKind, GitOid)>,
     total: u64,
@@ -304,6 +305,25 @@ impl Scanner<'_> {
                 )));
             }
         }
+        let mut links = HashSet::new();
+        for g in &manifest.gitlinks {
+            let name = path::display(&g.path);
+            if !g.path.starts_with(CODEBASE_DIR.as_bytes()) || g.path.len() == CODEBASE_DIR.len() {
+                return Err(bad(format!("gitlink `{name}` is not inside codebase/")));
+            }
+            if paths.contains(&g.path[..]) || !links.insert(&g.path[..]) {
+                return Err(bad(format!("gitlink `{name}` is listed twice or is also a member")));
+            }
+        }
+        for m in &manifest.members {
+            if let Some(anc) = path::ancestors(&m.path).find(|a| links.contains(a)) {
+                return Err(bad(format!(
+                    "member `{}` lies inside the submodule `{}`",
+                    path::display(&m.path),
+                    path::display(anc)
+                )));
+            }
+        }
         for required in REQUIRED_MEMBERS {
             if !paths.contains(required.as_bytes()) {
                 return Err(bad(format!(
@@ -342,6 +362,18 @@ impl Scanner<'_> {
         }
         if seen.kinds.contains_key(name) {
             return Err(self.refuse(name, "the member appears twice"));
+        }
+        if let Some(g) = std::iter::once(name)
+            .chain(path::ancestors(name))
+            .find(|p| seen.gitlinks.contains(*p))
+        {
+            return Err(self.refuse(
+                name,
+                format!(
+                    "bundle.json lists `{}` as a submodule, whose content a bundle never holds",
+                    path::display(g)
+                ),
+            ));
         }
         for anc in path::ancestors(name) {
             match seen.kinds.get(anc) {
@@ -556,6 +588,7 @@ impl Scanner<'_> {
             manifest.members.iter().map(|m| (&m.path[..], m)).collect();
         let mut seen = Seen {
             kinds: HashMap::new(),
+            gitlinks: manifest.gitlinks.iter().map(|g| g.path.clone()).collect(),
             created_dirs: HashSet::new(),
             codebase: Vec::new(),
             total,
@@ -690,7 +723,16 @@ impl Scanner<'_> {
                 self.problem(&m.path, "listed in bundle.json but missing from the bundle");
             }
         }
-        match gittree::tree_id(seen.codebase.iter().map(|(p, k, o)| (&p[..], *k, *o))) {
+        let gitlinks = manifest
+            .gitlinks
+            .iter()
+            .map(|g| (&g.path[CODEBASE_DIR.len()..], gittree::GITLINK_MODE, g.commit));
+        let entries = seen
+            .codebase
+            .iter()
+            .map(|(p, k, o)| (&p[..], k.git_mode(), *o))
+            .chain(gitlinks);
+        match gittree::tree_id(entries) {
             Ok(tree) if tree != manifest.codebase_tree => self.problem(
                 b"codebase/",
                 format!(
@@ -700,6 +742,13 @@ impl Scanner<'_> {
             ),
             Ok(_) => {}
             Err(e) => self.problem(b"codebase/", e),
+        }
+        // A submodule unpacks as an empty directory, as `git checkout` leaves it.
+        if let Sink::Dir(root) = self.sink {
+            for g in &manifest.gitlinks {
+                let dir = Self::target_path(root, &g.path);
+                fs::create_dir_all(&dir).map_err(|e| BundleError::io(&dir, e))?;
+            }
         }
         // Whatever follows the end-of-archive marker must be zero padding.
         let mut pipe = archive.into_inner();
