@@ -7,6 +7,8 @@ mod gittree;
 mod manifest;
 mod pack;
 mod path;
+
+pub use path::link_stays_inside;
 mod read;
 mod tarfmt;
 

@@ -11,6 +11,7 @@ macro_rules! out {
 }
 
 mod ls;
+mod mirror;
 mod output;
 mod pack;
 mod show;
@@ -62,6 +63,8 @@ pub enum Command {
     Verify(verify::VerifyArgs),
     /// Check a bundle and unpack it into a directory.
     Unpack(unpack::UnpackArgs),
+    /// Bare mirrors of repositories with their full history.
+    Mirror(mirror::MirrorArgs),
 }
 
 /// What every command gets besides its own arguments.
@@ -128,6 +131,7 @@ pub fn main() -> ExitCode {
         Command::Show(args) => show::run(&ctx, args),
         Command::Verify(args) => verify::run(&ctx, args),
         Command::Unpack(args) => unpack::run(&ctx, args),
+        Command::Mirror(args) => mirror::run(&ctx, args),
     };
     match result {
         Ok(code) => code,

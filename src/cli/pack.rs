@@ -5,19 +5,29 @@ use anyhow::{Context as _, bail};
 
 use crate::bundle::{Codebase, PackInputs, PackOptions};
 use crate::dataset::Instance;
-use crate::store::Ark;
+use crate::mirror::{Mirror, RepoName};
+use crate::store::{Ark, PinRow};
 
 use super::Context;
 use super::output::human_bytes;
 
 #[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("source").required(true).args(["codebase", "repo"])))]
 pub struct PackArgs {
     /// One SWE-bench instance as JSON.
     #[arg(long, value_name = "FILE")]
     pub instance: PathBuf,
-    /// The codebase at the instance's base commit (a `.git` inside is left out).
+    /// The codebase at the instance's base commit, from a directory (a `.git` inside is left
+    /// out).
     #[arg(long, value_name = "DIR")]
-    pub codebase: PathBuf,
+    pub codebase: Option<PathBuf>,
+    /// The codebase from this repository's mirror in the archive, with no checkout.
+    #[arg(long, value_name = "OWNER/NAME")]
+    pub repo: Option<String>,
+    /// The commit to pack from the mirror (default and only choice: the instance's
+    /// base_commit; given, it must equal it).
+    #[arg(long, value_name = "SHA", requires = "repo")]
+    pub commit: Option<String>,
     /// The executable context (TOML), stored as env/spec.toml.
     #[arg(long, value_name = "FILE")]
     pub spec: Option<PathBuf>,
@@ -59,6 +69,60 @@ fn read_toml(path: &Option<PathBuf>, what: &str) -> anyhow::Result<Option<Vec<u8
     Ok(Some(bytes))
 }
 
+/// Reads the instance's base commit from its mirror and pins it (and the environment setup
+/// commit, when the mirror has it) so that no later fetch can drop them.
+fn codebase_from_mirror(
+    ctx: &Context,
+    ark: &mut Ark,
+    instance: &Instance,
+    repo: &str,
+    commit: Option<&str>,
+) -> anyhow::Result<Codebase> {
+    let name = RepoName::parse(repo)
+        .with_context(|| format!("--repo `{repo}` is not of the form OWNER/NAME"))?;
+    if !instance.repo.eq_ignore_ascii_case(name.as_str()) {
+        bail!(
+            "instance {} is of repository {}, not {name}",
+            instance.instance_id,
+            instance.repo
+        );
+    }
+    if let Some(c) = commit
+        && c != instance.base_commit
+    {
+        bail!(
+            "--commit {c} is not the base_commit of instance {} ({})",
+            instance.instance_id,
+            instance.base_commit
+        );
+    }
+    let mirror = Mirror::open(&ark.mirrors_dir(), &name)?;
+    let progress = ctx.progress();
+    let codebase = mirror.codebase_at(&instance.base_commit, progress.as_ref())?;
+    let mut pins = vec![("base_commit", instance.base_commit.as_str())];
+    let env = instance.environment_setup_commit.as_str();
+    if !env.is_empty() && env != instance.base_commit {
+        if mirror.commit(env).is_ok() {
+            pins.push(("environment_setup_commit", env));
+        } else {
+            ctx.note(format!(
+                "warning: the environment setup commit {env} is not in mirror {name}; it is not pinned"
+            ));
+        }
+    }
+    for (role, commit) in pins {
+        let reference = mirror.pin(&instance.instance_id, role, commit)?;
+        ark.index_mut().record_pin(&PinRow {
+            mirror: name.to_string(),
+            reference,
+            commit: commit.to_string(),
+            instance_id: instance.instance_id.clone(),
+            role: role.to_string(),
+        })?;
+    }
+    Ok(codebase)
+}
+
 pub fn run(ctx: &Context, args: PackArgs) -> anyhow::Result<ExitCode> {
     let instance_bytes = read(&args.instance, "instance")?;
     let instance = Instance::from_json(&instance_bytes)
@@ -87,7 +151,19 @@ pub fn run(ctx: &Context, args: PackArgs) -> anyhow::Result<ExitCode> {
 
     let progress = ctx.progress();
     let started = std::time::Instant::now();
-    let codebase = Codebase::from_dir(&args.codebase, progress.as_ref())?;
+    let mut ark;
+    let codebase = match (&args.codebase, &args.repo) {
+        (Some(dir), _) => {
+            let codebase = Codebase::from_dir(dir, progress.as_ref())?;
+            ark = Ark::create(&ctx.ark)?;
+            codebase
+        }
+        (None, Some(repo)) => {
+            ark = Ark::open(&ctx.ark)?;
+            codebase_from_mirror(ctx, &mut ark, &instance, repo, args.commit.as_deref())?
+        }
+        (None, None) => bail!("give --codebase DIR or --repo OWNER/NAME"),
+    };
     tracing::debug!(
         "hashed {} codebase files in {:.2?}",
         codebase.entries.len(),
@@ -106,7 +182,6 @@ pub fn run(ctx: &Context, args: PackArgs) -> anyhow::Result<ExitCode> {
         level: args.level,
         threads: args.threads,
     };
-    let mut ark = Ark::create(&ctx.ark)?;
     let started = std::time::Instant::now();
     let packed = ark.pack(&inputs, &options, progress.as_ref())?;
     tracing::debug!("wrote and indexed the bundle in {:.2?}", started.elapsed());

@@ -78,7 +78,8 @@ fn is_commit(s: &str) -> bool {
     (s.len() == 40 || s.len() == 64) && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
-fn is_repo(s: &str) -> bool {
+/// Whether `s` is a repository name of the form OWNER/NAME.
+pub fn is_repo(s: &str) -> bool {
     let ok = |part: &str| {
         !part.is_empty()
             && part != "."

@@ -2,4 +2,4 @@
 
 mod instance;
 
-pub use instance::{Instance, InstanceError};
+pub use instance::{Instance, InstanceError, is_repo};

@@ -88,6 +88,11 @@ impl Ark {
         ObjectStore::new(self.root.join("objects"))
     }
 
+    /// Bare mirrors, `mirrors/OWNER__NAME.git`.
+    pub fn mirrors_dir(&self) -> PathBuf {
+        self.root.join("mirrors")
+    }
+
     pub fn bundles_dir(&self) -> PathBuf {
         self.root.join("bundles")
     }

@@ -1,6 +1,7 @@
 //! The SQLite index: what the archive holds. WAL mode; the schema version lives in
 //! `PRAGMA user_version` and every migration, like every change, is one transaction.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -42,6 +43,31 @@ const MIGRATIONS: &[&str] = &[
         size INTEGER NOT NULL,
         kind TEXT NOT NULL,            -- wheel, sdist, interpreter, log, …
         added_at INTEGER NOT NULL
+    );",
+    // 2: mirrors, their refs as last fetched, and the commits pinned for instances.
+    "CREATE TABLE mirrors (
+        name TEXT PRIMARY KEY,         -- OWNER/NAME
+        url TEXT NOT NULL,             -- where updates fetch from ('' for none)
+        added_at INTEGER NOT NULL,
+        last_fetch INTEGER,            -- unix seconds of the last successful fetch or import
+        refs_count INTEGER NOT NULL,
+        refs_sha256 TEXT NOT NULL,     -- sha256 of the sorted `<target> <ref>` lines
+        size INTEGER NOT NULL          -- bytes on disk
+    );
+    CREATE TABLE mirror_refs (
+        mirror TEXT NOT NULL REFERENCES mirrors(name) ON DELETE CASCADE,
+        name TEXT NOT NULL,
+        target TEXT NOT NULL,
+        PRIMARY KEY (mirror, name)
+    );
+    CREATE TABLE pins (
+        mirror TEXT NOT NULL REFERENCES mirrors(name) ON DELETE CASCADE,
+        ref TEXT NOT NULL,             -- refs/swe-ark/…
+        commit_id TEXT NOT NULL,
+        instance_id TEXT NOT NULL,
+        role TEXT NOT NULL,            -- base_commit, environment_setup_commit
+        pinned_at INTEGER NOT NULL,
+        PRIMARY KEY (mirror, ref)
     );",
 ];
 
@@ -99,6 +125,27 @@ pub struct ObjectRow {
     pub size: u64,
     pub kind: String,
     pub added_at: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct MirrorRow {
+    pub name: String,
+    pub url: String,
+    pub added_at: i64,
+    pub last_fetch: Option<i64>,
+    pub refs_count: u64,
+    pub refs_sha256: String,
+    pub size: u64,
+}
+
+/// A commit kept alive in a mirror by a ref under `refs/swe-ark/`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PinRow {
+    pub mirror: String,
+    pub reference: String,
+    pub commit: String,
+    pub instance_id: String,
+    pub role: String,
 }
 
 pub struct Index {
@@ -395,6 +442,130 @@ impl Index {
             });
         }
         Ok(out)
+    }
+
+    /// Records a mirror after a fetch or import: its URL and its refs, in one transaction.
+    pub fn record_mirror(
+        &mut self,
+        name: &str,
+        url: &str,
+        refs: &BTreeMap<String, String>,
+        refs_sha256: &Sha256Digest,
+        size: u64,
+    ) -> Result<(), IndexError> {
+        let path = self.path.clone();
+        let sql = |source| IndexError::Sqlite {
+            path: path.clone(),
+            source,
+        };
+        let t = now();
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(sql)?;
+        tx.execute(
+            "INSERT INTO mirrors (name, url, added_at, last_fetch, refs_count, refs_sha256, size)
+             VALUES (?1, ?2, ?3, ?3, ?4, ?5, ?6)
+             ON CONFLICT(name) DO UPDATE SET url = ?2, last_fetch = ?3, refs_count = ?4,
+                 refs_sha256 = ?5, size = ?6",
+            params![name, url, t, refs.len() as i64, refs_sha256.hex(), size as i64],
+        )
+        .map_err(sql)?;
+        tx.execute("DELETE FROM mirror_refs WHERE mirror = ?1", [name])
+            .map_err(sql)?;
+        {
+            let mut insert = tx
+                .prepare("INSERT INTO mirror_refs (mirror, name, target) VALUES (?1, ?2, ?3)")
+                .map_err(sql)?;
+            for (r, target) in refs {
+                insert.execute(params![name, r, target]).map_err(sql)?;
+            }
+        }
+        tx.commit().map_err(sql)
+    }
+
+    pub fn mirrors(&self) -> Result<Vec<MirrorRow>, IndexError> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT name, url, added_at, last_fetch, refs_count, refs_sha256, size
+                 FROM mirrors ORDER BY name",
+            )
+            .map_err(self.err())?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok(MirrorRow {
+                    name: r.get(0)?,
+                    url: r.get(1)?,
+                    added_at: r.get(2)?,
+                    last_fetch: r.get(3)?,
+                    refs_count: r.get::<_, i64>(4)? as u64,
+                    refs_sha256: r.get(5)?,
+                    size: r.get::<_, i64>(6)? as u64,
+                })
+            })
+            .map_err(self.err())?;
+        rows.collect::<Result<_, _>>().map_err(self.err())
+    }
+
+    pub fn mirror(&self, name: &str) -> Result<Option<MirrorRow>, IndexError> {
+        Ok(self.mirrors()?.into_iter().find(|m| m.name == name))
+    }
+
+    /// The refs recorded at the mirror's last fetch.
+    pub fn mirror_refs(&self, name: &str) -> Result<BTreeMap<String, String>, IndexError> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT name, target FROM mirror_refs WHERE mirror = ?1 ORDER BY name")
+            .map_err(self.err())?;
+        let rows = stmt
+            .query_map([name], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+            .map_err(self.err())?;
+        rows.collect::<Result<_, _>>().map_err(self.err())
+    }
+
+    pub fn record_pin(&mut self, pin: &PinRow) -> Result<(), IndexError> {
+        self.conn
+            .execute(
+                "INSERT INTO pins (mirror, ref, commit_id, instance_id, role, pinned_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT(mirror, ref) DO UPDATE SET commit_id = ?3, instance_id = ?4,
+                     role = ?5, pinned_at = ?6",
+                params![pin.mirror, pin.reference, pin.commit, pin.instance_id, pin.role, now()],
+            )
+            .map(|_| ())
+            .map_err(self.err())
+    }
+
+    pub fn pins(&self, mirror: &str) -> Result<Vec<PinRow>, IndexError> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT mirror, ref, commit_id, instance_id, role FROM pins WHERE mirror = ?1
+                 ORDER BY ref",
+            )
+            .map_err(self.err())?;
+        let rows = stmt
+            .query_map([mirror], |r| {
+                Ok(PinRow {
+                    mirror: r.get(0)?,
+                    reference: r.get(1)?,
+                    commit: r.get(2)?,
+                    instance_id: r.get(3)?,
+                    role: r.get(4)?,
+                })
+            })
+            .map_err(self.err())?;
+        rows.collect::<Result<_, _>>().map_err(self.err())
+    }
+
+    /// Instances of repository `repo` (OWNER/NAME), with the commits they need.
+    pub fn instances_of_repo(&self, repo: &str) -> Result<Vec<InstanceRow>, IndexError> {
+        Ok(self
+            .instances()?
+            .into_iter()
+            .filter(|i| i.repo.eq_ignore_ascii_case(repo))
+            .collect())
     }
 
     /// SQLite's own consistency check (`PRAGMA integrity_check`): `ok`, or what is wrong.

@@ -12,5 +12,7 @@ mod index;
 mod objects;
 
 pub use ark::{Ark, ArkError};
-pub use index::{BundleRow, Index, IndexError, InstanceRow, ObjectRow, SCHEMA_VERSION};
+pub use index::{
+    BundleRow, Index, IndexError, InstanceRow, MirrorRow, ObjectRow, PinRow, SCHEMA_VERSION,
+};
 pub use objects::{ObjectError, ObjectStore, VerifyingReader};
