@@ -25,12 +25,20 @@ pub fn temp_file_in(dir: &Path) -> io::Result<NamedTempFile> {
 pub fn persist(tmp: NamedTempFile, dest: &Path) -> io::Result<()> {
     tmp.as_file().sync_all()?;
     tmp.persist(dest).map_err(|e| e.error)?;
-    sync_dir(dest.parent().unwrap_or(Path::new(".")))
+    sync_dir(parent_dir(dest))
+}
+
+/// The directory a path is in (`.` for a bare file name).
+pub fn parent_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
 }
 
 /// Writes `bytes` to `dest` atomically.
 pub fn write_atomic(dest: &Path, bytes: &[u8]) -> io::Result<()> {
-    let dir = dest.parent().unwrap_or(Path::new("."));
+    let dir = parent_dir(dest);
     let mut tmp = temp_file_in(dir)?;
     tmp.write_all(bytes)?;
     persist(tmp, dest)

@@ -9,7 +9,7 @@ pub mod cli;
 pub mod dataset;
 pub mod digest;
 pub mod failpoint;
-pub mod mirror;
 pub mod fsutil;
+pub mod mirror;
 pub mod progress;
 pub mod store;

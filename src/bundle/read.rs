@@ -312,7 +312,9 @@ impl Scanner<'_> {
                 return Err(bad(format!("gitlink `{name}` is not inside codebase/")));
             }
             if paths.contains(&g.path[..]) || !links.insert(&g.path[..]) {
-                return Err(bad(format!("gitlink `{name}` is listed twice or is also a member")));
+                return Err(bad(format!(
+                    "gitlink `{name}` is listed twice or is also a member"
+                )));
             }
         }
         for m in &manifest.members {
@@ -723,10 +725,13 @@ impl Scanner<'_> {
                 self.problem(&m.path, "listed in bundle.json but missing from the bundle");
             }
         }
-        let gitlinks = manifest
-            .gitlinks
-            .iter()
-            .map(|g| (&g.path[CODEBASE_DIR.len()..], gittree::GITLINK_MODE, g.commit));
+        let gitlinks = manifest.gitlinks.iter().map(|g| {
+            (
+                &g.path[CODEBASE_DIR.len()..],
+                gittree::GITLINK_MODE,
+                g.commit,
+            )
+        });
         let entries = seen
             .codebase
             .iter()

@@ -170,7 +170,12 @@ fn add(ctx: &Context, args: AddArgs) -> anyhow::Result<ExitCode> {
     let mut reports = Vec::new();
     for source in sources {
         let progress = ctx.progress();
-        let (m, report) = Mirror::add(&ark.mirrors_dir(), &source.name, &source.url, progress.as_ref())?;
+        let (m, report) = Mirror::add(
+            &ark.mirrors_dir(),
+            &source.name,
+            &source.url,
+            progress.as_ref(),
+        )?;
         record(&mut ark, &m)?;
         if !args.json {
             print_report(&report)?;
@@ -192,7 +197,10 @@ fn update(ctx: &Context, args: UpdateArgs) -> anyhow::Result<ExitCode> {
             .map(|m| repo_name(&m.name))
             .collect::<Result<_, _>>()?
     } else {
-        args.names.iter().map(|n| repo_name(n)).collect::<Result<_, _>>()?
+        args.names
+            .iter()
+            .map(|n| repo_name(n))
+            .collect::<Result<_, _>>()?
     };
     let mut reports = Vec::new();
     let mut failed = 0;
@@ -241,8 +249,19 @@ fn ls(ctx: &Context, args: LsArgs) -> anyhow::Result<ExitCode> {
         ctx.note("no mirrors; add one with `swe-ark mirror add OWNER/NAME`");
         return Ok(ExitCode::SUCCESS);
     }
-    let w = mirrors.iter().map(|m| m.name.len()).max().unwrap_or(4).max(4);
-    out!("{:<w$}  {:>6}  {:>10}  {:<20}  URL", "NAME", "REFS", "SIZE", "LAST FETCH");
+    let w = mirrors
+        .iter()
+        .map(|m| m.name.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    out!(
+        "{:<w$}  {:>6}  {:>10}  {:<20}  URL",
+        "NAME",
+        "REFS",
+        "SIZE",
+        "LAST FETCH"
+    );
     for m in &mirrors {
         out!(
             "{:<w$}  {:>6}  {:>10}  {:<20}  {}",
@@ -348,7 +367,11 @@ fn verify(ctx: &Context, args: VerifyArgs) -> anyhow::Result<ExitCode> {
         }
         ctx.note(format!("{} checked, {bad} bad", results.len()));
     }
-    Ok(if bad == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    Ok(if bad == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 fn export(ctx: &Context, args: ExportArgs) -> anyhow::Result<ExitCode> {
@@ -378,7 +401,13 @@ fn import(ctx: &Context, args: ImportArgs) -> anyhow::Result<ExitCode> {
                 .unwrap_or_default();
             let cleaned: String = stem
                 .chars()
-                .map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '-' })
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                        c
+                    } else {
+                        '-'
+                    }
+                })
                 .collect();
             repo_name(&format!("local/{cleaned}"))?
         }

@@ -114,6 +114,23 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
     })
 }
 
+/// The error and its causes, joined by `: `, leaving out a cause whose text the message
+/// already carries (typed errors here put their source in their own sentence).
+fn error_chain(e: &anyhow::Error) -> String {
+    let mut msg = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if msg.contains(&text) {
+            continue;
+        }
+        if !msg.is_empty() {
+            msg.push_str(": ");
+        }
+        msg.push_str(&text);
+    }
+    msg
+}
+
 /// Parses the command line, runs the command and returns the process exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -138,7 +155,7 @@ pub fn main() -> ExitCode {
         // A reader that stops early (`| head`) is a normal end.
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("swe-ark: error: {e:#}");
+            eprintln!("swe-ark: error: {}", error_chain(&e));
             ExitCode::from(2)
         }
     }

@@ -88,7 +88,10 @@ fn read_header(path: &Path, r: &mut impl BufRead) -> Result<Header, MirrorError>
     };
     loop {
         let Some(l) = next_line(r)? else {
-            return Err(bad(path, "the header is truncated (no blank line before the pack)"));
+            return Err(bad(
+                path,
+                "the header is truncated (no blank line before the pack)",
+            ));
         };
         if l.is_empty() {
             break;
@@ -99,7 +102,8 @@ fn read_header(path: &Path, r: &mut impl BufRead) -> Result<Header, MirrorError>
             }
             continue;
         }
-        let parse_oid = |s: &str| Oid::from_str(s).map_err(|_| bad(path, format!("bad line `{l}`")));
+        let parse_oid =
+            |s: &str| Oid::from_str(s).map_err(|_| bad(path, format!("bad line `{l}`")));
         if let Some(rest) = l.strip_prefix('-') {
             let id = rest.split(' ').next().unwrap_or_default();
             header.prerequisites.push(parse_oid(id)?);
@@ -123,7 +127,11 @@ fn read_header(path: &Path, r: &mut impl BufRead) -> Result<Header, MirrorError>
 impl Mirror {
     /// Writes every ref of the mirror (pins and pull-request heads included) and every object
     /// they reach as a git bundle at `out`, atomically.
-    pub fn export_bundle(&self, out: &Path, progress: &dyn Progress) -> Result<ExportStats, MirrorError> {
+    pub fn export_bundle(
+        &self,
+        out: &Path,
+        progress: &dyn Progress,
+    ) -> Result<ExportStats, MirrorError> {
         let git = self.git();
         let mut refs: BTreeMap<String, Oid> = BTreeMap::new();
         for r in self.repo.references().map_err(&git)? {
@@ -159,7 +167,7 @@ impl Mirror {
         }
         pb.insert_walk(&mut walk).map_err(&git)?;
         let objects = pb.object_count();
-        let dir = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let dir = fsutil::parent_dir(out);
         let io_err = |source| MirrorError::Io {
             path: out.to_path_buf(),
             source,
@@ -248,13 +256,17 @@ pub fn import_bundle(
     } else {
         None
     };
-    let repo_path = tmp.as_ref().map_or(dest.clone(), |t| t.path().to_path_buf());
+    let repo_path = tmp
+        .as_ref()
+        .map_or(dest.clone(), |t| t.path().to_path_buf());
     let repo = Repository::open_bare(&repo_path).map_err(git)?;
     for p in &header.prerequisites {
         if repo.find_commit(*p).is_err() {
             return Err(bad(
                 file,
-                format!("it needs commit {p}, which the mirror does not have (an incremental bundle?)"),
+                format!(
+                    "it needs commit {p}, which the mirror does not have (an incremental bundle?)"
+                ),
             ));
         }
     }
@@ -273,9 +285,12 @@ pub fn import_bundle(
                 .map_err(|e| bad(file, format!("the pack is malformed: {e}")))?;
             progress.advance(n as u64);
         }
-        writer
-            .commit()
-            .map_err(|e| bad(file, format!("the pack is truncated or corrupt: {}", e.message())))?;
+        writer.commit().map_err(|e| {
+            bad(
+                file,
+                format!("the pack is truncated or corrupt: {}", e.message()),
+            )
+        })?;
         progress.finish();
     }
     for (refname, oid) in &header.refs {
@@ -294,7 +309,13 @@ pub fn import_bundle(
         let branch = ["refs/heads/main", "refs/heads/master"]
             .iter()
             .map(|s| s.to_string())
-            .chain(header.refs.keys().filter(|r| r.starts_with("refs/heads/")).cloned())
+            .chain(
+                header
+                    .refs
+                    .keys()
+                    .filter(|r| r.starts_with("refs/heads/"))
+                    .cloned(),
+            )
             .find(|r| header.refs.get(r) == Some(&head));
         if let Some(b) = branch {
             repo.set_head(&b).map_err(git)?;

@@ -33,11 +33,20 @@ impl Mirror {
         progress: &dyn Progress,
     ) -> Result<Codebase, MirrorError> {
         let c = self.commit(commit)?;
-        let tree = c.tree().map_err(|e| self.missing(commit, "", c.tree_id(), "tree", e))?;
+        let tree = c
+            .tree()
+            .map_err(|e| self.missing(commit, "", c.tree_id(), "tree", e))?;
         let mut blobs = Vec::new();
         let mut gitlinks = Vec::new();
         progress.start("reading the tree", None);
-        self.walk(commit, &tree, Vec::new(), &mut blobs, &mut gitlinks, progress)?;
+        self.walk(
+            commit,
+            &tree,
+            Vec::new(),
+            &mut blobs,
+            &mut gitlinks,
+            progress,
+        )?;
         progress.finish();
         let entries = blobs
             .into_par_iter()

@@ -98,9 +98,19 @@ pub enum MirrorError {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(tag = "change", rename_all = "lowercase")]
 pub enum RefChange {
-    Added { name: String, new: String },
-    Deleted { name: String, old: String },
-    Moved { name: String, old: String, new: String },
+    Added {
+        name: String,
+        new: String,
+    },
+    Deleted {
+        name: String,
+        old: String,
+    },
+    Moved {
+        name: String,
+        old: String,
+        new: String,
+    },
 }
 
 impl std::fmt::Display for RefChange {
@@ -264,7 +274,11 @@ impl Mirror {
         }
         fs::create_dir_all(mirrors_dir).map_err(io_err(mirrors_dir))?;
         let tmp = tempfile::Builder::new()
-            .prefix(&format!("{}{}-", crate::fsutil::TEMP_PREFIX, name.dir_name()))
+            .prefix(&format!(
+                "{}{}-",
+                crate::fsutil::TEMP_PREFIX,
+                name.dir_name()
+            ))
             .tempdir_in(mirrors_dir)
             .map_err(io_err(mirrors_dir))?;
         let git = |source| MirrorError::Git {
@@ -415,7 +429,10 @@ impl Mirror {
             instance_id.to_string()
         } else {
             // Instance ids are free text; a ref name is not.
-            format!("_/{}", &Sha256Digest::of(instance_id.as_bytes()).hex()[..24])
+            format!(
+                "_/{}",
+                &Sha256Digest::of(instance_id.as_bytes()).hex()[..24]
+            )
         };
         let name = format!("{PIN_PREFIX}instances/{component}/{role}");
         self.repo
@@ -431,7 +448,10 @@ impl Mirror {
         for r in self.repo.references_glob(&glob).map_err(self.git())? {
             let r = r.map_err(self.git())?;
             if let Some(t) = r.target() {
-                out.insert(String::from_utf8_lossy(r.name_bytes()).into_owned(), t.to_string());
+                out.insert(
+                    String::from_utf8_lossy(r.name_bytes()).into_owned(),
+                    t.to_string(),
+                );
             }
         }
         Ok(out)
@@ -439,7 +459,10 @@ impl Mirror {
 
     /// Reads every object in the mirror (libgit2 re-hashes each one it reads) and checks that
     /// every ref points at an object that is there. Returns what is wrong.
-    pub fn check_objects(&self, progress: &dyn Progress) -> Result<(usize, Vec<String>), MirrorError> {
+    pub fn check_objects(
+        &self,
+        progress: &dyn Progress,
+    ) -> Result<(usize, Vec<String>), MirrorError> {
         let odb = self.repo.odb().map_err(self.git())?;
         let mut oids = Vec::new();
         let listed = odb.foreach(|oid| {
@@ -478,4 +501,3 @@ impl Mirror {
         Ok((oids.len(), problems))
     }
 }
-

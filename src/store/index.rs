@@ -468,7 +468,14 @@ impl Index {
              VALUES (?1, ?2, ?3, ?3, ?4, ?5, ?6)
              ON CONFLICT(name) DO UPDATE SET url = ?2, last_fetch = ?3, refs_count = ?4,
                  refs_sha256 = ?5, size = ?6",
-            params![name, url, t, refs.len() as i64, refs_sha256.hex(), size as i64],
+            params![
+                name,
+                url,
+                t,
+                refs.len() as i64,
+                refs_sha256.hex(),
+                size as i64
+            ],
         )
         .map_err(sql)?;
         tx.execute("DELETE FROM mirror_refs WHERE mirror = ?1", [name])
@@ -519,7 +526,9 @@ impl Index {
             .prepare("SELECT name, target FROM mirror_refs WHERE mirror = ?1 ORDER BY name")
             .map_err(self.err())?;
         let rows = stmt
-            .query_map([name], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+            .query_map([name], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+            })
             .map_err(self.err())?;
         rows.collect::<Result<_, _>>().map_err(self.err())
     }
@@ -531,7 +540,14 @@ impl Index {
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)
                  ON CONFLICT(mirror, ref) DO UPDATE SET commit_id = ?3, instance_id = ?4,
                      role = ?5, pinned_at = ?6",
-                params![pin.mirror, pin.reference, pin.commit, pin.instance_id, pin.role, now()],
+                params![
+                    pin.mirror,
+                    pin.reference,
+                    pin.commit,
+                    pin.instance_id,
+                    pin.role,
+                    now()
+                ],
             )
             .map(|_| ())
             .map_err(self.err())
