@@ -146,12 +146,14 @@ print("FAIL_TO_PASS", r["FAIL_TO_PASS"])
 print("PASS_TO_PASS", r["PASS_TO_PASS"])
 PY
 
-step "4. Pack it: a deterministic, content-hashed bundle in ./ark"
-ID=$(run "$SWE_ARK" --ark ark pack --instance instance.json --codebase codebase \
+step "4. Mirror the repository (every ref, full history) and pack straight from the mirror"
+run "$SWE_ARK" --ark ark mirror add "$ROOT/upstream" --name demo/calc
+ID=$(run "$SWE_ARK" --ark ark pack --repo demo/calc --instance instance.json \
   --spec spec.toml --pre-log pre.log --post-log post.log --results results.json)
 echo "bundle id: $ID"
+git --git-dir=ark/mirrors/demo__calc.git for-each-ref --format='pinned: %(refname) %(objectname:short)' refs/swe-ark
 
-step "5. The same inputs from another place give the same bytes"
+step "5. The same inputs from a plain directory, another place, mtimes and umask: the same bytes"
 cp -r codebase elsewhere-codebase
 touch -d "2030-01-01" elsewhere-codebase/calc/ops.py
 ID2=$( (umask 077 && "$SWE_ARK" --ark ark2 -q pack --instance instance.json --codebase elsewhere-codebase \
@@ -181,6 +183,14 @@ set -e
 echo "verify exit code: $code; unpack exit code: $code2; tampered/out exists: $([ -e tampered/out ] && echo yes || echo no)"
 [ "$code" -eq 1 ] && [ "$code2" -eq 2 ] && [ ! -e tampered/out ]
 
+step "9. Carry the mirror across an air gap as one git bundle, and check it there"
+run "$SWE_ARK" --ark ark mirror export demo/calc -o calc.bundle > /dev/null
+run "$SWE_ARK" --ark ark3 mirror import calc.bundle --name demo/calc
+run "$SWE_ARK" --ark ark3 mirror verify
+ID3=$("$SWE_ARK" --ark ark3 -q pack --repo demo/calc --instance instance.json \
+  --spec spec.toml --pre-log pre.log --post-log post.log --results results.json)
+[ "$ID3" = "$ID" ] && echo "packed again on the other side: $ID3 (the same bundle)"
+
 END=$(date +%s.%N)
 step "Summary"
 printf 'instance      demo__calc-7 (FAIL_TO_PASS %s, PASS_TO_PASS %s)\n' \
@@ -190,4 +200,4 @@ printf 'bundle        %s\n' "$ID"
 printf 'size          %s bytes compressed, %s bytes of tar\n' \
   "$(stat -c %s "ark/bundles/$ID.tar.zst")" "$(zstd -dc "ark/bundles/$ID.tar.zst" | wc -c)"
 printf 'took          %.1f s\n' "$(echo "$END - $START" | bc -l 2>/dev/null || python3 -c "print($END - $START)")"
-printf 'archives in   %s (ark, ark2)\n' "$ROOT"
+printf 'archives in   %s (ark: the main one, ark2: packed from a directory, ark3: across the gap)\n' "$ROOT"
