@@ -621,3 +621,61 @@ fn verify_finds_a_corrupt_object_and_pack_names_it() {
     assert!(text.contains("BAD mirror acme/widgets"), "{text}");
     assert!(text.contains("cannot be read"), "{text}");
 }
+
+#[test]
+fn a_missing_blob_is_named_by_pack_and_verify() {
+    let t = TestContext::new();
+    let up = make_upstream(t.dir.path());
+    add_file_mirror(&t, &up);
+    let inst = instance_at(&t, &up.base, "acme__widgets-7");
+    pack_from_mirror(&t, &inst);
+    // Turn the mirror's pack into loose objects, then lose one blob the base commit needs.
+    let m = mirror_dir(&t);
+    let pack_dir = m.join("objects/pack");
+    let packs: Vec<PathBuf> = fs::read_dir(&pack_dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    let pack = packs
+        .iter()
+        .find(|p| p.extension().is_some_and(|e| e == "pack"))
+        .unwrap();
+    let bytes = fs::read(pack).unwrap();
+    for p in &packs {
+        fs::remove_file(p).unwrap();
+    }
+    let mut child = Command::new("git")
+        .args(["unpack-objects", "-q"])
+        .current_dir(&m)
+        .env("GIT_DIR", &m)
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(&bytes).unwrap();
+    assert!(child.wait().unwrap().success());
+    let blob = git(&m, &["rev-parse", &format!("{}:widgets/core.py", up.base)]);
+    fs::remove_file(m.join("objects").join(&blob[..2]).join(&blob[2..])).unwrap();
+
+    fs::remove_dir_all(t.ark().join("bundles")).unwrap();
+    let err = stderr(&t.run_expect(
+        &[
+            "pack",
+            "--repo",
+            "acme/widgets",
+            "--instance",
+            inst.to_str().unwrap(),
+        ],
+        2,
+    ));
+    assert!(
+        err.contains("widgets/core.py") && err.contains(&blob),
+        "{err}"
+    );
+    let text = stdout(&t.run_expect(&["mirror", "verify"], 1));
+    assert!(
+        text.contains(&format!("blob {blob} at `widgets/core.py`")),
+        "{text}"
+    );
+}

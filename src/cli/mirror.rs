@@ -317,19 +317,26 @@ fn verify(ctx: &Context, args: VerifyArgs) -> anyhow::Result<ExitCode> {
                         )),
                         Some(_) => {}
                     }
-                    if m.commit(&pin.commit).is_err() {
-                        problems.push(format!(
-                            "commit {} ({} of {}) is not in the mirror",
-                            pin.commit, pin.role, pin.instance_id
-                        ));
-                    }
                 }
+                // Every commit an instance needs, with its whole tree.
+                let mut needed: Vec<(String, String)> = ark
+                    .index()
+                    .pins(name.as_str())?
+                    .into_iter()
+                    .map(|p| (p.commit, format!("{} of {}", p.role, p.instance_id)))
+                    .collect();
                 for inst in ark.index().instances_of_repo(name.as_str())? {
-                    if m.commit(&inst.base_commit).is_err() {
-                        problems.push(format!(
-                            "base commit {} of {} is not in the mirror",
-                            inst.base_commit, inst.instance_id
-                        ));
+                    needed.push((
+                        inst.base_commit,
+                        format!("base_commit of {}", inst.instance_id),
+                    ));
+                }
+                needed.sort();
+                needed.dedup_by(|a, b| a.0 == b.0);
+                for (commit, what) in needed {
+                    match m.check_tree(&commit) {
+                        Ok(found) => problems.extend(found),
+                        Err(e) => problems.push(format!("{what}: {e}")),
                     }
                 }
                 let recorded = ark.index().mirror_refs(name.as_str())?;

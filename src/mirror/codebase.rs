@@ -85,6 +85,41 @@ impl Mirror {
         Ok(codebase)
     }
 
+    /// Problems with the tree of `commit`: every tree and blob it names must be in the object
+    /// database (submodules are not followed). Reading checks hashes elsewhere; this checks
+    /// that nothing an instance needs is absent.
+    pub fn check_tree(&self, commit: &str) -> Result<Vec<String>, MirrorError> {
+        let c = self.commit(commit)?;
+        let odb = self.repo.odb().map_err(self.git())?;
+        let mut problems = Vec::new();
+        let mut stack = vec![(String::new(), c.tree_id())];
+        while let Some((prefix, tree_id)) = stack.pop() {
+            let tree = match self.repo.find_tree(tree_id) {
+                Ok(t) => t,
+                Err(e) => {
+                    problems.push(format!(
+                        "tree {tree_id} at `{prefix}` of commit {commit} cannot be read: {}",
+                        e.message()
+                    ));
+                    continue;
+                }
+            };
+            for entry in tree.iter() {
+                let path = format!("{prefix}{}", String::from_utf8_lossy(entry.name_bytes()));
+                match entry.filemode() {
+                    0o040000 => stack.push((format!("{path}/"), entry.id())),
+                    0o160000 => {}
+                    _ if !odb.exists(entry.id()) => problems.push(format!(
+                        "blob {} at `{path}` of commit {commit} is missing",
+                        entry.id()
+                    )),
+                    _ => {}
+                }
+            }
+        }
+        Ok(problems)
+    }
+
     fn missing(
         &self,
         commit: &str,

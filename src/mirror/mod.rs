@@ -321,10 +321,20 @@ impl Mirror {
         let mut remote = self.repo.find_remote("origin").map_err(self.git())?;
         let url = remote.url().unwrap_or_default().to_string();
         let before = upstream_refs(&self.repo).map_err(self.git())?;
-        let fetch_err = |e: git2::Error| MirrorError::Fetch {
-            name: self.name.to_string(),
-            url: url.clone(),
-            detail: e.message().to_string(),
+        let fetch_err = |e: git2::Error| {
+            let mut detail = e.message().to_string();
+            if e.code() == git2::ErrorCode::NotFound && detail.contains("object not found") {
+                // What a partial or damaged clone of the source gives: say so.
+                detail.push_str(
+                    " (the source repository lacks this object: is it a partial clone, or \
+                     damaged? the mirror was left as it was)",
+                );
+            }
+            MirrorError::Fetch {
+                name: self.name.to_string(),
+                url: url.clone(),
+                detail,
+            }
         };
         {
             let mut callbacks = RemoteCallbacks::new();
