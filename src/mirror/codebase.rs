@@ -10,11 +10,11 @@ use crate::progress::Progress;
 
 use super::{Mirror, MirrorError};
 
-struct Blob {
+/// A file of the tree, before its content is read.
+struct TreeFile {
     path: Vec<u8>,
     kind: MemberKind,
     oid: git2::Oid,
-    content: Vec<u8>,
 }
 
 fn git_oid(oid: git2::Oid) -> GitOid {
@@ -23,45 +23,114 @@ fn git_oid(oid: git2::Oid) -> GitOid {
     GitOid(out)
 }
 
+/// The error for an object that cannot be read: missing (named as such) or damaged.
+fn unreadable(
+    name: &str,
+    commit: &str,
+    path: &str,
+    oid: git2::Oid,
+    kind: &'static str,
+    e: git2::Error,
+) -> MirrorError {
+    if e.code() == git2::ErrorCode::NotFound {
+        MirrorError::MissingObject {
+            name: name.to_string(),
+            commit: commit.to_string(),
+            path: path.to_string(),
+            oid: oid.to_string(),
+            kind,
+        }
+    } else {
+        MirrorError::Unpackable {
+            name: name.to_string(),
+            commit: commit.to_string(),
+            path: path.to_string(),
+            reason: format!("the {kind} {oid} cannot be read: {}", e.message()),
+        }
+    }
+}
+
+/// Reads and hashes `files` with a repository handle of its own (libgit2 handles are not
+/// shared between threads).
+fn read_files(
+    repo_path: &std::path::Path,
+    name: &str,
+    commit: &str,
+    files: &[TreeFile],
+    progress: &dyn Progress,
+) -> Result<Vec<CodebaseEntry>, MirrorError> {
+    let repo = git2::Repository::open_bare(repo_path).map_err(|source| MirrorError::Git {
+        name: name.to_string(),
+        source,
+    })?;
+    files
+        .iter()
+        .map(|f| {
+            let shown = String::from_utf8_lossy(&f.path);
+            let blob = repo
+                .find_blob(f.oid)
+                .map_err(|e| unreadable(name, commit, &shown, f.oid, "blob", e))?;
+            let content = blob.content().to_vec();
+            if f.kind == MemberKind::Symlink {
+                let member = [bundle::CODEBASE_DIR.as_bytes(), &f.path].concat();
+                if !bundle::link_stays_inside(bundle::CODEBASE_DIR.as_bytes(), &member, &content) {
+                    return Err(MirrorError::Unpackable {
+                        name: name.to_string(),
+                        commit: commit.to_string(),
+                        path: shown.into_owned(),
+                        reason: format!(
+                            "the symlink points outside the codebase (to `{}`), which bundles \
+                             refuse",
+                            String::from_utf8_lossy(&content)
+                        ),
+                    });
+                }
+            }
+            progress.advance(content.len() as u64);
+            Ok(CodebaseEntry {
+                sha256: Sha256Digest::of(&content),
+                blob: git_oid(f.oid),
+                size: content.len() as u64,
+                kind: f.kind,
+                path: f.path.clone(),
+                source: EntrySource::Bytes(content),
+            })
+        })
+        .collect()
+}
+
 impl Mirror {
-    /// The codebase of `commit`: every blob of its tree read from the object database (which
-    /// checks each object's hash as it reads it), then sha256-hashed in parallel. Fails, naming
-    /// the path, when an object is missing.
+    /// The codebase of `commit`: its trees walked, then every blob read from the object
+    /// database (which checks each object's hash as it reads it) and sha256-hashed, in
+    /// parallel. Fails, naming the path, when an object is missing.
     pub fn codebase_at(
         &self,
         commit: &str,
         progress: &dyn Progress,
     ) -> Result<Codebase, MirrorError> {
         let c = self.commit(commit)?;
+        let name = self.name.to_string();
         let tree = c
             .tree()
-            .map_err(|e| self.missing(commit, "", c.tree_id(), "tree", e))?;
-        let mut blobs = Vec::new();
+            .map_err(|e| unreadable(&name, commit, "", c.tree_id(), "tree", e))?;
+        let mut files = Vec::new();
         let mut gitlinks = Vec::new();
-        progress.start("reading the tree", None);
-        self.walk(
-            commit,
-            &tree,
-            Vec::new(),
-            &mut blobs,
-            &mut gitlinks,
-            progress,
-        )?;
-        progress.finish();
-        let entries = blobs
-            .into_par_iter()
-            .map(|b| CodebaseEntry {
-                sha256: Sha256Digest::of(&b.content),
-                blob: git_oid(b.oid),
-                size: b.content.len() as u64,
-                kind: b.kind,
-                path: b.path,
-                source: EntrySource::Bytes(b.content),
-            })
+        self.walk(commit, &tree, Vec::new(), &mut files, &mut gitlinks)?;
+        progress.start("reading blobs", None);
+        // Chunks large enough that opening a handle per chunk costs nothing.
+        let chunk = (files.len() / (4 * rayon::current_num_threads()).max(1)).max(256);
+        let path = self.path.clone();
+        let entries: Vec<CodebaseEntry> = files
+            .par_chunks(chunk)
+            .map(|part| read_files(&path, &name, commit, part, progress))
+            .collect::<Result<Vec<_>, _>>()?
+            .into_iter()
+            .flatten()
             .collect();
+        progress.finish();
         let codebase = Codebase::from_entries(entries, gitlinks).map_err(|reason| {
             MirrorError::Unpackable {
-                name: self.name.to_string(),
+                name: name.clone(),
                 commit: commit.to_string(),
                 path: String::new(),
                 reason,
@@ -71,7 +140,7 @@ impl Mirror {
         // lost or changed on the way (a legacy mode such as 100664 would show here).
         if codebase.tree != git_oid(c.tree_id()) {
             return Err(MirrorError::Unpackable {
-                name: self.name.to_string(),
+                name,
                 commit: commit.to_string(),
                 path: String::new(),
                 reason: format!(
@@ -120,40 +189,14 @@ impl Mirror {
         Ok(problems)
     }
 
-    fn missing(
-        &self,
-        commit: &str,
-        path: &str,
-        oid: git2::Oid,
-        kind: &'static str,
-        e: git2::Error,
-    ) -> MirrorError {
-        if e.code() == git2::ErrorCode::NotFound {
-            MirrorError::MissingObject {
-                name: self.name.to_string(),
-                commit: commit.to_string(),
-                path: path.to_string(),
-                oid: oid.to_string(),
-                kind,
-            }
-        } else {
-            MirrorError::Unpackable {
-                name: self.name.to_string(),
-                commit: commit.to_string(),
-                path: path.to_string(),
-                reason: format!("the {kind} {oid} cannot be read: {}", e.message()),
-            }
-        }
-    }
-
+    /// Collects the files and submodules under `tree`, reading trees only.
     fn walk(
         &self,
         commit: &str,
         tree: &git2::Tree<'_>,
         prefix: Vec<u8>,
-        blobs: &mut Vec<Blob>,
+        files: &mut Vec<TreeFile>,
         gitlinks: &mut Vec<Gitlink>,
-        progress: &dyn Progress,
     ) -> Result<(), MirrorError> {
         for entry in tree.iter() {
             let mut path = prefix.clone();
@@ -161,15 +204,14 @@ impl Mirror {
                 path.push(b'/');
             }
             path.extend_from_slice(entry.name_bytes());
-            let shown = String::from_utf8_lossy(&path).into_owned();
             let oid = entry.id();
             let kind = match entry.filemode() {
                 0o040000 => {
-                    let sub = self
-                        .repo
-                        .find_tree(oid)
-                        .map_err(|e| self.missing(commit, &shown, oid, "tree", e))?;
-                    self.walk(commit, &sub, path, blobs, gitlinks, progress)?;
+                    let sub = self.repo.find_tree(oid).map_err(|e| {
+                        let shown = String::from_utf8_lossy(&path);
+                        unreadable(self.name.as_str(), commit, &shown, oid, "tree", e)
+                    })?;
+                    self.walk(commit, &sub, path, files, gitlinks)?;
                     continue;
                 }
                 0o160000 => {
@@ -186,38 +228,12 @@ impl Mirror {
                     return Err(MirrorError::Unpackable {
                         name: self.name.to_string(),
                         commit: commit.to_string(),
-                        path: shown,
+                        path: String::from_utf8_lossy(&path).into_owned(),
                         reason: format!("git file mode {other:o} is not one a bundle holds"),
                     });
                 }
             };
-            let blob = self
-                .repo
-                .find_blob(oid)
-                .map_err(|e| self.missing(commit, &shown, oid, "blob", e))?;
-            let content = blob.content().to_vec();
-            if kind == MemberKind::Symlink {
-                let mut member = bundle::CODEBASE_DIR.as_bytes().to_vec();
-                member.extend_from_slice(&path);
-                if !bundle::link_stays_inside(bundle::CODEBASE_DIR.as_bytes(), &member, &content) {
-                    return Err(MirrorError::Unpackable {
-                        name: self.name.to_string(),
-                        commit: commit.to_string(),
-                        path: shown,
-                        reason: format!(
-                            "the symlink points outside the codebase (to `{}`), which bundles refuse",
-                            String::from_utf8_lossy(&content)
-                        ),
-                    });
-                }
-            }
-            progress.advance(content.len() as u64);
-            blobs.push(Blob {
-                path,
-                kind,
-                oid,
-                content,
-            });
+            files.push(TreeFile { path, kind, oid });
         }
         Ok(())
     }
