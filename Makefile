@@ -23,9 +23,11 @@ lint:
 fmt:
 	$(CARGO) fmt --all
 
-# Pack/unpack against tar|zstd on a generated tree of >= 200 MB in >= 20,000 files.
+# Pack/unpack against tar | zstd on a generated 200 MB / 20,000-file tree; pack from a
+# mirror against git archive | zstd, and mirror add/update, on a generated 2,500-commit repo.
 bench: tools build
 	python3 bench/bench.py --swe-ark $(BIN)
+	python3 bench/bench_mirror.py --swe-ark $(BIN)
 
 demo: tools build
 	bash demo/demo.sh $(BIN)
