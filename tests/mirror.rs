@@ -679,3 +679,37 @@ fn a_missing_blob_is_named_by_pack_and_verify() {
         "{text}"
     );
 }
+
+#[test]
+fn a_fetch_killed_half_way_leaves_the_mirror_as_it_was() {
+    let t = TestContext::new();
+    let up = make_upstream(t.dir.path());
+    add_file_mirror(&t, &up);
+    let before = refs_of(&mirror_dir(&t));
+    write(&up.dir, "NEW.md", "new\n");
+    commit(&up.dir, "new", "2024-03-01T00:00:00Z");
+
+    // The update stops while objects arrive, and is killed there.
+    let mut child = t
+        .cmd()
+        .env("SWE_ARK_FAILPOINT", "mirror.transfer:stall")
+        .args(["mirror", "update"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::BufRead;
+    let reached = std::io::BufReader::new(child.stderr.take().unwrap())
+        .lines()
+        .map_while(Result::ok)
+        .any(|l| l.contains("failpoint `mirror.transfer` reached"));
+    assert!(reached);
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    assert_eq!(refs_of(&mirror_dir(&t)), before, "no ref moved");
+    t.run_expect(&["mirror", "verify"], 0);
+    let out = stdout(&t.run_expect(&["mirror", "update"], 0));
+    assert!(out.contains("~ refs/heads/main"), "{out}");
+    t.run_expect(&["mirror", "verify"], 0);
+}

@@ -342,6 +342,7 @@ impl Mirror {
             let mut started_bar = false;
             callbacks.transfer_progress(|stats| {
                 if !started_bar && stats.total_objects() > 0 {
+                    crate::failpoint::hit("mirror.transfer");
                     progress.start("receiving objects", Some(stats.total_objects() as u64));
                     started_bar = true;
                 }

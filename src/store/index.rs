@@ -596,3 +596,33 @@ impl Index {
         rows.collect::<Result<_, _>>().map_err(self.err())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_index_of_an_older_schema_is_migrated_and_keeps_its_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("index.sqlite");
+        {
+            // An index as the first schema left it, with a row in it.
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(MIGRATIONS[0]).unwrap();
+            conn.pragma_update(None, "user_version", 1).unwrap();
+            conn.execute(
+                "INSERT INTO objects (id, size, kind, added_at) VALUES (?1, 3, 'log', 0)",
+                [Sha256Digest::of(b"abc").hex()],
+            )
+            .unwrap();
+        }
+        let index = Index::open(&path).unwrap();
+        assert_eq!(index.schema_version().unwrap(), SCHEMA_VERSION);
+        assert_eq!(index.objects().unwrap().len(), 1);
+        assert!(index.mirrors().unwrap().is_empty());
+        drop(index);
+        // Opening again changes nothing.
+        let index = Index::open(&path).unwrap();
+        assert_eq!(index.schema_version().unwrap(), SCHEMA_VERSION);
+    }
+}
