@@ -10,6 +10,7 @@ macro_rules! out {
     }};
 }
 
+mod dataset;
 mod ls;
 mod mirror;
 mod output;
@@ -65,6 +66,10 @@ pub enum Command {
     Unpack(unpack::UnpackArgs),
     /// Bare mirrors of repositories with their full history.
     Mirror(mirror::MirrorArgs),
+    /// Import a SWE-bench dataset file (JSON list or JSON Lines) into the index.
+    Import(dataset::ImportArgs),
+    /// Write the archive's instances as a SWE-bench dataset file.
+    ExportDataset(dataset::ExportArgs),
 }
 
 /// What every command gets besides its own arguments.
@@ -149,6 +154,8 @@ pub fn main() -> ExitCode {
         Command::Verify(args) => verify::run(&ctx, args),
         Command::Unpack(args) => unpack::run(&ctx, args),
         Command::Mirror(args) => mirror::run(&ctx, args),
+        Command::Import(args) => dataset::import(&ctx, args),
+        Command::ExportDataset(args) => dataset::export(&ctx, args),
     };
     match result {
         Ok(code) => code,

@@ -1,5 +1,7 @@
 //! SWE-bench task instances and the files that carry them.
 
+mod file;
 mod instance;
 
+pub use file::{DatasetError, TestListForm, dataset_bytes, read_dataset, to_record};
 pub use instance::{Instance, InstanceError, is_repo};

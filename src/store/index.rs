@@ -159,6 +159,28 @@ fn now() -> i64 {
         .map_or(0, |d| d.as_secs() as i64)
 }
 
+/// Adds `instance`, or replaces the stored one of the same id.
+fn upsert_instance(conn: &Connection, instance: &Instance, t: i64) -> rusqlite::Result<()> {
+    conn.execute(
+        "INSERT INTO instances (instance_id, repo, base_commit, version, created_at,
+             environment_setup_commit, data, added_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)
+         ON CONFLICT(instance_id) DO UPDATE SET repo = ?2, base_commit = ?3, version = ?4,
+             created_at = ?5, environment_setup_commit = ?6, data = ?7, updated_at = ?8",
+        params![
+            instance.instance_id,
+            instance.repo,
+            instance.base_commit,
+            instance.version,
+            instance.created_at,
+            instance.environment_setup_commit,
+            String::from_utf8_lossy(&instance.to_canonical_json()),
+            t,
+        ],
+    )
+    .map(|_| ())
+}
+
 const BUNDLE_COLUMNS: &str = "id, instance_id, format_version, codebase_tree, tar_size, \
                               file_size, member_count, codebase_files, packed_at";
 
@@ -249,24 +271,7 @@ impl Index {
             .conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
             .map_err(sql)?;
-        tx.execute(
-            "INSERT INTO instances (instance_id, repo, base_commit, version, created_at,
-                 environment_setup_commit, data, added_at, updated_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)
-             ON CONFLICT(instance_id) DO UPDATE SET repo = ?2, base_commit = ?3, version = ?4,
-                 created_at = ?5, environment_setup_commit = ?6, data = ?7, updated_at = ?8",
-            params![
-                instance.instance_id,
-                instance.repo,
-                instance.base_commit,
-                instance.version,
-                instance.created_at,
-                instance.environment_setup_commit,
-                String::from_utf8_lossy(&instance.to_canonical_json()),
-                t,
-            ],
-        )
-        .map_err(sql)?;
+        upsert_instance(&tx, instance, t).map_err(sql)?;
         failpoint::hit("index.mid-transaction");
         tx.execute(
             "INSERT INTO bundles (id, instance_id, format_version, codebase_tree, tar_size,
@@ -287,6 +292,37 @@ impl Index {
         )
         .map_err(sql)?;
         tx.commit().map_err(sql)
+    }
+
+    /// Adds or replaces `instances`, all in one transaction: either every one is in, or none.
+    /// Returns how many were new.
+    pub fn import_instances(&mut self, instances: &[Instance]) -> Result<usize, IndexError> {
+        let path = self.path.clone();
+        let sql = |source| IndexError::Sqlite {
+            path: path.clone(),
+            source,
+        };
+        let t = now();
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(sql)?;
+        let mut new = 0;
+        for inst in instances {
+            let exists: bool = tx
+                .query_row(
+                    "SELECT EXISTS(SELECT 1 FROM instances WHERE instance_id = ?1)",
+                    [&inst.instance_id],
+                    |r| r.get(0),
+                )
+                .map_err(sql)?;
+            if !exists {
+                new += 1;
+            }
+            upsert_instance(&tx, inst, t).map_err(sql)?;
+        }
+        tx.commit().map_err(sql)?;
+        Ok(new)
     }
 
     pub fn record_object(
@@ -394,6 +430,29 @@ impl Index {
             })
             .map_err(self.err())?;
         rows.collect::<Result<_, _>>().map_err(self.err())
+    }
+
+    /// Every stored instance, parsed, in the order they first entered the index (so a dataset
+    /// imported into an empty archive exports in its own order).
+    pub fn all_instances(&self) -> Result<Vec<Instance>, IndexError> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT instance_id, data FROM instances ORDER BY rowid")
+            .map_err(self.err())?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+            .map_err(self.err())?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (id, data) = row.map_err(self.err())?;
+            out.push(
+                Instance::from_json(data.as_bytes()).map_err(|e| IndexError::Corrupt {
+                    path: self.path.clone(),
+                    detail: format!("instance `{id}`: {e}"),
+                })?,
+            );
+        }
+        Ok(out)
     }
 
     /// The stored instance, parsed.

@@ -1,0 +1,81 @@
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::bail;
+
+use crate::dataset::{self, TestListForm};
+use crate::fsutil;
+use crate::store::Ark;
+
+use super::Context;
+
+#[derive(Debug, clap::Args)]
+pub struct ImportArgs {
+    /// A SWE-bench dataset: a JSON list or JSON Lines, as published.
+    pub file: PathBuf,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ExportArgs {
+    /// Where to write: `.jsonl` gives JSON Lines, anything else a JSON list.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: PathBuf,
+    /// Only these instances (default: all, in the order they entered the archive).
+    #[arg(long, num_args = 1.., value_name = "ID")]
+    pub instance_ids: Vec<String>,
+    /// How FAIL_TO_PASS / PASS_TO_PASS are written.
+    #[arg(long, value_enum, default_value_t = TestListForm::Strings)]
+    pub tests_as: TestListForm,
+}
+
+pub fn import(ctx: &Context, args: ImportArgs) -> anyhow::Result<ExitCode> {
+    let records = dataset::read_dataset(&args.file)?;
+    let instances: Vec<_> = records.into_iter().map(|(_, i)| i).collect();
+    let mut ark = Ark::create(&ctx.ark)?;
+    let new = ark.index_mut().import_instances(&instances)?;
+    if args.json {
+        out!(
+            "{}",
+            serde_json::json!({"file": args.file, "instances": instances.len(), "new": new})
+        );
+    } else {
+        out!(
+            "imported {} instances from {} ({new} new, {} replaced)",
+            instances.len(),
+            args.file.display(),
+            instances.len() - new
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn export(ctx: &Context, args: ExportArgs) -> anyhow::Result<ExitCode> {
+    let ark = Ark::open(&ctx.ark)?;
+    let mut instances = ark.index().all_instances()?;
+    if !args.instance_ids.is_empty() {
+        let wanted: HashSet<&str> = args.instance_ids.iter().map(String::as_str).collect();
+        let known: HashSet<&str> = instances.iter().map(|i| i.instance_id.as_str()).collect();
+        let missing: Vec<&str> = args
+            .instance_ids
+            .iter()
+            .map(String::as_str)
+            .filter(|id| !known.contains(id))
+            .collect();
+        if !missing.is_empty() {
+            bail!("no such instance in the archive: {}", missing.join(", "));
+        }
+        instances.retain(|i| wanted.contains(i.instance_id.as_str()));
+    }
+    let bytes = dataset::dataset_bytes(&args.output, &instances, args.tests_as);
+    fsutil::write_atomic(&args.output, &bytes)
+        .map_err(|e| anyhow::anyhow!("cannot write `{}`: {e}", args.output.display()))?;
+    ctx.note(format!(
+        "exported {} instances to {}",
+        instances.len(),
+        args.output.display()
+    ));
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,208 @@
+//! SWE-bench dataset files as they are published: a JSON list of instances, or JSON Lines
+//! (one instance per line), with FAIL_TO_PASS / PASS_TO_PASS as JSON strings holding lists.
+
+use std::collections::HashMap;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use super::instance::{Instance, InstanceError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum DatasetError {
+    #[error("cannot read `{path}`: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("`{path}` {place}: {detail}")]
+    Json {
+        path: PathBuf,
+        place: String,
+        detail: String,
+    },
+    #[error("`{path}` {place}: {source}")]
+    Instance {
+        path: PathBuf,
+        place: String,
+        #[source]
+        source: InstanceError,
+    },
+    #[error("`{path}`: instance `{id}` appears twice ({first} and {second})")]
+    Duplicate {
+        path: PathBuf,
+        id: String,
+        first: String,
+        second: String,
+    },
+}
+
+/// How FAIL_TO_PASS / PASS_TO_PASS are written out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TestListForm {
+    /// JSON strings holding lists, as the published datasets have them.
+    Strings,
+    /// Plain JSON lists.
+    Lists,
+}
+
+/// The order of the fields in the published datasets; any other field follows, sorted.
+const FIELD_ORDER: [&str; 12] = [
+    "repo",
+    "instance_id",
+    "base_commit",
+    "patch",
+    "test_patch",
+    "problem_statement",
+    "hints_text",
+    "created_at",
+    "version",
+    "FAIL_TO_PASS",
+    "PASS_TO_PASS",
+    "environment_setup_commit",
+];
+
+/// Reads every instance of a dataset file, each with where it was (`line 7`, `item 3`).
+/// Nothing is returned unless every record is a valid instance and no id appears twice.
+pub fn read_dataset(path: &Path) -> Result<Vec<(String, Instance)>, DatasetError> {
+    let text = std::fs::read_to_string(path).map_err(|source| DatasetError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let json_err = |place: String, e: serde_json::Error| DatasetError::Json {
+        path: path.to_path_buf(),
+        place,
+        detail: e.to_string(),
+    };
+    let mut records: Vec<(String, Value)> = Vec::new();
+    if text.trim_start().starts_with('[') {
+        let list: Vec<Value> =
+            serde_json::from_str(&text).map_err(|e| json_err("as a JSON list".into(), e))?;
+        for (i, v) in list.into_iter().enumerate() {
+            records.push((format!("item {}", i + 1), v));
+        }
+    } else {
+        for (i, line) in text.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let place = format!("line {}", i + 1);
+            let v = serde_json::from_str(line).map_err(|e| json_err(place.clone(), e))?;
+            records.push((place, v));
+        }
+    }
+    let mut seen: HashMap<String, String> = HashMap::new();
+    let mut out = Vec::with_capacity(records.len());
+    for (place, value) in records {
+        let inst = Instance::from_value(value).map_err(|source| DatasetError::Instance {
+            path: path.to_path_buf(),
+            place: place.clone(),
+            source,
+        })?;
+        if let Some(first) = seen.insert(inst.instance_id.clone(), place.clone()) {
+            return Err(DatasetError::Duplicate {
+                path: path.to_path_buf(),
+                id: inst.instance_id,
+                first,
+                second: place,
+            });
+        }
+        out.push((place, inst));
+    }
+    Ok(out)
+}
+
+/// Writes JSON as Python's `json.dumps` does by default (`", "` and `": "` between items,
+/// no escaping of non-ASCII when `ensure_ascii=False`), which is how the published files were
+/// written: an instance imported and exported again comes out byte for byte.
+struct PythonFormatter;
+
+impl serde_json::ser::Formatter for PythonFormatter {
+    fn begin_array_value<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
+        if first { Ok(()) } else { w.write_all(b", ") }
+    }
+    fn begin_object_key<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
+        if first { Ok(()) } else { w.write_all(b", ") }
+    }
+    fn begin_object_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        w.write_all(b": ")
+    }
+}
+
+fn python_json(value: &impl Serialize) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut ser = serde_json::Serializer::with_formatter(&mut out, PythonFormatter);
+    value
+        .serialize(&mut ser)
+        .expect("a JSON value always serializes");
+    out
+}
+
+/// One instance as a published record: the published fields in their order, then the others.
+pub fn to_record(inst: &Instance, form: TestListForm) -> Vec<u8> {
+    // A Vec of pairs keeps the order; serde_json::Map would sort the keys.
+    struct Ordered(Vec<(String, Value)>);
+    impl Serialize for Ordered {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            use serde::ser::SerializeMap;
+            let mut m = s.serialize_map(Some(self.0.len()))?;
+            for (k, v) in &self.0 {
+                m.serialize_entry(k, v)?;
+            }
+            m.end()
+        }
+    }
+    let Value::Object(mut all) = inst.to_value() else {
+        unreachable!("an instance is a JSON object")
+    };
+    if form == TestListForm::Strings {
+        for key in ["FAIL_TO_PASS", "PASS_TO_PASS"] {
+            if let Some(list) = all.get(key) {
+                let text = String::from_utf8(python_json(list)).expect("JSON is UTF-8");
+                all.insert(key.to_string(), Value::String(text));
+            }
+        }
+    }
+    let mut fields = Vec::new();
+    for key in FIELD_ORDER {
+        if let Some(v) = all.remove(key) {
+            fields.push((key.to_string(), v));
+        }
+    }
+    let rest: Map<String, Value> = all;
+    fields.extend(rest);
+    python_json(&Ordered(fields))
+}
+
+/// The bytes of a dataset file: JSON Lines when `path` ends in `.jsonl`, else a JSON list.
+pub fn dataset_bytes(path: &Path, instances: &[Instance], form: TestListForm) -> Vec<u8> {
+    let jsonl = path.extension().is_some_and(|e| e == "jsonl");
+    let mut out = Vec::new();
+    if jsonl {
+        for inst in instances {
+            out.extend(to_record(inst, form));
+            out.push(b'\n');
+        }
+    } else {
+        out.push(b'[');
+        for (i, inst) in instances.iter().enumerate() {
+            if i > 0 {
+                out.extend_from_slice(b", ");
+            }
+            out.extend(to_record(inst, form));
+        }
+        out.extend_from_slice(b"]\n");
+    }
+    out
+}

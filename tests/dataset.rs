@@ -1,0 +1,158 @@
+//! SWE-bench dataset files: import and export in the published forms, round trips, and bad
+//! records refused whole.
+
+mod common;
+
+use std::fs;
+use std::path::PathBuf;
+
+use common::*;
+
+/// The Lite dev split beside this repository (`../shared/data/`), if this checkout has it.
+fn lite_dev() -> Option<PathBuf> {
+    let p =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data/swe-bench-lite-dev.jsonl");
+    if p.is_file() {
+        Some(p)
+    } else {
+        eprintln!("skipped: {} is not here", p.display());
+        None
+    }
+}
+
+fn instance_count(t: &TestContext) -> usize {
+    if !t.ark().join("index.sqlite").exists() {
+        return 0;
+    }
+    let out = t.run_expect(&["ls", "--json"], 0);
+    serde_json::from_slice::<serde_json::Value>(&out.stdout)
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .len()
+}
+
+fn record(id: &str) -> serde_json::Value {
+    let mut v: serde_json::Value = serde_json::from_str(&fixture_instance_json()).unwrap();
+    v["instance_id"] = id.into();
+    v
+}
+
+#[test]
+fn the_lite_dev_split_round_trips_byte_for_byte() {
+    let Some(lite) = lite_dev() else { return };
+    let t = TestContext::new();
+    let out = t.run_expect(&["import", lite.to_str().unwrap()], 0);
+    assert!(
+        stdout(&out).contains("imported 23 instances"),
+        "{}",
+        stdout(&out)
+    );
+    t.run_expect(&["export-dataset", "-o", "out.jsonl"], 0);
+    assert_eq!(
+        fs::read(t.path("out.jsonl")).unwrap(),
+        fs::read(&lite).unwrap(),
+        "export gives back the published file"
+    );
+    // As a JSON list, and with real lists, the same records.
+    t.run_expect(
+        &["export-dataset", "-o", "out.json", "--tests-as", "lists"],
+        0,
+    );
+    let list: Vec<serde_json::Value> =
+        serde_json::from_slice(&fs::read(t.path("out.json")).unwrap()).unwrap();
+    let lines: Vec<serde_json::Value> = fs::read_to_string(&lite)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(list.len(), lines.len());
+    for (got, want) in list.iter().zip(&lines) {
+        for (k, v) in want.as_object().unwrap() {
+            if k == "FAIL_TO_PASS" || k == "PASS_TO_PASS" {
+                let parsed: serde_json::Value = serde_json::from_str(v.as_str().unwrap()).unwrap();
+                assert_eq!(&got[k], &parsed, "{k}");
+            } else {
+                assert_eq!(&got[k], v, "{k}");
+            }
+        }
+    }
+    // Importing it again replaces, adds nothing.
+    let out = t.run_expect(&["import", lite.to_str().unwrap()], 0);
+    assert!(
+        stdout(&out).contains("(0 new, 23 replaced)"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn a_json_list_with_extra_fields_imports_and_keeps_them() {
+    let t = TestContext::new();
+    let mut a = record("acme__widgets-1");
+    a["difficulty"] = "15 min - 1 hour".into();
+    let b = record("acme__widgets-2");
+    fs::write(
+        t.path("ds.json"),
+        serde_json::to_string(&vec![a, b]).unwrap(),
+    )
+    .unwrap();
+    t.run_expect(&["import", "ds.json"], 0);
+    assert_eq!(instance_count(&t), 2);
+    t.run_expect(
+        &[
+            "export-dataset",
+            "-o",
+            "one.jsonl",
+            "--instance-ids",
+            "acme__widgets-1",
+        ],
+        0,
+    );
+    let text = fs::read_to_string(t.path("one.jsonl")).unwrap();
+    assert_eq!(text.lines().count(), 1);
+    let v: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
+    assert_eq!(v["difficulty"], "15 min - 1 hour");
+    assert_eq!(v["FAIL_TO_PASS"], "[\"tests/test_core.py::test_f\"]");
+    let err = stderr(&t.run_expect(
+        &[
+            "export-dataset",
+            "-o",
+            "x.jsonl",
+            "--instance-ids",
+            "nope__nope-1",
+        ],
+        2,
+    ));
+    assert!(err.contains("nope__nope-1"), "{err}");
+    assert!(!t.path("x.jsonl").exists());
+}
+
+#[test]
+fn a_bad_record_is_named_by_line_and_nothing_is_imported() {
+    let t = TestContext::new();
+    let good = record("acme__widgets-1").to_string();
+    let mut bad = record("acme__widgets-2");
+    bad.as_object_mut().unwrap().remove("base_commit");
+    let lines = [
+        good.clone(),
+        record("acme__widgets-3").to_string(),
+        bad.to_string(),
+    ];
+    fs::write(t.path("ds.jsonl"), lines.join("\n")).unwrap();
+    let err = stderr(&t.run_expect(&["import", "ds.jsonl"], 2));
+    assert!(
+        err.contains("ds.jsonl") && err.contains("line 3") && err.contains("base_commit"),
+        "{err}"
+    );
+    assert_eq!(instance_count(&t), 0);
+
+    fs::write(t.path("ds.jsonl"), format!("{good}\n{{not json\n")).unwrap();
+    let err = stderr(&t.run_expect(&["import", "ds.jsonl"], 2));
+    assert!(err.contains("line 2"), "{err}");
+
+    fs::write(t.path("ds.jsonl"), format!("{good}\n\n{good}\n")).unwrap();
+    let err = stderr(&t.run_expect(&["import", "ds.jsonl"], 2));
+    assert!(err.contains("appears twice (line 1 and line 3)"), "{err}");
+    assert_eq!(instance_count(&t), 0);
+}
