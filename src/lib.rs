@@ -6,6 +6,7 @@
 
 pub mod bundle;
 pub mod cli;
+pub mod collect;
 pub mod dataset;
 pub mod digest;
 pub mod failpoint;

@@ -10,6 +10,7 @@ macro_rules! out {
     }};
 }
 
+mod collect;
 mod dataset;
 mod ls;
 mod mirror;
@@ -66,6 +67,8 @@ pub enum Command {
     Unpack(unpack::UnpackArgs),
     /// Bare mirrors of repositories with their full history.
     Mirror(mirror::MirrorArgs),
+    /// Task instances from a repository's merged pull requests, through the GitHub REST API.
+    Collect(collect::CollectArgs),
     /// Import a SWE-bench dataset file (JSON list or JSON Lines) into the index.
     Import(dataset::ImportArgs),
     /// Write the archive's instances as a SWE-bench dataset file.
@@ -154,6 +157,7 @@ pub fn main() -> ExitCode {
         Command::Verify(args) => verify::run(&ctx, args),
         Command::Unpack(args) => unpack::run(&ctx, args),
         Command::Mirror(args) => mirror::run(&ctx, args),
+        Command::Collect(args) => collect::run(&ctx, args),
         Command::Import(args) => dataset::import(&ctx, args),
         Command::ExportDataset(args) => dataset::export(&ctx, args),
     };

@@ -69,6 +69,22 @@ const MIGRATIONS: &[&str] = &[
         pinned_at INTEGER NOT NULL,
         PRIMARY KEY (mirror, ref)
     );",
+    // 3: collection from the GitHub API: answers kept by ETag, and each pull request's outcome.
+    "CREATE TABLE http_cache (
+        url TEXT PRIMARY KEY,
+        etag TEXT NOT NULL,
+        body BLOB NOT NULL,
+        fetched_at INTEGER NOT NULL
+    );
+    CREATE TABLE collected_pulls (
+        repo TEXT NOT NULL,            -- OWNER/NAME
+        number INTEGER NOT NULL,
+        outcome TEXT NOT NULL,         -- instance, skipped
+        reason TEXT NOT NULL,          -- why it was skipped ('' for an instance)
+        instance_id TEXT NOT NULL,     -- '' when skipped
+        collected_at INTEGER NOT NULL,
+        PRIMARY KEY (repo, number)
+    );",
 ];
 
 /// The schema version this swe-ark writes.
@@ -643,6 +659,67 @@ impl Index {
             .collect())
     }
 
+    /// Records what became of pull request `number` of `repo`, with its instance if it gave
+    /// one, in one transaction.
+    pub fn record_pull(
+        &mut self,
+        repo: &str,
+        number: u64,
+        skipped_because: Option<&str>,
+        instance: Option<&Instance>,
+    ) -> Result<(), IndexError> {
+        let path = self.path.clone();
+        let sql = |source| IndexError::Sqlite {
+            path: path.clone(),
+            source,
+        };
+        let t = now();
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(sql)?;
+        if let Some(inst) = instance {
+            upsert_instance(&tx, inst, t).map_err(sql)?;
+        }
+        tx.execute(
+            "INSERT INTO collected_pulls (repo, number, outcome, reason, instance_id, collected_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+             ON CONFLICT(repo, number) DO UPDATE SET outcome = ?3, reason = ?4,
+                 instance_id = ?5, collected_at = ?6",
+            params![
+                repo,
+                number as i64,
+                if instance.is_some() {
+                    "instance"
+                } else {
+                    "skipped"
+                },
+                skipped_because.unwrap_or_default(),
+                instance.map(|i| i.instance_id.as_str()).unwrap_or_default(),
+                t
+            ],
+        )
+        .map_err(sql)?;
+        tx.commit().map_err(sql)
+    }
+
+    /// The pull requests of `repo` whose outcome is recorded.
+    pub fn collected_pulls(
+        &self,
+        repo: &str,
+    ) -> Result<std::collections::HashSet<u64>, IndexError> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT number FROM collected_pulls WHERE repo = ?1")
+            .map_err(self.err())?;
+        let rows = stmt
+            .query_map([repo], |r| r.get::<_, i64>(0))
+            .map_err(self.err())?;
+        rows.map(|r| r.map(|n| n as u64))
+            .collect::<Result<_, _>>()
+            .map_err(self.err())
+    }
+
     /// SQLite's own consistency check (`PRAGMA integrity_check`): `ok`, or what is wrong.
     pub fn integrity_check(&self) -> Result<Vec<String>, IndexError> {
         let mut stmt = self
@@ -653,6 +730,33 @@ impl Index {
             .query_map([], |r| r.get::<_, String>(0))
             .map_err(self.err())?;
         rows.collect::<Result<_, _>>().map_err(self.err())
+    }
+}
+
+/// The index keeps the ETag and body of every GitHub answer, so a repeated collection sends
+/// `If-None-Match` and gets 304s. The cache is best effort: a failure to store is logged.
+impl crate::collect::github::EtagCache for Index {
+    fn lookup(&self, url: &str) -> Option<(String, Vec<u8>)> {
+        self.conn
+            .query_row(
+                "SELECT etag, body FROM http_cache WHERE url = ?1",
+                [url],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .ok()
+            .flatten()
+    }
+
+    fn store(&mut self, url: &str, etag: &str, body: &[u8]) {
+        let result = self.conn.execute(
+            "INSERT INTO http_cache (url, etag, body, fetched_at) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT(url) DO UPDATE SET etag = ?2, body = ?3, fetched_at = ?4",
+            params![url, etag, body, now()],
+        );
+        if let Err(e) = result {
+            tracing::warn!("cannot keep the answer of {url} in the index: {e}");
+        }
     }
 }
 

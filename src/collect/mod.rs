@@ -1,0 +1,9 @@
+//! Task instances from GitHub pull requests, as the SWE-bench paper builds them (its appendix
+//! A.1–A.2): the rules (`rules`), the REST client (`github`), and the collection that joins
+//! them.
+
+pub mod github;
+mod pulls;
+pub mod rules;
+
+pub use pulls::{CollectError, CollectOptions, CollectReport, Outcome, collect};
