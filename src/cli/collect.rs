@@ -8,7 +8,7 @@ use crate::collect::github::{DEFAULT_API_URL, GithubClient};
 use crate::collect::{self, CollectOptions, Outcome};
 use crate::dataset::{self, TestListForm};
 use crate::fsutil;
-use crate::mirror::RepoName;
+use crate::mirror::{Mirror, RepoName};
 use crate::store::{Ark, Index};
 
 use super::Context;
@@ -99,13 +99,38 @@ pub fn run(ctx: &Context, args: CollectArgs) -> anyhow::Result<ExitCode> {
             *reasons.entry(reason.as_str()).or_default() += 1;
         }
     }
+    // Collected instances of this repository (this run's and earlier runs').
+    let mut all: Vec<_> = ark
+        .index()
+        .all_instances()?
+        .into_iter()
+        .filter(|i| i.repo == repo.as_str() && i.extra.contains_key("pull_number"))
+        .collect();
+    match Mirror::open(&ark.mirrors_dir(), &repo) {
+        Ok(mirror) => {
+            let (pins, notes) = collect::assign_versions(&mirror, &mut all);
+            for note in notes {
+                ctx.note(format!("note: {note}"));
+            }
+            ark.index_mut().import_instances(&all)?;
+            for (instance_id, reference, commit) in pins {
+                ark.index_mut().record_pin(&crate::store::PinRow {
+                    mirror: repo.to_string(),
+                    reference,
+                    commit,
+                    instance_id,
+                    role: "base_commit".into(),
+                })?;
+            }
+        }
+        Err(_) if !all.is_empty() => ctx.note(format!(
+            "note: no mirror of {repo} in the archive, so version and environment_setup_commit \
+             stay empty; run `swe-ark mirror add {repo}`, then collect again (nothing is fetched \
+             twice)"
+        )),
+        Err(_) => {}
+    }
     if let Some(out) = &args.output {
-        let all: Vec<_> = ark
-            .index()
-            .all_instances()?
-            .into_iter()
-            .filter(|i| i.repo == repo.as_str() && i.extra.contains_key("pull_number"))
-            .collect();
         let bytes = dataset::dataset_bytes(out, &all, TestListForm::Strings);
         fsutil::write_atomic(out, &bytes)
             .with_context(|| format!("cannot write `{}`", out.display()))?;

@@ -29,6 +29,17 @@ pub enum MirrorCommand {
     Export(ExportArgs),
     /// Read a git bundle into a mirror, for the air gap.
     Import(ImportArgs),
+    /// The version (major.minor) collect gives an instance at COMMIT, and where it is read.
+    Version(VersionArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct VersionArgs {
+    pub name: String,
+    pub commit: String,
+    /// The instance's creation time: release tags after it are not considered.
+    #[arg(long, default_value = "")]
+    pub before: String,
 }
 
 #[derive(Debug, clap::Args)]
@@ -153,6 +164,7 @@ pub fn run(ctx: &Context, args: MirrorArgs) -> anyhow::Result<ExitCode> {
         MirrorCommand::Verify(a) => verify(ctx, a),
         MirrorCommand::Export(a) => export(ctx, a),
         MirrorCommand::Import(a) => import(ctx, a),
+        MirrorCommand::Version(a) => version(ctx, a),
     }
 }
 
@@ -436,4 +448,20 @@ fn import(ctx: &Context, args: ImportArgs) -> anyhow::Result<ExitCode> {
         stats.refs
     );
     Ok(ExitCode::SUCCESS)
+}
+
+fn version(ctx: &Context, args: VersionArgs) -> anyhow::Result<ExitCode> {
+    let ark = Ark::open(&ctx.ark)?;
+    let m = Mirror::open(&ark.mirrors_dir(), &repo_name(&args.name)?)?;
+    let commit = m.commit(&args.commit)?;
+    match crate::collect::version::detect(&m.repo, commit.id(), &args.before) {
+        Some(v) => {
+            out!("{}\t{}\t{}", v.version, v.full, v.source);
+            Ok(ExitCode::SUCCESS)
+        }
+        None => bail!(
+            "no version found at {} (no packaging file, __version__ or version tag)",
+            args.commit
+        ),
+    }
 }

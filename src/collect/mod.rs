@@ -5,5 +5,6 @@
 pub mod github;
 mod pulls;
 pub mod rules;
+pub mod version;
 
-pub use pulls::{CollectError, CollectOptions, CollectReport, Outcome, collect};
+pub use pulls::{CollectError, CollectOptions, CollectReport, Outcome, assign_versions, collect};

@@ -46,14 +46,15 @@ fn str_field<'v>(v: &'v Value, path: &[&str]) -> Option<&'v str> {
     cur.as_str()
 }
 
-/// `2024-01-01` is the start of that day; RFC 3339 times compare as text once in UTC (`Z`),
-/// which is how GitHub writes them.
-fn normalize_bound(s: &str) -> String {
-    if s.len() == 10 {
+/// A `--since`/`--until` bound as an instant: a date (`2024-01-01`, the start of that day, UTC)
+/// or an RFC 3339 time with any offset.
+fn parse_bound(s: &str) -> Result<rules::Instant, CollectError> {
+    let full = if s.len() == 10 {
         format!("{s}T00:00:00Z")
     } else {
         s.to_string()
-    }
+    };
+    rules::parse_rfc3339(&full).map_err(|e| CollectError::BadBound(s.to_string(), e.to_string()))
 }
 
 /// Why a pull request gives no instance, or the instance it gives.
@@ -188,8 +189,8 @@ pub fn collect(
     let pulls = client.get_all(&format!(
         "/repos/{owner}/{name}/pulls?state=closed&sort=created&direction=asc"
     ))?;
-    let since = options.since.as_deref().map(normalize_bound);
-    let until = options.until.as_deref().map(normalize_bound);
+    let since = options.since.as_deref().map(parse_bound).transpose()?;
+    let until = options.until.as_deref().map(parse_bound).transpose()?;
     let mut report = CollectReport {
         pulls_listed: pulls.len(),
         ..CollectReport::default()
@@ -201,10 +202,12 @@ pub fn collect(
         if pr.get("merged_at").is_none_or(Value::is_null) {
             continue;
         }
-        let created = str_field(pr, &["created_at"]).unwrap_or_default();
-        if since.as_deref().is_some_and(|s| created < s)
-            || until.as_deref().is_some_and(|u| created >= u)
-        {
+        let created = str_field(pr, &["created_at"]).and_then(|c| rules::parse_rfc3339(c).ok());
+        let outside = match created {
+            Some(c) => since.is_some_and(|s| c < s) || until.is_some_and(|u| c >= u),
+            None => since.is_some() || until.is_some(),
+        };
+        if outside {
             continue;
         }
         if options.max_pulls.is_some_and(|m| report.merged >= m) {
@@ -243,8 +246,69 @@ pub fn collect(
     Ok(report)
 }
 
+/// Fills in `version` (read from the mirror at each base commit) and
+/// `environment_setup_commit` (the base commit of the newest instance of the same version,
+/// by `created_at`), and pins each base commit in the mirror. Returns the pins made
+/// (instance id, ref, commit), and notes for instances whose commit the mirror lacks or whose
+/// version cannot be told.
+pub fn assign_versions(
+    mirror: &crate::mirror::Mirror,
+    instances: &mut [Instance],
+) -> (Vec<(String, String, String)>, Vec<String>) {
+    let mut notes = Vec::new();
+    let mut pins = Vec::new();
+    for inst in instances.iter_mut() {
+        let Ok(commit) = mirror.commit(&inst.base_commit) else {
+            notes.push(format!(
+                "{}: base commit {} is not in mirror {} (run `swe-ark mirror update {}`)",
+                inst.instance_id, inst.base_commit, mirror.name, mirror.name
+            ));
+            continue;
+        };
+        match mirror.pin(&inst.instance_id, "base_commit", &inst.base_commit) {
+            Ok(reference) => pins.push((
+                inst.instance_id.clone(),
+                reference,
+                inst.base_commit.clone(),
+            )),
+            Err(e) => notes.push(format!(
+                "{}: cannot pin its base commit: {e}",
+                inst.instance_id
+            )),
+        }
+        match super::version::detect(&mirror.repo, commit.id(), &inst.created_at) {
+            Some(v) => inst.version = v.version,
+            None => notes.push(format!(
+                "{}: no version found at {} (no packaging file, __version__ or version tag)",
+                inst.instance_id, inst.base_commit
+            )),
+        }
+    }
+    let mut newest: BTreeMap<String, (String, String)> = BTreeMap::new();
+    for inst in instances.iter() {
+        if inst.version.is_empty() {
+            continue;
+        }
+        let key = (inst.created_at.clone(), inst.base_commit.clone());
+        let slot = newest
+            .entry(inst.version.clone())
+            .or_insert_with(|| key.clone());
+        if key.0 > slot.0 {
+            *slot = key;
+        }
+    }
+    for inst in instances.iter_mut() {
+        if let Some((_, commit)) = newest.get(&inst.version) {
+            inst.environment_setup_commit = commit.clone();
+        }
+    }
+    (pins, notes)
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum CollectError {
+    #[error("`{0}` is not a date (2024-01-01) or an RFC 3339 time: {1}")]
+    BadBound(String, String),
     #[error(transparent)]
     Github(#[from] GithubError),
     #[error("cannot record an outcome in the index: {0}")]
