@@ -229,3 +229,27 @@ fn split_patches_applied_to_the_base_give_the_head_tree() {
         binary(5)
     );
 }
+
+/// The published Lite dev split: joining each instance's gold and test patches and splitting
+/// them again by our rules gives back exactly the published two halves.
+#[test]
+fn the_split_reproduces_the_published_lite_dev_patches() {
+    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/data/swe-bench-lite-dev.jsonl");
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        eprintln!("skipped: {} is not here", path.display());
+        return;
+    };
+    let mut checked = 0;
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let patch = v["patch"].as_str().unwrap();
+        let test_patch = v["test_patch"].as_str().unwrap();
+        let split = swe_ark::collect::rules::split_diff(&format!("{patch}{test_patch}"))
+            .unwrap_or_else(|e| panic!("{}: {e}", v["instance_id"]));
+        assert_eq!(split.patch, patch, "{}", v["instance_id"]);
+        assert_eq!(split.test_patch, test_patch, "{}", v["instance_id"]);
+        checked += 1;
+    }
+    assert_eq!(checked, 23);
+}
