@@ -4,36 +4,11 @@
 mod common;
 
 use std::fs;
-use std::path::Path;
-use std::process::Command;
 
 use common::*;
 use swe_ark::collect::{assign_versions, version};
 use swe_ark::dataset::Instance;
 use swe_ark::mirror::{Mirror, RepoName};
-
-fn commit_all(dir: &Path, msg: &str, date: &str) -> String {
-    git(dir, &["add", "-A"]);
-    let out = Command::new("git")
-        .args(["commit", "-q", "--allow-empty", "-m", msg])
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_AUTHOR_NAME", "A")
-        .env("GIT_AUTHOR_EMAIL", "a@example.com")
-        .env("GIT_AUTHOR_DATE", date)
-        .env("GIT_COMMITTER_NAME", "C")
-        .env("GIT_COMMITTER_EMAIL", "c@example.com")
-        .env("GIT_COMMITTER_DATE", date)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    git(dir, &["rev-parse", "HEAD"])
-}
 
 fn instance(id: &str, commit: &str, created: &str) -> Instance {
     let mut v: serde_json::Value = serde_json::from_str(&fixture_instance_json()).unwrap();
@@ -56,18 +31,18 @@ fn versions_come_from_the_source_then_tags_and_each_gets_its_newest_base() {
         "__version__ = \"1.4.0.dev0\"\n",
     )
     .unwrap();
-    let c1 = commit_all(&up, "one", "2024-01-01T00:00:00Z");
+    let c1 = git_commit_all(&up, "one", "2024-01-01T00:00:00Z");
     fs::write(
         up.join("pyproject.toml"),
         "[project]\nname = \"widgets\"\nversion = \"1.5.0\"\n",
     )
     .unwrap();
-    let c2 = commit_all(&up, "two", "2024-02-01T00:00:00Z");
+    let c2 = git_commit_all(&up, "two", "2024-02-01T00:00:00Z");
     git(&up, &["tag", "v1.5.3"]);
     // Nothing in the source says the version any more: the tags tell.
     fs::remove_file(up.join("pyproject.toml")).unwrap();
     fs::remove_file(up.join("src/widgets/__init__.py")).unwrap();
-    let c3 = commit_all(&up, "three", "2024-03-01T00:00:00Z");
+    let c3 = git_commit_all(&up, "three", "2024-03-01T00:00:00Z");
     git(&up, &["tag", "v2.0.0"]);
 
     let url = format!("file://{}", up.display());

@@ -25,36 +25,6 @@ fn write(dir: &Path, rel: &str, content: &str) {
     fs::write(p, content).unwrap();
 }
 
-/// Stages everything and commits it at `date`.
-fn commit(dir: &Path, msg: &str, date: &str) {
-    git(dir, &["add", "-A"]);
-    commit_staged(dir, msg, date);
-}
-
-/// Commits the index as it is.
-fn commit_staged(dir: &Path, msg: &str, date: &str) {
-    let out = Command::new("git")
-        .args(["commit", "-q", "-m", msg])
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("HOME", dir)
-        .env("GIT_AUTHOR_NAME", "Test Author")
-        .env("GIT_AUTHOR_EMAIL", "author@example.com")
-        .env("GIT_AUTHOR_DATE", date)
-        .env("GIT_COMMITTER_NAME", "Test Committer")
-        .env("GIT_COMMITTER_EMAIL", "committer@example.com")
-        .env("GIT_COMMITTER_DATE", date)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 fn make_upstream(root: &Path) -> Upstream {
     let dir = root.join("upstream");
     fs::create_dir_all(&dir).unwrap();
@@ -62,7 +32,7 @@ fn make_upstream(root: &Path) -> Upstream {
     write(&dir, "widgets/__init__.py", "");
     write(&dir, "widgets/core.py", "def f(): return 1\n");
     write(&dir, "README.md", "# widgets\n");
-    commit(&dir, "first", "2024-01-01T00:00:00Z");
+    git_commit_all(&dir, "first", "2024-01-01T00:00:00Z");
     git(&dir, &["tag", "v0.1"]);
     git(
         &dir,
@@ -90,13 +60,13 @@ fn make_upstream(root: &Path) -> Upstream {
             "160000,89abcdef0123456789abcdef0123456789abcdef,vendor/lib",
         ],
     );
-    commit_staged(&dir, "feature work", "2024-01-02T00:00:00Z");
+    git_commit_staged(&dir, "feature work", "2024-01-02T00:00:00Z");
     let base = git(&dir, &["rev-parse", "HEAD"]);
     // Back on main: a commit, then a merge of the feature branch.
     git(&dir, &["checkout", "-q", "main"]);
     write(&dir, "CHANGES.md", "- first\n");
     git(&dir, &["add", "-A"]);
-    commit(&dir, "changes", "2024-01-03T00:00:00Z");
+    git_commit_all(&dir, "changes", "2024-01-03T00:00:00Z");
     git(&dir, &["merge", "-q", "--no-ff", "--no-edit", "feature"]);
     // A note, and a pull-request head as GitHub publishes them.
     git(&dir, &["notes", "add", "-m", "reviewed", "HEAD"]);
@@ -233,7 +203,7 @@ fn pins_survive_an_upstream_force_push_and_a_deleted_branch() {
     git(&up.dir, &["notes", "remove", "HEAD@{1}"]);
     write(&up.dir, "CHANGES.md", "- rewritten\n");
     git(&up.dir, &["add", "-A"]);
-    commit(&up.dir, "rewritten", "2024-02-01T00:00:00Z");
+    git_commit_all(&up.dir, "rewritten", "2024-02-01T00:00:00Z");
     git(&up.dir, &["reflog", "expire", "--expire=now", "--all"]);
     git(&up.dir, &["gc", "-q", "--prune=now"]);
     assert!(
@@ -284,7 +254,7 @@ fn update_fetches_only_what_is_new() {
 
     write(&up.dir, "NEW.md", "new\n");
     git(&up.dir, &["add", "-A"]);
-    commit(&up.dir, "new", "2024-03-01T00:00:00Z");
+    git_commit_all(&up.dir, "new", "2024-03-01T00:00:00Z");
     let json: serde_json::Value =
         serde_json::from_slice(&t.run_expect(&["mirror", "update", "--json"], 0).stdout).unwrap();
     assert_eq!(json[0]["changes"][0]["change"], "moved");
@@ -371,7 +341,7 @@ fn mirrors_over_the_git_protocol_on_loopback() {
     pack_from_mirror(&t, &inst);
     write(&up.dir, "NEW.md", "new\n");
     git(&up.dir, &["add", "-A"]);
-    commit(&up.dir, "new", "2024-03-01T00:00:00Z");
+    git_commit_all(&up.dir, "new", "2024-03-01T00:00:00Z");
     let out = stdout(&t.run_expect(&["mirror", "update", "acme/widgets"], 0));
     assert!(out.contains("~ refs/heads/main"), "{out}");
     drop(daemon);
@@ -687,7 +657,7 @@ fn a_fetch_killed_half_way_leaves_the_mirror_as_it_was() {
     add_file_mirror(&t, &up);
     let before = refs_of(&mirror_dir(&t));
     write(&up.dir, "NEW.md", "new\n");
-    commit(&up.dir, "new", "2024-03-01T00:00:00Z");
+    git_commit_all(&up.dir, "new", "2024-03-01T00:00:00Z");
 
     // The update stops while objects arrive, and is killed there.
     let mut child = t

@@ -10,6 +10,8 @@ use reqwest::blocking::{Client, Response};
 use reqwest::header::{ACCEPT, AUTHORIZATION, ETAG, HeaderMap, IF_NONE_MATCH, LINK, USER_AGENT};
 use serde_json::Value;
 
+use crate::dataset::json_type_name;
+
 /// The public API.
 pub const DEFAULT_API_URL: &str = "https://api.github.com";
 
@@ -302,7 +304,7 @@ impl<'c> GithubClient<'c> {
                 other => {
                     return Err(GithubError::BadJson {
                         url: u,
-                        detail: format!("expected a list, found {}", kind(&other)),
+                        detail: format!("expected a list, found {}", json_type_name(&other)),
                     });
                 }
             }
@@ -320,17 +322,6 @@ impl<'c> GithubClient<'c> {
             status: 200,
             detail: "the diff is not UTF-8".into(),
         })
-    }
-}
-
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
     }
 }
 

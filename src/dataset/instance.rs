@@ -63,7 +63,8 @@ const STRING_FIELDS: [&str; 10] = [
 ];
 const REQUIRED: [&str; 5] = ["instance_id", "repo", "base_commit", "patch", "test_patch"];
 
-fn type_name(v: &Value) -> &'static str {
+/// What a JSON value is, for messages: `a string`, `a list`, `null`, …
+pub fn json_type_name(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
@@ -103,14 +104,14 @@ fn test_list(field: &'static str, value: Option<Value>) -> Result<Vec<String>, I
         Some(v) => v,
     };
     let Value::Array(items) = value else {
-        return Err(bad(format!("found {}", type_name(&value))));
+        return Err(bad(format!("found {}", json_type_name(&value))));
     };
     items
         .into_iter()
         .enumerate()
         .map(|(i, item)| match item {
             Value::String(s) => Ok(s),
-            other => Err(bad(format!("item {i} is {}", type_name(&other)))),
+            other => Err(bad(format!("item {i} is {}", json_type_name(&other)))),
         })
         .collect()
 }
@@ -124,7 +125,7 @@ impl Instance {
     pub fn from_value(value: Value) -> Result<Instance, InstanceError> {
         let mut map = match value {
             Value::Object(m) => m,
-            other => return Err(InstanceError::NotAnObject(type_name(&other))),
+            other => return Err(InstanceError::NotAnObject(json_type_name(&other))),
         };
         let mut strings: BTreeMap<&'static str, String> = BTreeMap::new();
         for field in STRING_FIELDS {
@@ -146,7 +147,7 @@ impl Instance {
                     return Err(InstanceError::WrongType {
                         field,
                         expected: "a string",
-                        found: type_name(&other),
+                        found: json_type_name(&other),
                     });
                 }
             }

@@ -4,4 +4,4 @@ mod file;
 mod instance;
 
 pub use file::{DatasetError, TestListForm, dataset_bytes, read_dataset, to_record};
-pub use instance::{Instance, InstanceError, is_repo};
+pub use instance::{Instance, InstanceError, is_repo, json_type_name};

@@ -215,6 +215,15 @@ impl Index {
         Ok(index)
     }
 
+    /// Like [`Index::err`], but holding no borrow of the index, for use beside a transaction.
+    fn sql_err(&self) -> impl Fn(rusqlite::Error) -> IndexError + use<> {
+        let path = self.path.clone();
+        move |source| IndexError::Sqlite {
+            path: path.clone(),
+            source,
+        }
+    }
+
     fn err(&self) -> impl Fn(rusqlite::Error) -> IndexError + '_ {
         move |source| IndexError::Sqlite {
             path: self.path.clone(),
@@ -249,7 +258,7 @@ impl Index {
         };
         let found: u32 = tx
             .pragma_query_value(None, "user_version", |r| r.get(0))
-            .map_err(sql)?;
+            .map_err(&sql)?;
         if found > SCHEMA_VERSION {
             return Err(IndexError::NewerSchema {
                 path: path.clone(),
@@ -258,11 +267,11 @@ impl Index {
             });
         }
         for (i, migration) in MIGRATIONS.iter().enumerate().skip(found as usize) {
-            tx.execute_batch(migration).map_err(sql)?;
+            tx.execute_batch(migration).map_err(&sql)?;
             tx.pragma_update(None, "user_version", (i + 1) as u32)
-                .map_err(sql)?;
+                .map_err(&sql)?;
         }
-        tx.commit().map_err(sql)
+        tx.commit().map_err(&sql)
     }
 
     pub fn schema_version(&self) -> Result<u32, IndexError> {
@@ -277,17 +286,13 @@ impl Index {
         instance: &Instance,
         bundle: &BundleRow,
     ) -> Result<(), IndexError> {
-        let path = self.path.clone();
-        let sql = |source| IndexError::Sqlite {
-            path: path.clone(),
-            source,
-        };
+        let sql = self.sql_err();
         let t = now();
         let tx = self
             .conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(sql)?;
-        upsert_instance(&tx, instance, t).map_err(sql)?;
+            .map_err(&sql)?;
+        upsert_instance(&tx, instance, t).map_err(&sql)?;
         failpoint::hit("index.mid-transaction");
         tx.execute(
             "INSERT INTO bundles (id, instance_id, format_version, codebase_tree, tar_size,
@@ -306,23 +311,19 @@ impl Index {
                 t,
             ],
         )
-        .map_err(sql)?;
-        tx.commit().map_err(sql)
+        .map_err(&sql)?;
+        tx.commit().map_err(&sql)
     }
 
     /// Adds or replaces `instances`, all in one transaction: either every one is in, or none.
     /// Returns how many were new.
     pub fn import_instances(&mut self, instances: &[Instance]) -> Result<usize, IndexError> {
-        let path = self.path.clone();
-        let sql = |source| IndexError::Sqlite {
-            path: path.clone(),
-            source,
-        };
+        let sql = self.sql_err();
         let t = now();
         let tx = self
             .conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(sql)?;
+            .map_err(&sql)?;
         let mut new = 0;
         for inst in instances {
             let exists: bool = tx
@@ -331,13 +332,13 @@ impl Index {
                     [&inst.instance_id],
                     |r| r.get(0),
                 )
-                .map_err(sql)?;
+                .map_err(&sql)?;
             if !exists {
                 new += 1;
             }
-            upsert_instance(&tx, inst, t).map_err(sql)?;
+            upsert_instance(&tx, inst, t).map_err(&sql)?;
         }
-        tx.commit().map_err(sql)?;
+        tx.commit().map_err(&sql)?;
         Ok(new)
     }
 
@@ -528,16 +529,12 @@ impl Index {
         refs_sha256: &Sha256Digest,
         size: u64,
     ) -> Result<(), IndexError> {
-        let path = self.path.clone();
-        let sql = |source| IndexError::Sqlite {
-            path: path.clone(),
-            source,
-        };
+        let sql = self.sql_err();
         let t = now();
         let tx = self
             .conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(sql)?;
+            .map_err(&sql)?;
         tx.execute(
             "INSERT INTO mirrors (name, url, added_at, last_fetch, refs_count, refs_sha256, size)
              VALUES (?1, ?2, ?3, ?3, ?4, ?5, ?6)
@@ -552,18 +549,18 @@ impl Index {
                 size as i64
             ],
         )
-        .map_err(sql)?;
+        .map_err(&sql)?;
         tx.execute("DELETE FROM mirror_refs WHERE mirror = ?1", [name])
-            .map_err(sql)?;
+            .map_err(&sql)?;
         {
             let mut insert = tx
                 .prepare("INSERT INTO mirror_refs (mirror, name, target) VALUES (?1, ?2, ?3)")
-                .map_err(sql)?;
+                .map_err(&sql)?;
             for (r, target) in refs {
-                insert.execute(params![name, r, target]).map_err(sql)?;
+                insert.execute(params![name, r, target]).map_err(&sql)?;
             }
         }
-        tx.commit().map_err(sql)
+        tx.commit().map_err(&sql)
     }
 
     pub fn mirrors(&self) -> Result<Vec<MirrorRow>, IndexError> {
@@ -668,18 +665,14 @@ impl Index {
         skipped_because: Option<&str>,
         instance: Option<&Instance>,
     ) -> Result<(), IndexError> {
-        let path = self.path.clone();
-        let sql = |source| IndexError::Sqlite {
-            path: path.clone(),
-            source,
-        };
+        let sql = self.sql_err();
         let t = now();
         let tx = self
             .conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(sql)?;
+            .map_err(&sql)?;
         if let Some(inst) = instance {
-            upsert_instance(&tx, inst, t).map_err(sql)?;
+            upsert_instance(&tx, inst, t).map_err(&sql)?;
         }
         tx.execute(
             "INSERT INTO collected_pulls (repo, number, outcome, reason, instance_id, collected_at)
@@ -699,8 +692,8 @@ impl Index {
                 t
             ],
         )
-        .map_err(sql)?;
-        tx.commit().map_err(sql)
+        .map_err(&sql)?;
+        tx.commit().map_err(&sql)
     }
 
     /// The pull requests of `repo` whose outcome is recorded.

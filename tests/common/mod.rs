@@ -217,6 +217,38 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
+/// Commits what is staged in `dir` at `date` (author and committer), hermetically; returns the
+/// new commit's id. `--allow-empty`: a commit may only move a tag's history on.
+pub fn git_commit_staged(dir: &Path, msg: &str, date: &str) -> String {
+    let out = Command::new("git")
+        .args(["commit", "-q", "--allow-empty", "-m", msg])
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("HOME", dir)
+        .env("GIT_AUTHOR_NAME", "Test Author")
+        .env("GIT_AUTHOR_EMAIL", "author@example.com")
+        .env("GIT_AUTHOR_DATE", date)
+        .env("GIT_COMMITTER_NAME", "Test Committer")
+        .env("GIT_COMMITTER_EMAIL", "committer@example.com")
+        .env("GIT_COMMITTER_DATE", date)
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git commit failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    git(dir, &["rev-parse", "HEAD"])
+}
+
+/// Stages everything in `dir` and commits it at `date`; returns the commit's id.
+pub fn git_commit_all(dir: &Path, msg: &str, date: &str) -> String {
+    git(dir, &["add", "-A"]);
+    git_commit_staged(dir, msg, date)
+}
+
 /// The uncompressed tar inside a bundle file.
 pub fn decompress(path: &Path) -> Vec<u8> {
     zstd::decode_all(fs::File::open(path).unwrap()).unwrap()
