@@ -51,7 +51,10 @@ struct Found {
     link: Option<Vec<u8>>,
 }
 
+/// Everything under `dir` (whose path in the codebase is `rel`), subdirectories walked in
+/// parallel: a large tree is tens of thousands of `lstat`s.
 fn walk(dir: &Path, rel: &[u8], out: &mut Vec<Found>) -> Result<(), BundleError> {
+    let mut subdirs: Vec<(PathBuf, Vec<u8>)> = Vec::new();
     let rd = fs::read_dir(dir).map_err(|e| BundleError::io(dir, e))?;
     for entry in rd {
         let entry = entry.map_err(|e| BundleError::io(dir, e))?;
@@ -73,7 +76,7 @@ fn walk(dir: &Path, rel: &[u8], out: &mut Vec<Found>) -> Result<(), BundleError>
             reason,
         };
         if ft.is_dir() {
-            walk(&abs, &child_rel, out)?;
+            subdirs.push((abs, child_rel));
         } else if ft.is_symlink() {
             let target = fs::read_link(&abs).map_err(|e| BundleError::io(&abs, e))?;
             let target = target.as_os_str().as_bytes().to_vec();
@@ -127,6 +130,14 @@ fn walk(dir: &Path, rel: &[u8], out: &mut Vec<Found>) -> Result<(), BundleError>
             )));
         }
     }
+    let nested = subdirs
+        .into_par_iter()
+        .map(|(abs, child_rel)| {
+            let mut found = Vec::new();
+            walk(&abs, &child_rel, &mut found).map(|()| found)
+        })
+        .collect::<Result<Vec<_>, BundleError>>()?;
+    out.extend(nested.into_iter().flatten());
     Ok(())
 }
 
@@ -199,7 +210,13 @@ impl Codebase {
             });
         }
         let mut found = Vec::new();
+        let started = std::time::Instant::now();
         walk(dir, b"", &mut found)?;
+        tracing::debug!(
+            "walked {} entries in {:.2?}",
+            found.len(),
+            started.elapsed()
+        );
         found.sort_by(|a, b| a.rel.cmp(&b.rel));
         let total: u64 = found
             .iter()
