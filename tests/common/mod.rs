@@ -193,8 +193,9 @@ pub fn make_fixture_codebase(root: &Path) {
     make_fixture_codebase_with_modes(root, 0o644, 0o755);
 }
 
-/// `git` with no user or system config, fixed identity and dates.
-pub fn git(dir: &Path, args: &[&str]) -> String {
+/// `git` with no user or system config, fixed identity and dates; its output as it is (a
+/// diff's last line keeps its newline).
+pub fn git_raw(dir: &Path, args: &[&str]) -> Vec<u8> {
     let out = Command::new("git")
         .args(args)
         .current_dir(dir)
@@ -214,7 +215,14 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
         "git {args:?} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
+    out.stdout
+}
+
+/// [`git_raw`], trimmed to a string.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    String::from_utf8_lossy(&git_raw(dir, args))
+        .trim()
+        .to_string()
 }
 
 /// Commits what is staged in `dir` at `date` (author and committer), hermetically; returns the
