@@ -32,8 +32,10 @@ pub use output::TerminalProgress;
     name = "swe-ark",
     version,
     about = "Reproducible, offline archives of SWE-bench task instances",
-    long_about = "Packs SWE-bench task instances into deterministic, content-hashed bundles \
-                  indexed in SQLite, and verifies and unpacks them by hash.\n\n\
+    long_about = "Mirrors repositories with their full history, collects task instances from \
+                  GitHub pull requests or imports SWE-bench datasets, packs them into \
+                  deterministic, content-hashed bundles indexed in SQLite, and verifies and \
+                  unpacks them by hash.\n\n\
                   Exit codes: 0 success, 1 a check failed, 2 an error."
 )]
 pub struct Cli {
