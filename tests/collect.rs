@@ -409,3 +409,35 @@ fn a_malformed_list_page_is_an_error_naming_it() {
         "{err}"
     );
 }
+
+#[test]
+fn an_interrupted_collect_goes_on_where_it_stopped() {
+    let t = TestContext::new();
+    let gh = FakeGithub::start();
+    fixture(&gh);
+    // The first run dies right after deciding its first pull request.
+    let url = gh.url();
+    let out = t
+        .cmd()
+        .env("SWE_ARK_FAILPOINT", "collect.after-record")
+        .args(["collect", "acme/widgets", "--api-url", &url])
+        .output()
+        .unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(6), "{}", stderr(&out));
+    let report = collect(&t, &gh, &[]);
+    assert_eq!(report["already_done"], 1, "{report}");
+    assert_eq!(
+        report["instances"],
+        serde_json::json!([]),
+        "#1 was decided before the crash"
+    );
+    assert_eq!(report["outcomes"].as_object().unwrap().len(), 4);
+    let all = t.run_expect(&["export-dataset", "-o", "all.jsonl"], 0);
+    assert!(all.status.success());
+    let text = std::fs::read_to_string(t.path("all.jsonl")).unwrap();
+    assert!(
+        text.contains("\"instance_id\": \"acme__widgets-1\""),
+        "{text}"
+    );
+}

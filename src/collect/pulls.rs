@@ -242,6 +242,7 @@ pub fn collect(
             }
         };
         report.outcomes.insert(number, outcome);
+        crate::failpoint::hit("collect.after-record");
     }
     Ok(report)
 }
