@@ -20,13 +20,16 @@ import hashlib
 import itertools
 import json
 import os
-import platform
 import shlex
 import shutil
-import statistics
-import subprocess
 import sys
 import time
+
+import benchlib
+from benchlib import (
+    CODE_WORDS, PROSE_WORDS, BenchError, Scratch, check_bundle, decompressed_digest, log, mb,
+    shell,
+)
 
 # Bump when the generator's output changes, so an old tree on disk is not reused.
 GENERATOR_VERSION = 1
@@ -39,36 +42,9 @@ MIN_FILES = 20_000
 TARGETS = {"pack": 1.3, "unpack": 1.3}
 
 
-class BenchError(Exception):
-    """A command failed or a correctness check did not hold: the bench exits 1."""
-
-
-def log(msg):
-    # Progress goes to stderr so stdout carries only the report (and the JSON summary).
-    print(msg, file=sys.stderr, flush=True)
-
-
 # --------------------------------------------------------------------------------------------
 # The generated tree
 # --------------------------------------------------------------------------------------------
-
-CODE_WORDS = """
-get set parse load save config request response handler value index item node tree path name
-data cache token query field model user session client server error result buffer stream
-event state context option param record table column schema message channel worker task
-queue lock timer file line text word count size limit offset key hash match pattern format
-render view form widget layout style color image frame point vector matrix graph edge weight
-score rank level group order filter sort map reduce merge split join check validate build
-update delete create find read write open close start stop run init reset apply resolve
-register dispatch encode decode serialize convert compute process transform default local
-remote base meta raw temp total max min first last next prev parent child root source target
-""".split()
-
-PROSE_WORDS = """
-the a of to is and in for this that returns value if not given when with from be by an which
-should can object default list set used it are or as on at may will each new other only also
-function method class argument instance called must raise raised see note example
-""".split()
 
 SYLLABLES = """
 ka lo mi ren tor val sen dar pel quo ix un ba cor fin gal hep jun kel lum mor nex ost pra rim
@@ -347,164 +323,25 @@ def ensure_tree(workdir, seed, files, total_bytes, regenerate):
 def write_instance(path, seed):
     # Fixed, valid SWE-bench fields; the commit ids only need the right shape.
     commit = hashlib.sha1(f"bench-{seed}".encode()).hexdigest()
-    patch = (
-        "diff --git a/bench/core.py b/bench/core.py\n--- a/bench/core.py\n+++ b/bench/core.py\n"
-        "@@ -1,2 +1,3 @@\n def run(x):\n+    x = x or 0\n     return x\n"
-    )
-    test_patch = (
-        "diff --git a/tests/test_core.py b/tests/test_core.py\nnew file mode 100644\n"
-        "--- /dev/null\n+++ b/tests/test_core.py\n@@ -0,0 +1,2 @@\n"
-        "+def test_run_none():\n+    assert run(None) == 0\n"
-    )
-    instance = {
-        "instance_id": "bench__bench-1",
-        "repo": "bench/bench",
-        "base_commit": commit,
-        "patch": patch,
-        "test_patch": test_patch,
-        "problem_statement": "run(None) raises TypeError.\n",
-        "hints_text": "",
-        "created_at": "2024-01-01T00:00:00Z",
-        "version": "1.0",
-        "environment_setup_commit": commit,
-        "FAIL_TO_PASS": "[]",
-        "PASS_TO_PASS": "[]",
-    }
-    with open(path, "w") as f:
-        json.dump(instance, f, indent=2)
-        f.write("\n")
+    benchlib.write_instance(path, "bench__bench-1", "bench/bench", commit, "bench")
 
 
 # --------------------------------------------------------------------------------------------
-# Running and timing
+# Timing
 # --------------------------------------------------------------------------------------------
 
 
-def run(argv, what):
-    """Runs a command, returns (seconds, stdout); a failure ends the bench."""
-    started = time.perf_counter()
-    p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    elapsed = time.perf_counter() - started
-    if p.returncode != 0:
-        raise BenchError(
-            f"{what} failed (exit {p.returncode}): {shlex.join(argv)}\n"
-            f"{p.stderr.decode(errors='replace').strip()}"
-        )
-    return elapsed, p.stdout.decode(errors="replace")
+class Measure(benchlib.Measure):
+    """One operation (see benchlib.Measure); pack and unpack have a target ratio."""
 
-
-def shell(script):
-    # pipefail: a failing tar must not hide behind a succeeding zstd.
-    return ["bash", "-c", "set -o pipefail; " + script]
-
-
-def decompressed_digest(path):
-    """sha256 and length of `zstd -dc path`: what a bundle id is, computed independently."""
-    h = hashlib.sha256()
-    n = 0
-    with subprocess.Popen(["zstd", "-dc", "-q", path], stdout=subprocess.PIPE) as p:
-        while chunk := p.stdout.read(1 << 20):
-            h.update(chunk)
-            n += len(chunk)
-    if p.returncode != 0:
-        raise BenchError(f"zstd -dc {path} failed (exit {p.returncode})")
-    return h.hexdigest(), n
-
-
-class Scratch:
-    """The run's scratch directory, and where earlier runs' outputs go.
-
-    Outputs are moved aside between runs, not deleted: deleting a few hundred megabytes
-    keeps some file systems busy for seconds afterwards (ext4 mounted with `discard` on a
-    VM made the next unpack 2-5x slower, and by a different amount each time). It all
-    goes at the end, outside the timing.
-    """
-
-    def __init__(self, root):
-        self.root = root
-        self.trash = os.path.join(root, "trash")
-        self.moved = 0
-        if os.path.lexists(root):
-            shutil.rmtree(root)
-        os.makedirs(self.trash)
-
-    def fresh(self, path, create):
-        """Clears `path` (a file or a directory) for a run; makes it an empty directory if asked."""
-        if os.path.lexists(path):
-            self.moved += 1
-            os.rename(path, os.path.join(self.trash, str(self.moved)))
-        if create:
-            os.makedirs(path)
-        # Flush the dirty pages earlier runs left, so that their write-back is not charged
-        # to the next timed command. (This is not a cache drop: reads stay warm.)
-        os.sync()
-
-    def remove(self):
-        shutil.rmtree(self.root)
-
-
-class Measure:
-    """One operation: a contender and a baseline, each with a prepare step outside the timing."""
-
-    def __init__(self, name, contender, baseline, runs):
-        self.name = name
-        self.contender = contender  # (prepare, argv, check) for swe-ark
-        self.baseline = baseline  # the same for the baseline, or None
-        self.runs = runs
-        self.times = {"swe-ark": [], "baseline": []}
-
-    def _one(self, side, spec, timed):
-        prepare, argv, check = spec
-        prepare()
-        seconds, out = run(argv, f"{self.name} ({side})")
-        check(out)
-        if timed:
-            self.times[side].append(seconds)
-        return seconds
-
-    def go(self):
-        sides = [("swe-ark", self.contender)]
-        if self.baseline:
-            sides.append(("baseline", self.baseline))
-        for side, spec in sides:
-            s = self._one(side, spec, timed=False)
-            log(f"{self.name}: warm-up {side} {s:.2f} s")
-        for i in range(self.runs):
-            # The order flips every round so neither side always follows the other.
-            order = sides if i % 2 == 0 else sides[::-1]
-            took = [f"{side} {self._one(side, spec, timed=True):.2f} s" for side, spec in order]
-            log(f"{self.name}: run {i + 1}/{self.runs}: " + ", ".join(took))
-
-    def summary(self):
-        out = {}
-        for side, ts in self.times.items():
-            if ts:
-                out[side] = {"min": min(ts), "median": statistics.median(ts), "runs": ts}
-        if "baseline" in out:
-            c, b = out["swe-ark"], out["baseline"]
-            out["ratio_median"] = c["median"] / b["median"]
-            out["ratio_min"] = c["min"] / b["min"]
+    def judge(self, out):
         if self.name in TARGETS:
             out["target"] = TARGETS[self.name]
             out["target_met"] = out["ratio_median"] <= TARGETS[self.name]
-        return out
-
-
-def tool_version(argv):
-    try:
-        p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        return p.stdout.strip().splitlines()[0].strip("* ")
-    except (OSError, IndexError):
-        return "unknown"
 
 
 def bench(args):
-    swe_ark = os.path.abspath(args.swe_ark)
-    if not os.access(swe_ark, os.X_OK):
-        raise BenchError(f"`{args.swe_ark}` is not an executable (run `make build` first?)")
-    for tool in ("tar", "zstd", "bash", "sha256sum"):
-        if shutil.which(tool) is None:
-            raise BenchError(f"`{tool}` is not installed (`make tools` installs it)")
+    swe_ark = benchlib.require(args.swe_ark, ("tar", "zstd", "bash", "sha256sum"))
 
     workdir = os.path.abspath(args.workdir)
     os.makedirs(workdir, exist_ok=True)
@@ -515,10 +352,7 @@ def bench(args):
 
     # Each run's outputs stay on disk until the end (see Scratch): about two unpacked trees
     # and two archives per timed or warm-up round.
-    need = (args.runs + 1) * 2 * (tree_stats["bytes"] * 1.5)
-    free = shutil.disk_usage(workdir).free
-    if free < need:
-        raise BenchError(f"{workdir} has {mb(free)} free; the bench needs about {mb(need)}")
+    benchlib.require_space(workdir, (args.runs + 1) * 2 * (tree_stats["bytes"] * 1.5))
     scratch = Scratch(os.path.join(workdir, "run"))
     instance = os.path.join(scratch.root, "instance.json")
     write_instance(instance, args.seed)
@@ -534,19 +368,7 @@ def bench(args):
 
     # pack ------------------------------------------------------------------------------
     def check_pack(out):
-        lines = out.strip().splitlines()
-        bundle_id = lines[-1].strip() if lines else ""
-        path = os.path.join(ark, "bundles", f"{bundle_id}.tar.zst")
-        if not os.path.isfile(path):
-            raise BenchError(f"pack printed `{bundle_id}`, but there is no {path}")
-        digest, tar_size = decompressed_digest(path)
-        if digest != bundle_id:
-            raise BenchError(
-                f"pack printed id {bundle_id}, but `zstd -dc` of its bundle hashes to {digest}"
-            )
-        if state.setdefault("id", bundle_id) != bundle_id:
-            # Same inputs, fresh archive: a different id means packing is not deterministic.
-            raise BenchError(f"pack is not deterministic: id {bundle_id}, earlier {state['id']}")
+        _, path, tar_size = check_bundle(out, ark, state)
         state.update(bundle=path, tar_size=tar_size)
 
     pack = Measure(
@@ -620,23 +442,10 @@ def bench(args):
     )
     verify.go()
 
-    log(f"removing the scratch files in {scratch.root}")
     scratch.remove()
 
-    try:
-        affinity = len(os.sched_getaffinity(0))
-    except AttributeError:
-        affinity = os.cpu_count()
     return {
-        "machine": {
-            "cores": os.cpu_count(),
-            "usable_cores": affinity,
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "swe_ark": tool_version([swe_ark, "--version"]),
-            "tar": tool_version(["tar", "--version"]),
-            "zstd": tool_version(["zstd", "--version"]),
-        },
+        "machine": benchlib.machine(swe_ark, ("tar", "zstd")),
         "runs": args.runs,
         "warm_up_runs": 1,
         "tree": {"path": tree, "seed": args.seed, **tree_stats},
@@ -666,10 +475,6 @@ def bench(args):
 # --------------------------------------------------------------------------------------------
 # Report
 # --------------------------------------------------------------------------------------------
-
-
-def mb(n):
-    return f"{n / 1e6:,.1f} MB"
 
 
 def report(s):
@@ -740,24 +545,7 @@ def main():
         p.error("--runs must be at least 1")
     if args.files < 200:
         p.error("--files must be at least 200")
-    try:
-        summary = bench(args)
-    except BenchError as e:
-        print(f"bench: FAILED: {e}", file=sys.stderr)
-        scratch = os.path.join(args.workdir, "run")
-        if os.path.isdir(scratch):
-            print(f"bench: the scratch files are left in {scratch}", file=sys.stderr)
-        return 1
-    report(summary)
-    text = json.dumps(summary, indent=2) + "\n"
-    if args.json:
-        with open(args.json, "w") as f:
-            f.write(text)
-        print(f"\nJSON summary written to {args.json}")
-    else:
-        print("\nJSON summary:")
-        print(text, end="")
-    return 0
+    return benchlib.finish("bench", bench, report, args, os.path.join(args.workdir, "run"))
 
 
 if __name__ == "__main__":

@@ -21,16 +21,19 @@ Usage: python3 bench/bench_mirror.py --swe-ark target/release/swe-ark [--runs 5]
 
 import argparse
 import array
-import hashlib
 import json
 import os
-import platform
 import shlex
 import shutil
-import statistics
 import subprocess
 import sys
 import time
+
+import benchlib
+from benchlib import (
+    CODE_WORDS, PROSE_WORDS, BenchError, Scratch, check_bundle, decompressed_digest, log, mb,
+    run, shell,
+)
 
 # Bump when the generator's output changes, so an old repository on disk is not reused.
 GENERATOR_VERSION = 1
@@ -55,15 +58,6 @@ EPOCH = 1_600_000_000
 COMMIT_SPACING = 3_607  # seconds between commits; odd, so times of day vary
 
 
-class BenchError(Exception):
-    """A command failed or a correctness check did not hold: the bench exits 1."""
-
-
-def log(msg):
-    # Progress goes to stderr so stdout carries only the report (and the JSON summary).
-    print(msg, file=sys.stderr, flush=True)
-
-
 def git_env(home):
     """The environment of every command: no system or user git configuration leaks in.
 
@@ -82,24 +76,6 @@ def git_env(home):
 # --------------------------------------------------------------------------------------------
 # The generated upstream repository
 # --------------------------------------------------------------------------------------------
-
-WORDS = """
-get set parse load save config request response handler value index item node tree path name
-data cache token query field model user session client server error result buffer stream
-event state context option param record table column schema message channel worker task
-queue lock timer file line text word count size limit offset key hash match pattern format
-render view form widget layout style color image frame point vector matrix graph edge weight
-score rank level group order filter sort map reduce merge split join check validate build
-update delete create find read write open close start stop run init reset apply resolve
-register dispatch encode decode serialize convert compute process transform default local
-remote base meta raw temp total max min first last next prev parent child root source target
-""".split()
-
-PROSE = """
-the a of to is and in for this that returns value if not given when with from be by an which
-should can object default list set used it are or as on at may will each new other only also
-function method class argument instance called must raise raised see note example
-""".split()
 
 # Line templates; {i} {j} {k} are identifiers, {C} a class name, {n} a number, {s} prose.
 CODE_LINES = [
@@ -123,8 +99,8 @@ class TextMaker:
     def __init__(self, rng):
         self.rng = rng
         made = {"".join(rng.choices("bcdfghklmnprstvz", k=2)) + rng.choice("aeiou")
-                + rng.choice(WORDS) for _ in range(400)}
-        pick = WORDS * 2 + sorted(made)  # sorted: set order changes between processes
+                + rng.choice(CODE_WORDS) for _ in range(400)}
+        pick = CODE_WORDS * 2 + sorted(made)  # sorted: set order changes between processes
         self.idents = sorted({"_".join(rng.choices(pick, k=rng.choice((1, 2, 2, 3))))
                               for _ in range(4000)})
         rng.shuffle(self.idents)
@@ -133,7 +109,7 @@ class TextMaker:
 
         def line():
             t = rng.choice(CODE_LINES)
-            s = " ".join(rng.choices(PROSE + hot[:100], k=rng.randint(3, 9)))
+            s = " ".join(rng.choices(PROSE_WORDS + hot[:100], k=rng.randint(3, 9)))
             body = t.format(i=rng.choice(self.idents), j=rng.choice(hot), k=rng.choice(hot),
                             C=rng.choice(classes), n=rng.randint(0, 999), s=s)
             blank = "\n" if rng.random() < 0.15 else ""
@@ -282,7 +258,7 @@ def write_history(stream, seed, files, commits):
             changes.append(("D", p))
         touched = ", ".join(c[-1].rsplit("/", 1)[-1] for c in changes[:3])
         subject = f"{rng.choice(('Fix', 'Update', 'Refactor', 'Tidy', 'Speed up'))} {touched}"
-        body = " ".join(rng.choices(PROSE + idents[:200], k=rng.randint(8, 40)))
+        body = " ".join(rng.choices(PROSE_WORDS + idents[:200], k=rng.randint(8, 40)))
         mark = stream.commit("refs/heads/main", EPOCH + i * COMMIT_SPACING,
                              f"{subject}\n\n{body}.\n", changes)
         if i % 250 == 0:
@@ -435,153 +411,29 @@ def complete_upstream(real, commit, dest, env):
 # --------------------------------------------------------------------------------------------
 
 
-def run(argv, what, env):
-    """Runs a command, returns (seconds, stdout); a failure ends the bench."""
-    started = time.perf_counter()
-    p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    elapsed = time.perf_counter() - started
-    if p.returncode != 0:
-        raise BenchError(
-            f"{what} failed (exit {p.returncode}): {shlex.join(argv)}\n"
-            f"{p.stderr.decode(errors='replace').strip()}"
-        )
-    return elapsed, p.stdout.decode(errors="replace")
+class Measure(benchlib.Measure):
+    """One operation on one repository (see benchlib.Measure).
 
-
-def shell(script):
-    # pipefail: a failing git archive must not hide behind a succeeding zstd.
-    return ["bash", "-c", "set -o pipefail; " + script]
-
-
-def decompressed_digest(path):
-    """sha256 and length of `zstd -dc path`: what a bundle id is, computed independently."""
-    h = hashlib.sha256()
-    n = 0
-    with subprocess.Popen(["zstd", "-dc", "-q", path], stdout=subprocess.PIPE) as p:
-        while chunk := p.stdout.read(1 << 20):
-            h.update(chunk)
-            n += len(chunk)
-    if p.returncode != 0:
-        raise BenchError(f"zstd -dc {path} failed (exit {p.returncode})")
-    return h.hexdigest(), n
-
-
-class Scratch:
-    """The run's scratch directory, and where earlier runs' outputs go.
-
-    Outputs (mirrors, clones, bundles) are moved aside between runs, not deleted: deleting
-    many files keeps some file systems busy for a while afterwards (ext4 with `discard` on
-    a VM), which would be charged to the next timed command. It all goes at the end.
+    pack has a target ratio, update a target time on its median.
     """
 
-    def __init__(self, root):
-        self.root = root
-        self.trash = os.path.join(root, "trash")
-        self.moved = 0
-        if os.path.lexists(root):
-            shutil.rmtree(root)
-        os.makedirs(self.trash)
+    # The summary and the report give each side's maximum time too (update's is shown next
+    # to the median its target is judged on).
+    with_max = True
 
-    def fresh(self, path):
-        """Clears `path` (a file or a directory) for a run."""
-        if os.path.lexists(path):
-            self.moved += 1
-            os.rename(path, os.path.join(self.trash, str(self.moved)))
-        # Flush the dirty pages earlier runs left, so that their write-back is not charged
-        # to the next timed command. (This is not a cache drop: reads stay warm.)
-        os.sync()
-
-    def remove(self):
-        shutil.rmtree(self.root)
-
-
-class Measure:
-    """One operation: a contender and a baseline, each with a prepare step outside the timing."""
-
-    def __init__(self, label, name, contender, baseline, runs, env):
-        self.label = label  # which repository
-        self.name = name
-        self.contender = contender  # (prepare, argv, check) for swe-ark
-        self.baseline = baseline  # the same for git
-        self.runs = runs
-        self.env = env
-        self.times = {"swe-ark": [], "baseline": []}
-
-    def _one(self, side, spec, timed):
-        prepare, argv, check = spec
-        prepare()
-        seconds, out = run(argv, f"{self.label} {self.name} ({side})", self.env)
-        check(out)
-        if timed:
-            self.times[side].append(seconds)
-        return seconds
-
-    def go(self):
-        sides = [("swe-ark", self.contender), ("baseline", self.baseline)]
-        for side, spec in sides:
-            s = self._one(side, spec, timed=False)
-            log(f"{self.label} {self.name}: warm-up {side} {s:.2f} s")
-        for i in range(self.runs):
-            # The order flips every round so neither side always follows the other.
-            order = sides if i % 2 == 0 else sides[::-1]
-            took = [f"{side} {self._one(side, spec, timed=True):.2f} s" for side, spec in order]
-            log(f"{self.label} {self.name}: run {i + 1}/{self.runs}: " + ", ".join(took))
-        return self
-
-    def summary(self):
-        out = {}
-        for side, ts in self.times.items():
-            out[side] = {"min": min(ts), "median": statistics.median(ts), "max": max(ts),
-                         "runs": ts}
-        c, b = out["swe-ark"], out["baseline"]
-        out["ratio_median"] = c["median"] / b["median"]
-        out["ratio_min"] = c["min"] / b["min"]
+    def judge(self, out):
         if self.name == "pack":
             out["target"] = f"ratio <= {PACK_TARGET:.2f}x"
             out["target_met"] = out["ratio_median"] <= PACK_TARGET
         elif self.name == "update":
             out["target"] = f"median < {UPDATE_TARGET_SECONDS:.0f} s"
-            out["target_met"] = c["median"] < UPDATE_TARGET_SECONDS
-        return out
-
-
-def tool_version(argv):
-    try:
-        p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        return p.stdout.strip().splitlines()[0].strip("* ")
-    except (OSError, IndexError):
-        return "unknown"
+            out["target_met"] = out["swe-ark"]["median"] < UPDATE_TARGET_SECONDS
 
 
 def write_instance(path, name, commit):
     # Valid SWE-bench fields; only the repository and the commits matter to packing.
     owner, repo = name.split("/")
-    patch = (
-        "diff --git a/src/core.py b/src/core.py\n--- a/src/core.py\n+++ b/src/core.py\n"
-        "@@ -1,2 +1,3 @@\n def run(x):\n+    x = x or 0\n     return x\n"
-    )
-    test_patch = (
-        "diff --git a/tests/test_core.py b/tests/test_core.py\nnew file mode 100644\n"
-        "--- /dev/null\n+++ b/tests/test_core.py\n@@ -0,0 +1,2 @@\n"
-        "+def test_run_none():\n+    assert run(None) == 0\n"
-    )
-    instance = {
-        "instance_id": f"{owner}__{repo}-1",
-        "repo": name,
-        "base_commit": commit,
-        "patch": patch,
-        "test_patch": test_patch,
-        "problem_statement": "run(None) raises TypeError.\n",
-        "hints_text": "",
-        "created_at": "2024-01-01T00:00:00Z",
-        "version": "1.0",
-        "environment_setup_commit": commit,
-        "FAIL_TO_PASS": "[]",
-        "PASS_TO_PASS": "[]",
-    }
-    with open(path, "w") as f:
-        json.dump(instance, f, indent=2)
-        f.write("\n")
+    benchlib.write_instance(path, f"{owner}__{repo}-1", name, commit, "src")
 
 
 def pack_size(git_dir, env):
@@ -629,14 +481,14 @@ def measure_repo(label, upstream, commit, name, swe_ark, scratch, runs, env):
             state["clone_checked"] = True
 
     add = Measure(
-        label, "mirror add",
+        "mirror add",
         (lambda: scratch.fresh(ark),
          [swe_ark, "--ark", ark, "-q", "mirror", "add", url, "--name", name],
          lambda _out: same_refs(mirror, f"swe-ark's mirror {mirror}")),
         (lambda: scratch.fresh(clone),
          ["git", "clone", "-q", "--mirror", url, clone],
          check_baseline_clone),
-        runs, env,
+        runs, label=label, env=env,
     ).go()
     # The last run's mirror and clone stay: pack and update use them.
     sizes = {"upstream": pack_size(upstream, env), "swe-ark mirror": pack_size(mirror, env),
@@ -652,19 +504,7 @@ def measure_repo(label, upstream, commit, name, swe_ark, scratch, runs, env):
             os.sync()
 
     def check_pack(out):
-        lines = out.strip().splitlines()
-        bundle_id = lines[-1].strip() if lines else ""
-        path = os.path.join(ark, "bundles", f"{bundle_id}.tar.zst")
-        if not os.path.isfile(path):
-            raise BenchError(f"pack printed `{bundle_id}`, but there is no {path}")
-        digest, tar_size = decompressed_digest(path)
-        if digest != bundle_id:
-            raise BenchError(
-                f"pack printed id {bundle_id}, but `zstd -dc` of its bundle hashes to {digest}"
-            )
-        if state.setdefault("id", bundle_id) != bundle_id:
-            # Same commit, same instance: a different id means packing is not deterministic.
-            raise BenchError(f"pack is not deterministic: id {bundle_id}, earlier {state['id']}")
+        bundle_id, path, tar_size = check_bundle(out, ark, state)
         _, shown = run([swe_ark, "--ark", ark, "show", "--json", bundle_id], "show", env)
         got = json.loads(shown)["manifest"]["codebase_tree"]
         if got != tree:
@@ -673,7 +513,7 @@ def measure_repo(label, upstream, commit, name, swe_ark, scratch, runs, env):
         state.update(bundle=path, tar_size=tar_size, file_size=os.path.getsize(path))
 
     pack = Measure(
-        label, "pack",
+        "pack",
         (prepare_pack,
          [swe_ark, "--ark", ark, "-q", "pack", "--repo", name, "--instance", instance],
          check_pack),
@@ -681,7 +521,7 @@ def measure_repo(label, upstream, commit, name, swe_ark, scratch, runs, env):
          shell(f"git --git-dir={q(mirror)} archive {q(commit)} "
                f"| zstd -3 -T0 -q -o {q(base_zst)}"),
          no_check),
-        runs, env,
+        runs, label=label, env=env,
     ).go()
     _, base_tar_size = decompressed_digest(base_zst)
 
@@ -693,11 +533,11 @@ def measure_repo(label, upstream, commit, name, swe_ark, scratch, runs, env):
         same_refs(mirror, f"swe-ark's mirror {mirror} after update")
 
     update = Measure(
-        label, "update",
+        "update",
         (os.sync, [swe_ark, "--ark", ark, "-q", "mirror", "update", name], check_update),
         (os.sync, ["git", "--git-dir", clone, "fetch", "-q", "--prune", "origin"],
          lambda _out: same_refs(clone, "git clone --mirror after fetch")),
-        runs, env,
+        runs, label=label, env=env,
     ).go()
 
     return {
@@ -731,12 +571,7 @@ COMMANDS = {
 
 
 def bench(args):
-    swe_ark = os.path.abspath(args.swe_ark)
-    if not os.access(swe_ark, os.X_OK):
-        raise BenchError(f"`{args.swe_ark}` is not an executable (run `make build` first?)")
-    for tool in ("git", "zstd", "bash"):
-        if shutil.which(tool) is None:
-            raise BenchError(f"`{tool}` is not installed (`make tools` installs it)")
+    swe_ark = benchlib.require(args.swe_ark, ("git", "zstd", "bash"))
 
     workdir = os.path.abspath(args.workdir)
     os.makedirs(workdir, exist_ok=True)
@@ -756,10 +591,8 @@ def bench(args):
         repos.append(("real", real, commit, REAL_NAME))
 
     # Each run's mirror and clone stay on disk until the end (see Scratch).
-    need = sum((args.runs + 1.5) * 2.5 * pack_size(r[1], env) for r in repos)
-    free = shutil.disk_usage(workdir).free
-    if free < need:
-        raise BenchError(f"{workdir} has {mb(free)} free; the bench needs about {mb(need)}")
+    benchlib.require_space(workdir,
+                           sum((args.runs + 1.5) * 2.5 * pack_size(r[1], env) for r in repos))
     scratch = Scratch(os.path.join(workdir, "mirror-run"))
     sources = {"generated": {"seed": args.seed}}
     if args.real:
@@ -773,23 +606,10 @@ def bench(args):
             **sources[label],
             **measure_repo(label, up, commit, name, swe_ark, scratch, args.runs, env),
         }
-    log(f"removing the scratch files in {scratch.root}")
     scratch.remove()
 
-    try:
-        affinity = len(os.sched_getaffinity(0))
-    except AttributeError:
-        affinity = os.cpu_count()
     return {
-        "machine": {
-            "cores": os.cpu_count(),
-            "usable_cores": affinity,
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "swe_ark": tool_version([swe_ark, "--version"]),
-            "git": tool_version(["git", "--version"]),
-            "zstd": tool_version(["zstd", "--version"]),
-        },
+        "machine": benchlib.machine(swe_ark, ("git", "zstd")),
         "runs": args.runs,
         "warm_up_runs": 1,
         "commands": COMMANDS,
@@ -800,10 +620,6 @@ def bench(args):
 # --------------------------------------------------------------------------------------------
 # Report
 # --------------------------------------------------------------------------------------------
-
-
-def mb(n):
-    return f"{n / 1e6:,.1f} MB"
 
 
 def report(s):
@@ -894,24 +710,8 @@ def main():
         p.error("--files must be at least 200 and --commits at least 10")
     if bool(args.real) != bool(args.real_commit):
         p.error("--real and --real-commit go together")
-    try:
-        summary = bench(args)
-    except BenchError as e:
-        print(f"bench_mirror: FAILED: {e}", file=sys.stderr)
-        scratch = os.path.join(args.workdir, "mirror-run")
-        if os.path.isdir(scratch):
-            print(f"bench_mirror: the scratch files are left in {scratch}", file=sys.stderr)
-        return 1
-    report(summary)
-    text = json.dumps(summary, indent=2) + "\n"
-    if args.json:
-        with open(args.json, "w") as f:
-            f.write(text)
-        print(f"\nJSON summary written to {args.json}")
-    else:
-        print("\nJSON summary:")
-        print(text, end="")
-    return 0
+    return benchlib.finish("bench_mirror", bench, report, args,
+                           os.path.join(args.workdir, "mirror-run"))
 
 
 if __name__ == "__main__":
