@@ -11,6 +11,7 @@ pub mod dataset;
 pub mod digest;
 pub mod failpoint;
 pub mod fsutil;
+pub mod manifest;
 pub mod mirror;
 pub mod progress;
 pub mod store;

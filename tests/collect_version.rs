@@ -54,24 +54,34 @@ fn versions_come_from_the_source_then_tags_and_each_gets_its_newest_base() {
     .unwrap();
 
     let oid = |c: &str| git2::Oid::from_str(c).unwrap();
-    let v = version::detect(&m.repo, oid(&c1), "2024-01-02T00:00:00Z").unwrap();
+    let v = version::detect(&m.repo, oid(&c1), "2024-01-02T00:00:00Z", None).unwrap();
     assert_eq!(
         (v.version.as_str(), v.source.as_str()),
         ("1.4", "src/widgets/__init__.py")
     );
-    let v = version::detect(&m.repo, oid(&c2), "2024-02-02T00:00:00Z").unwrap();
+    let v = version::detect(&m.repo, oid(&c2), "2024-02-02T00:00:00Z", None).unwrap();
     assert_eq!(
         (v.version.as_str(), v.source.as_str()),
         ("1.5", "pyproject.toml")
     );
     // Created before v2.0.0 was tagged: the newest tag before it is v1.5.3.
-    let v = version::detect(&m.repo, oid(&c3), "2024-02-15T00:00:00Z").unwrap();
+    let v = version::detect(&m.repo, oid(&c3), "2024-02-15T00:00:00Z", None).unwrap();
     assert_eq!(
         (v.version.as_str(), v.source.as_str()),
         ("1.5", "tag v1.5.3")
     );
-    let v = version::detect(&m.repo, oid(&c3), "2024-03-05T00:00:00Z").unwrap();
+    let v = version::detect(&m.repo, oid(&c3), "2024-03-05T00:00:00Z", None).unwrap();
     assert_eq!(v.version, "2.0");
+    // A manifest's own rule wins where it matches, and gives way where it does not.
+    let rule = swe_ark::manifest::VersionRule {
+        file: "src/widgets/__init__.py".into(),
+        pattern: r#"__version__ = "([^"]+)""#.into(),
+    };
+    let v = version::detect(&m.repo, oid(&c2), "2024-02-02T00:00:00Z", Some(&rule)).unwrap();
+    assert_eq!((v.version.as_str(), v.full.as_str()), ("1.4", "1.4.0.dev0"));
+    assert!(v.source.contains("manifest rule"), "{}", v.source);
+    let v = version::detect(&m.repo, oid(&c3), "2024-03-05T00:00:00Z", Some(&rule)).unwrap();
+    assert_eq!(v.source, "tag v2.0.0");
 
     let mut instances = vec![
         instance("acme__widgets-1", &c1, "2024-01-02T00:00:00Z"),
@@ -84,7 +94,7 @@ fn versions_come_from_the_source_then_tags_and_each_gets_its_newest_base() {
             "2024-03-01T00:00:00Z",
         ),
     ];
-    let (pins, notes) = assign_versions(&m, &mut instances);
+    let (pins, notes) = assign_versions(&m, &mut instances, None);
     let got: Vec<(&str, &str)> = instances
         .iter()
         .map(|i| (i.version.as_str(), i.environment_setup_commit.as_str()))

@@ -8,6 +8,7 @@ use crate::collect::github::{DEFAULT_API_URL, GithubClient};
 use crate::collect::{self, CollectOptions, Outcome};
 use crate::dataset::{self, TestListForm};
 use crate::fsutil;
+use crate::manifest::Manifests;
 use crate::mirror::{Mirror, RepoName};
 use crate::store::{Ark, Index};
 
@@ -108,7 +109,13 @@ pub fn run(ctx: &Context, args: CollectArgs) -> anyhow::Result<ExitCode> {
         .collect();
     match Mirror::open(&ark.mirrors_dir(), &repo) {
         Ok(mirror) => {
-            let (pins, notes) = collect::assign_versions(&mirror, &mut all);
+            // A repository's manifest may say how to read its version.
+            let manifests = Manifests::load_dir(&Manifests::default_dir()).unwrap_or_default();
+            let rule = manifests
+                .repo(repo.as_str())
+                .ok()
+                .and_then(|m| m.version_rule.clone());
+            let (pins, notes) = collect::assign_versions(&mirror, &mut all, rule.as_ref());
             for note in notes {
                 ctx.note(format!("note: {note}"));
             }

@@ -454,7 +454,14 @@ fn version(ctx: &Context, args: VersionArgs) -> anyhow::Result<ExitCode> {
     let ark = Ark::open(&ctx.ark)?;
     let m = Mirror::open(&ark.mirrors_dir(), &repo_name(&args.name)?)?;
     let commit = m.commit(&args.commit)?;
-    match crate::collect::version::detect(&m.repo, commit.id(), &args.before) {
+    let manifests =
+        crate::manifest::Manifests::load_dir(&crate::manifest::Manifests::default_dir())
+            .unwrap_or_default();
+    let rule = manifests
+        .repo(m.name.as_str())
+        .ok()
+        .and_then(|r| r.version_rule.clone());
+    match crate::collect::version::detect(&m.repo, commit.id(), &args.before, rule.as_ref()) {
         Some(v) => {
             out!("{}\t{}\t{}", v.version, v.full, v.source);
             Ok(ExitCode::SUCCESS)

@@ -247,7 +247,8 @@ pub fn collect(
     Ok(report)
 }
 
-/// Fills in `version` (read from the mirror at each base commit) and
+/// Fills in `version` (read from the mirror at each base commit, by the manifest's `rule` when
+/// the repository has one) and
 /// `environment_setup_commit` (the base commit of the newest instance of the same version,
 /// by `created_at`), and pins each base commit in the mirror. Returns the pins made
 /// (instance id, ref, commit), and notes for instances whose commit the mirror lacks or whose
@@ -255,6 +256,7 @@ pub fn collect(
 pub fn assign_versions(
     mirror: &crate::mirror::Mirror,
     instances: &mut [Instance],
+    rule: Option<&crate::manifest::VersionRule>,
 ) -> (Vec<(String, String, String)>, Vec<String>) {
     let mut notes = Vec::new();
     let mut pins = Vec::new();
@@ -277,7 +279,7 @@ pub fn assign_versions(
                 inst.instance_id
             )),
         }
-        match super::version::detect(&mirror.repo, commit.id(), &inst.created_at) {
+        match super::version::detect(&mirror.repo, commit.id(), &inst.created_at, rule) {
             Some(v) => inst.version = v.version,
             None => notes.push(format!(
                 "{}: no version found at {} (no packaging file, __version__ or version tag)",

@@ -7,6 +7,8 @@ use std::sync::OnceLock;
 use git2::{ObjectType, Oid, Repository, Tree};
 use regex::Regex;
 
+use crate::manifest::VersionRule;
+
 /// Where a version came from, for the record.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct DetectedVersion {
@@ -153,11 +155,27 @@ fn from_tags(repo: &Repository, before: &str) -> Option<(String, String)> {
     best.map(|(_, v, tag)| (v, format!("tag {tag}")))
 }
 
-/// The version of the repository at `commit`: its packaging files, then a module's
-/// `__version__`, then the newest version tag before `created_at`.
-pub fn detect(repo: &Repository, commit: Oid, created_at: &str) -> Option<DetectedVersion> {
+/// A repository's own rule from its manifest: the first capture group of `pattern` in `file`.
+fn from_rule(repo: &Repository, tree: &Tree<'_>, rule: &VersionRule) -> Option<(String, String)> {
+    let text = blob_text(repo, tree, &rule.file)?;
+    let re = Regex::new(&rule.pattern).ok()?;
+    let full = re.captures(&text)?.get(1)?.as_str().to_string();
+    Some((full, format!("{} (manifest rule)", rule.file)))
+}
+
+/// The version of the repository at `commit`: the manifest's rule if it has one and it
+/// matches, else its packaging files, then a module's `__version__`, then the newest version
+/// tag before `created_at`.
+pub fn detect(
+    repo: &Repository,
+    commit: Oid,
+    created_at: &str,
+    rule: Option<&VersionRule>,
+) -> Option<DetectedVersion> {
     let tree = repo.find_commit(commit).ok()?.tree().ok()?;
-    let (full, source) = from_packaging(repo, &tree)
+    let (full, source) = rule
+        .and_then(|r| from_rule(repo, &tree, r))
+        .or_else(|| from_packaging(repo, &tree))
         .or_else(|| from_module(repo, &tree))
         .or_else(|| from_tags(repo, created_at))?;
     Some(DetectedVersion {

@@ -1,0 +1,420 @@
+//! Executable contexts: per repository and release version, the Python, packages, install and
+//! test commands that make its tests run. One TOML file per repository in `manifests/`; the
+//! schema is documented in `manifests/README.md`.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::dataset::is_repo;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    #[error("cannot read manifests in `{path}`: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("manifest `{path}` is not valid: {detail}")]
+    Invalid { path: PathBuf, detail: String },
+    #[error("`{path}` and `{other}` both describe {repo}")]
+    Duplicate {
+        repo: String,
+        path: PathBuf,
+        other: PathBuf,
+    },
+    #[error("no manifest describes repository {repo}; known: {}", .known.join(", "))]
+    UnknownRepo { repo: String, known: Vec<String> },
+    #[error(
+        "the manifest of {repo} has no version {version}; known: {}",
+        .known.join(", ")
+    )]
+    UnknownVersion {
+        repo: String,
+        version: String,
+        known: Vec<String>,
+    },
+    #[error(
+        "the context of {repo} {version} has no `{field}` (set it in the version or in [defaults])"
+    )]
+    Incomplete {
+        repo: String,
+        version: String,
+        field: &'static str,
+    },
+}
+
+/// A helper process started on loopback while tests run (e.g. a local httpbin).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Service {
+    pub name: String,
+    pub command: Vec<String>,
+    /// The variable that points the tests at the service.
+    #[serde(default)]
+    pub env_var: Option<String>,
+}
+
+/// How `collect` reads the version of this repository, instead of its default rule: the first
+/// capture group of `pattern` in `file` at the base commit.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct VersionRule {
+    pub file: String,
+    pub pattern: String,
+}
+
+/// The fields a version (or `[defaults]`) may set; unset fields fall back to the defaults.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Fields {
+    python: Option<String>,
+    requirements: Option<Vec<String>>,
+    packages: Option<Vec<String>>,
+    pip_packages: Option<Vec<String>>,
+    pre_install: Option<Vec<String>>,
+    install: Option<String>,
+    test_cmd: Option<String>,
+    eval_commands: Option<Vec<String>>,
+    env: Option<BTreeMap<String, String>>,
+    notes: Option<String>,
+    services: Option<Vec<Service>>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    repo: String,
+    source: String,
+    log_parser: String,
+    #[serde(default)]
+    version_rule: Option<VersionRule>,
+    #[serde(default)]
+    defaults: Fields,
+    versions: BTreeMap<String, Fields>,
+}
+
+/// One repository's manifest.
+#[derive(Debug, Clone)]
+pub struct RepoManifest {
+    pub repo: String,
+    pub source: String,
+    pub log_parser: String,
+    pub version_rule: Option<VersionRule>,
+    pub path: PathBuf,
+    defaults: Fields,
+    versions: BTreeMap<String, Fields>,
+}
+
+/// The executable context of one repository version, defaults applied.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Context {
+    pub repo: String,
+    pub version: String,
+    /// major.minor.
+    pub python: String,
+    /// Requirement files in the repository at the commit (`pip install -r`).
+    pub requirements: Vec<String>,
+    pub packages: Vec<String>,
+    pub pip_packages: Vec<String>,
+    pub pre_install: Vec<String>,
+    pub install: String,
+    pub test_cmd: String,
+    pub eval_commands: Vec<String>,
+    pub env: BTreeMap<String, String>,
+    pub log_parser: String,
+    pub services: Vec<Service>,
+    /// What is not faithful to SWE-bench's own context (conda-only parts), if anything.
+    pub notes: String,
+}
+
+/// Orders versions as numbers (`0.9` before `0.12`), text after.
+fn version_key(v: &str) -> (Vec<u64>, String) {
+    let nums = v.split('.').map_while(|p| p.parse().ok()).collect();
+    (nums, v.to_string())
+}
+
+fn is_major_minor(s: &str) -> bool {
+    matches!(s.split_once('.'), Some((a, b)) if !a.is_empty() && !b.is_empty()
+        && a.bytes().all(|c| c.is_ascii_digit()) && b.bytes().all(|c| c.is_ascii_digit()))
+}
+
+impl RepoManifest {
+    /// The known versions, in numeric order.
+    pub fn versions(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.versions.keys().cloned().collect();
+        v.sort_by_key(|s| version_key(s));
+        v
+    }
+
+    pub fn context(&self, version: &str) -> Result<Context, ManifestError> {
+        let v = self
+            .versions
+            .get(version)
+            .ok_or_else(|| ManifestError::UnknownVersion {
+                repo: self.repo.clone(),
+                version: version.to_string(),
+                known: self.versions(),
+            })?;
+        let d = &self.defaults;
+        let incomplete = |field| ManifestError::Incomplete {
+            repo: self.repo.clone(),
+            version: version.to_string(),
+            field,
+        };
+        let pick = |a: &Option<Vec<String>>, b: &Option<Vec<String>>| {
+            a.clone().or_else(|| b.clone()).unwrap_or_default()
+        };
+        let mut env = d.env.clone().unwrap_or_default();
+        env.extend(v.env.clone().unwrap_or_default());
+        let notes = [d.notes.as_deref(), v.notes.as_deref()]
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>()
+            .join("\n");
+        Ok(Context {
+            repo: self.repo.clone(),
+            version: version.to_string(),
+            python: v
+                .python
+                .clone()
+                .or_else(|| d.python.clone())
+                .ok_or_else(|| incomplete("python"))?,
+            requirements: pick(&v.requirements, &d.requirements),
+            packages: pick(&v.packages, &d.packages),
+            pip_packages: pick(&v.pip_packages, &d.pip_packages),
+            pre_install: pick(&v.pre_install, &d.pre_install),
+            install: v
+                .install
+                .clone()
+                .or_else(|| d.install.clone())
+                .unwrap_or_default(),
+            test_cmd: v
+                .test_cmd
+                .clone()
+                .or_else(|| d.test_cmd.clone())
+                .ok_or_else(|| incomplete("test_cmd"))?,
+            eval_commands: pick(&v.eval_commands, &d.eval_commands),
+            env,
+            log_parser: self.log_parser.clone(),
+            services: v
+                .services
+                .clone()
+                .or_else(|| d.services.clone())
+                .unwrap_or_default(),
+            notes,
+        })
+    }
+}
+
+fn parse(path: &Path, text: &str) -> Result<RepoManifest, ManifestError> {
+    let invalid = |detail: String| ManifestError::Invalid {
+        path: path.to_path_buf(),
+        detail,
+    };
+    let file: File = toml::from_str(text).map_err(|e| invalid(e.to_string()))?;
+    if !is_repo(&file.repo) {
+        return Err(invalid(format!(
+            "`repo = \"{}\"` is not OWNER/NAME",
+            file.repo
+        )));
+    }
+    let expected = format!("{}.toml", file.repo.replacen('/', "__", 1));
+    if path.file_name().and_then(|n| n.to_str()) != Some(expected.as_str()) {
+        return Err(invalid(format!(
+            "a manifest of {} must be named {expected}",
+            file.repo
+        )));
+    }
+    if file.versions.is_empty() {
+        return Err(invalid("it lists no version".into()));
+    }
+    for (version, fields) in std::iter::once(("[defaults]", &file.defaults))
+        .chain(file.versions.iter().map(|(k, v)| (k.as_str(), v)))
+    {
+        if let Some(p) = &fields.python
+            && !is_major_minor(p)
+        {
+            return Err(invalid(format!(
+                "{version}: python = \"{p}\" is not major.minor (e.g. \"3.9\")"
+            )));
+        }
+    }
+    if let Some(rule) = &file.version_rule {
+        regex::Regex::new(&rule.pattern)
+            .map_err(|e| invalid(format!("version_rule.pattern: {e}")))?;
+    }
+    let manifest = RepoManifest {
+        repo: file.repo,
+        source: file.source,
+        log_parser: file.log_parser,
+        version_rule: file.version_rule,
+        path: path.to_path_buf(),
+        defaults: file.defaults,
+        versions: file.versions,
+    };
+    // Every version must resolve to a whole context.
+    for v in manifest.versions() {
+        manifest.context(&v)?;
+    }
+    Ok(manifest)
+}
+
+/// Every repository's manifest.
+#[derive(Debug, Clone, Default)]
+pub struct Manifests {
+    by_repo: BTreeMap<String, RepoManifest>,
+}
+
+impl Manifests {
+    /// The manifests shipped with swe-ark: `SWE_ARK_MANIFESTS` if set, else the `manifests/`
+    /// folder of the source tree it was built from.
+    pub fn default_dir() -> PathBuf {
+        std::env::var_os("SWE_ARK_MANIFESTS").map_or_else(
+            || Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests"),
+            PathBuf::from,
+        )
+    }
+
+    /// Reads every `*.toml` in `dir`; one bad file is an error naming it.
+    pub fn load_dir(dir: &Path) -> Result<Manifests, ManifestError> {
+        let io = |source| ManifestError::Io {
+            path: dir.to_path_buf(),
+            source,
+        };
+        let mut paths: Vec<PathBuf> = fs::read_dir(dir)
+            .map_err(io)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+            .collect();
+        paths.sort();
+        let mut out = Manifests::default();
+        for path in paths {
+            let text = fs::read_to_string(&path).map_err(|source| ManifestError::Io {
+                path: path.clone(),
+                source,
+            })?;
+            let m = parse(&path, &text)?;
+            if let Some(other) = out.by_repo.get(&m.repo) {
+                return Err(ManifestError::Duplicate {
+                    repo: m.repo.clone(),
+                    path,
+                    other: other.path.clone(),
+                });
+            }
+            out.by_repo.insert(m.repo.clone(), m);
+        }
+        Ok(out)
+    }
+
+    pub fn repos(&self) -> impl Iterator<Item = &RepoManifest> {
+        self.by_repo.values()
+    }
+
+    pub fn repo(&self, repo: &str) -> Result<&RepoManifest, ManifestError> {
+        self.by_repo
+            .get(repo)
+            .ok_or_else(|| ManifestError::UnknownRepo {
+                repo: repo.to_string(),
+                known: self.by_repo.keys().cloned().collect(),
+            })
+    }
+
+    /// The context of `repo` at `version`.
+    pub fn context(&self, repo: &str, version: &str) -> Result<Context, ManifestError> {
+        self.repo(repo)?.context(version)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+repo = "acme/widgets"
+source = "written by hand"
+log_parser = "pytest"
+
+[defaults]
+test_cmd = "pytest -rA"
+install = "python -m pip install -e ."
+env = { LANG = "C.UTF-8" }
+
+[versions."0.9"]
+python = "3.8"
+pip_packages = ["pytest==6.2.5"]
+
+[versions."0.12"]
+python = "3.11"
+test_cmd = "pytest -rA -p no:cacheprovider"
+env = { TZ = "UTC" }
+notes = "gxx is conda-only: not mapped"
+"#;
+
+    fn write(dir: &Path, name: &str, text: &str) {
+        fs::write(dir.join(name), text).unwrap();
+    }
+
+    #[test]
+    fn defaults_apply_and_versions_sort_as_numbers() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "acme__widgets.toml", GOOD);
+        let m = Manifests::load_dir(dir.path()).unwrap();
+        let repo = m.repo("acme/widgets").unwrap();
+        assert_eq!(repo.versions(), vec!["0.9", "0.12"]);
+        let c = m.context("acme/widgets", "0.9").unwrap();
+        assert_eq!(c.python, "3.8");
+        assert_eq!(c.test_cmd, "pytest -rA");
+        assert_eq!(c.install, "python -m pip install -e .");
+        assert_eq!(c.pip_packages, vec!["pytest==6.2.5"]);
+        let c = m.context("acme/widgets", "0.12").unwrap();
+        assert_eq!(c.test_cmd, "pytest -rA -p no:cacheprovider");
+        assert_eq!(c.env.len(), 2, "defaults' env and the version's merge");
+        assert!(c.notes.contains("conda-only"));
+    }
+
+    #[test]
+    fn unknown_repo_and_version_list_the_known_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "acme__widgets.toml", GOOD);
+        let m = Manifests::load_dir(dir.path()).unwrap();
+        let e = m.context("acme/gadgets", "1.0").unwrap_err().to_string();
+        assert!(
+            e.contains("acme/gadgets") && e.contains("known: acme/widgets"),
+            "{e}"
+        );
+        let e = m.context("acme/widgets", "1.0").unwrap_err().to_string();
+        assert!(
+            e.contains("no version 1.0") && e.contains("0.9, 0.12"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn bad_manifests_are_named() {
+        let cases = [
+            (
+                GOOD.replace("python = \"3.8\"", "python = \"3\""),
+                "major.minor",
+            ),
+            (GOOD.replace("source =", "sauce ="), "sauce"),
+            (
+                GOOD.replace("[defaults]\ntest_cmd = \"pytest -rA\"", "[defaults]"),
+                "test_cmd",
+            ),
+            (
+                GOOD.replace("acme/widgets", "acme/other"),
+                "must be named acme__other.toml",
+            ),
+        ];
+        for (text, expected) in cases {
+            let dir = tempfile::tempdir().unwrap();
+            write(dir.path(), "acme__widgets.toml", &text);
+            let e = Manifests::load_dir(dir.path()).unwrap_err().to_string();
+            assert!(e.contains(expected), "{expected}: {e}");
+        }
+    }
+}
