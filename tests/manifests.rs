@@ -1,0 +1,66 @@
+//! The shipped manifests: every SWE-bench Lite repository, every version its instances use.
+
+use std::path::PathBuf;
+
+use swe_ark::manifest::Manifests;
+
+const LITE_REPOS: [&str; 18] = [
+    "astropy/astropy",
+    "django/django",
+    "marshmallow-code/marshmallow",
+    "matplotlib/matplotlib",
+    "mwaskom/seaborn",
+    "pallets/flask",
+    "psf/requests",
+    "pvlib/pvlib-python",
+    "pydata/xarray",
+    "pydicom/pydicom",
+    "pylint-dev/astroid",
+    "pylint-dev/pylint",
+    "pytest-dev/pytest",
+    "pyvista/pyvista",
+    "scikit-learn/scikit-learn",
+    "sphinx-doc/sphinx",
+    "sqlfluff/sqlfluff",
+    "sympy/sympy",
+];
+
+fn shipped() -> Manifests {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("manifests");
+    Manifests::load_dir(&dir).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn every_lite_repository_has_a_valid_manifest() {
+    let m = shipped();
+    let repos: Vec<&str> = m.repos().map(|r| r.repo.as_str()).collect();
+    for repo in LITE_REPOS {
+        assert!(repos.contains(&repo), "no manifest for {repo}");
+        let r = m.repo(repo).unwrap();
+        assert!(!r.source.is_empty());
+        for v in r.versions() {
+            let c = r.context(&v).unwrap_or_else(|e| panic!("{e}"));
+            assert!(!c.test_cmd.trim().is_empty(), "{repo} {v}: empty test_cmd");
+            assert!(!c.log_parser.is_empty(), "{repo} {v}: no log parser");
+        }
+    }
+}
+
+#[test]
+fn every_lite_dev_instance_has_its_context() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/data/swe-bench-lite-dev.jsonl");
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        eprintln!("skipped: {} is not here", path.display());
+        return;
+    };
+    let m = shipped();
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let (repo, version) = (v["repo"].as_str().unwrap(), v["version"].as_str().unwrap());
+        let c = m
+            .context(repo, version)
+            .unwrap_or_else(|e| panic!("{}: {e}", v["instance_id"]));
+        assert_eq!(c.python.split('.').count(), 2, "{repo} {version}: {}", c.python);
+    }
+}
