@@ -48,8 +48,8 @@ fn every_lite_repository_has_a_valid_manifest() {
 
 #[test]
 fn every_lite_dev_instance_has_its_context() {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/data/swe-bench-lite-dev.jsonl");
+    let path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data/swe-bench-lite-dev.jsonl");
     let Ok(text) = std::fs::read_to_string(&path) else {
         eprintln!("skipped: {} is not here", path.display());
         return;
@@ -61,6 +61,11 @@ fn every_lite_dev_instance_has_its_context() {
         let c = m
             .context(repo, version)
             .unwrap_or_else(|e| panic!("{}: {e}", v["instance_id"]));
-        assert_eq!(c.python.split('.').count(), 2, "{repo} {version}: {}", c.python);
+        assert_eq!(
+            c.python.split('.').count(),
+            2,
+            "{repo} {version}: {}",
+            c.python
+        );
     }
 }
