@@ -153,6 +153,15 @@ fn unpack_refuses_a_non_empty_target_and_unknown_ids() {
     assert!(err.contains("not empty"), "{err}");
     assert_eq!(fs::read_to_string(t.path("full/keep.txt")).unwrap(), "mine");
 
+    // A refused bundle leaves no directory behind, not even the parents unpack made.
+    let bad = t.path("bad.tar.zst");
+    fs::write(&bad, b"not zstd at all").unwrap();
+    t.run_expect(
+        &["unpack", bad.to_str().unwrap(), "-o", "new/deeper/out"],
+        2,
+    );
+    assert!(!t.path("new").exists());
+
     let err = stderr(&t.run_expect(&["unpack", "no-such-instance", "-o", "x"], 2));
     assert!(
         err.contains("no bundle in the archive matches `no-such-instance`"),

@@ -864,21 +864,27 @@ pub fn unpack(
         reason,
     };
     let file = open(path)?;
-    let created = match fs::symlink_metadata(target) {
+    // The directories this unpack creates (the target and any missing parents), deepest
+    // first, so that a refused bundle leaves none of them behind.
+    let mut created: Vec<PathBuf> = Vec::new();
+    match fs::symlink_metadata(target) {
         Ok(m) if m.is_dir() => {
             let mut rd = fs::read_dir(target).map_err(|e| BundleError::io(target, e))?;
             if rd.next().is_some() {
                 return Err(bad_target("the directory is not empty".into()));
             }
-            false
         }
         Ok(_) => return Err(bad_target("it exists and is not a directory".into())),
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            created = target
+                .ancestors()
+                .take_while(|a| !a.as_os_str().is_empty() && !a.exists())
+                .map(Path::to_path_buf)
+                .collect();
             fs::create_dir_all(target).map_err(|e| BundleError::io(target, e))?;
-            true
         }
         Err(e) => return Err(BundleError::io(target, e)),
-    };
+    }
     let staging = tempfile::Builder::new()
         .prefix(".swe-ark-unpack-")
         .tempdir_in(target)
@@ -905,8 +911,9 @@ pub fn unpack(
         Ok(r) => r,
         Err(e) => {
             drop(staging);
-            if created {
-                let _ = fs::remove_dir(target);
+            // remove_dir only removes empty directories: nothing else can go.
+            for dir in &created {
+                let _ = fs::remove_dir(dir);
             }
             return Err(e);
         }
