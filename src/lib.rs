@@ -9,6 +9,7 @@ pub mod cli;
 pub mod collect;
 pub mod dataset;
 pub mod digest;
+pub mod env;
 pub mod failpoint;
 pub mod fsutil;
 pub mod manifest;
