@@ -100,18 +100,16 @@ fn add_file_mirror(t: &TestContext, up: &Upstream) -> String {
     stdout(&t.run_expect(&["mirror", "add", &url, "--name", "acme/widgets"], 0))
 }
 
+/// `swe-ark pack --repo REPO --instance INST`, expecting exit `code`.
+fn pack_repo(t: &TestContext, repo: &str, inst: &Path, code: i32) -> std::process::Output {
+    t.run_expect(
+        &["pack", "--repo", repo, "--instance", inst.to_str().unwrap()],
+        code,
+    )
+}
+
 fn pack_from_mirror(t: &TestContext, inst: &Path) -> String {
-    let out = t.run_expect(
-        &[
-            "pack",
-            "--repo",
-            "acme/widgets",
-            "--instance",
-            inst.to_str().unwrap(),
-        ],
-        0,
-    );
-    last_line(&out.stdout)
+    last_line(&pack_repo(t, "acme/widgets", inst, 0).stdout)
 }
 
 #[test]
@@ -485,29 +483,11 @@ fn bad_sources_and_commits_are_clear_errors_that_change_nothing() {
         "0123456789abcdef0123456789abcdef01234567",
         "acme__widgets-5",
     );
-    let err = stderr(&t.run_expect(
-        &[
-            "pack",
-            "--repo",
-            "acme/widgets",
-            "--instance",
-            inst.to_str().unwrap(),
-        ],
-        2,
-    ));
+    let err = stderr(&pack_repo(&t, "acme/widgets", &inst, 2));
     assert!(err.contains("has no commit 0123456789abcdef"), "{err}");
     // A mirror that does not exist, and a repo that is not the instance's.
     let inst = instance_at(&t, &up.base, "acme__widgets-6");
-    let err = stderr(&t.run_expect(
-        &[
-            "pack",
-            "--repo",
-            "acme/nothing",
-            "--instance",
-            inst.to_str().unwrap(),
-        ],
-        2,
-    ));
+    let err = stderr(&pack_repo(&t, "acme/nothing", &inst, 2));
     assert!(err.contains("acme/nothing"), "{err}");
     // An unreachable upstream on update: an error, and the mirror as it was.
     let refs_before = refs_of(&mirror_dir(&t));
@@ -629,16 +609,7 @@ fn a_missing_blob_is_named_by_pack_and_verify() {
     fs::remove_file(m.join("objects").join(&blob[..2]).join(&blob[2..])).unwrap();
 
     fs::remove_dir_all(t.ark().join("bundles")).unwrap();
-    let err = stderr(&t.run_expect(
-        &[
-            "pack",
-            "--repo",
-            "acme/widgets",
-            "--instance",
-            inst.to_str().unwrap(),
-        ],
-        2,
-    ));
+    let err = stderr(&pack_repo(&t, "acme/widgets", &inst, 2));
     assert!(
         err.contains("widgets/core.py") && err.contains(&blob),
         "{err}"
