@@ -12,6 +12,7 @@ macro_rules! out {
 
 mod collect;
 mod dataset;
+mod env;
 mod ls;
 mod mirror;
 mod output;
@@ -75,6 +76,8 @@ pub enum Command {
     Import(dataset::ImportArgs),
     /// Write the archive's instances as a SWE-bench dataset file.
     ExportDataset(dataset::ExportArgs),
+    /// Locked, offline-installable environments: lock, build, ls, show.
+    Env(env::EnvArgs),
 }
 
 /// What every command gets besides its own arguments.
@@ -162,6 +165,7 @@ pub fn main() -> ExitCode {
         Command::Collect(args) => collect::run(&ctx, args),
         Command::Import(args) => dataset::import(&ctx, args),
         Command::ExportDataset(args) => dataset::export(&ctx, args),
+        Command::Env(args) => env::run(&ctx, args),
     };
     match result {
         Ok(code) => code,

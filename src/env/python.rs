@@ -187,6 +187,32 @@ pub fn find(wanted: &str, explicit: Option<&Path>) -> Result<Interpreter, Python
     })
 }
 
+/// The interpreter of exactly `version` (e.g. `3.11.7`): the first among the places [`find`]
+/// looks whose version is that one.
+pub fn find_exact(version: &str) -> Result<Interpreter, PythonError> {
+    let wanted = major_minor(version);
+    let (paths, searched) = candidates(&wanted);
+    for p in paths {
+        if !p.is_file() {
+            continue;
+        }
+        if let Ok(i) = probe(&p)
+            && i.version == version
+        {
+            return Ok(i);
+        }
+    }
+    Err(PythonError::NotFound {
+        version: version.to_string(),
+        searched,
+    })
+}
+
+/// Probes the interpreter at `path` (which may be a packed copy in a new place).
+pub fn probe_path(path: &Path) -> Result<Interpreter, PythonError> {
+    probe(path)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -85,6 +85,19 @@ const MIGRATIONS: &[&str] = &[
         collected_at INTEGER NOT NULL,
         PRIMARY KEY (repo, number)
     );",
+    // 4: environment locks (the pylock.toml itself is an object with the same id).
+    "CREATE TABLE locks (
+        id TEXT PRIMARY KEY,           -- sha256 of the pylock.toml
+        repo TEXT NOT NULL,
+        version TEXT NOT NULL,
+        commit_id TEXT NOT NULL,       -- the environment setup commit
+        python TEXT NOT NULL,          -- exact interpreter version
+        packages INTEGER NOT NULL,
+        artifacts INTEGER NOT NULL,    -- objects the lock names (wheels, sdists, interpreter)
+        bytes INTEGER NOT NULL,        -- their total size
+        created_at INTEGER NOT NULL
+    );
+    CREATE INDEX locks_repo ON locks(repo, version);",
 ];
 
 /// The schema version this swe-ark writes.
@@ -162,6 +175,20 @@ pub struct PinRow {
     pub commit: String,
     pub instance_id: String,
     pub role: String,
+}
+
+/// An environment lock.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct LockRow {
+    pub id: Sha256Digest,
+    pub repo: String,
+    pub version: String,
+    pub commit_id: String,
+    pub python: String,
+    pub packages: u64,
+    pub artifacts: u64,
+    pub bytes: u64,
+    pub created_at: i64,
 }
 
 pub struct Index {
@@ -340,6 +367,88 @@ impl Index {
         }
         tx.commit().map_err(&sql)?;
         Ok(new)
+    }
+
+    /// Records a lock and every object it names, in one transaction.
+    pub fn record_lock(
+        &mut self,
+        lock: &LockRow,
+        objects: &[(Sha256Digest, u64, &str)],
+    ) -> Result<(), IndexError> {
+        let sql = self.sql_err();
+        let tx = self.conn.transaction().map_err(&sql)?;
+        let t = now();
+        for (id, size, kind) in objects {
+            tx.execute(
+                "INSERT INTO objects (id, size, kind, added_at) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT(id) DO NOTHING",
+                params![id.hex(), *size as i64, kind, t],
+            )
+            .map_err(&sql)?;
+        }
+        failpoint::hit("index.mid-transaction");
+        tx.execute(
+            "INSERT INTO locks (id, repo, version, commit_id, python, packages, artifacts, bytes,
+                                created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+             ON CONFLICT(id) DO NOTHING",
+            params![
+                lock.id.hex(),
+                lock.repo,
+                lock.version,
+                lock.commit_id,
+                lock.python,
+                lock.packages as i64,
+                lock.artifacts as i64,
+                lock.bytes as i64,
+                t
+            ],
+        )
+        .map_err(&sql)?;
+        tx.commit().map_err(&sql)
+    }
+
+    /// Every lock, by repository, version, then newest first.
+    pub fn locks(&self) -> Result<Vec<LockRow>, IndexError> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT id, repo, version, commit_id, python, packages, artifacts, bytes, created_at
+                 FROM locks ORDER BY repo, version, created_at DESC, id",
+            )
+            .map_err(self.err())?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, String>(4)?,
+                    r.get::<_, i64>(5)?,
+                    r.get::<_, i64>(6)?,
+                    r.get::<_, i64>(7)?,
+                    r.get::<_, i64>(8)?,
+                ))
+            })
+            .map_err(self.err())?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (id, repo, version, commit_id, python, packages, artifacts, bytes, created_at) =
+                row.map_err(self.err())?;
+            out.push(LockRow {
+                id: self.digest(id)?,
+                repo,
+                version,
+                commit_id,
+                python,
+                packages: packages as u64,
+                artifacts: artifacts as u64,
+                bytes: bytes as u64,
+                created_at,
+            });
+        }
+        Ok(out)
     }
 
     pub fn record_object(

@@ -13,6 +13,7 @@ mod objects;
 
 pub use ark::{Ark, ArkError};
 pub use index::{
-    BundleRow, Index, IndexError, InstanceRow, MirrorRow, ObjectRow, PinRow, SCHEMA_VERSION,
+    BundleRow, Index, IndexError, InstanceRow, LockRow, MirrorRow, ObjectRow, PinRow,
+    SCHEMA_VERSION,
 };
 pub use objects::{ObjectError, ObjectStore, VerifyingReader};

@@ -17,6 +17,11 @@ pub enum ObjectError {
         id: Sha256Digest,
         actual: Sha256Digest,
     },
+    #[error("content expected to hash to {expected} hashes to {actual}; not stored")]
+    Mismatch {
+        expected: Sha256Digest,
+        actual: Sha256Digest,
+    },
     #[error("object store I/O on `{path}`: {source}")]
     Io {
         path: PathBuf,
@@ -55,6 +60,16 @@ impl ObjectStore {
     /// Stores everything `reader` yields; returns its id and size. Storing what is already
     /// there is a no-op.
     pub fn put(&self, reader: &mut dyn Read) -> Result<(Sha256Digest, u64), ObjectError> {
+        self.put_checked(reader, None)
+    }
+
+    /// Like [`ObjectStore::put`], but when `expected` is given, content that hashes to
+    /// anything else is refused and nothing is stored.
+    pub fn put_checked(
+        &self,
+        reader: &mut dyn Read,
+        expected: Option<&Sha256Digest>,
+    ) -> Result<(Sha256Digest, u64), ObjectError> {
         let staging = self.root.join("sha256");
         fs::create_dir_all(&staging).map_err(io_err(&staging))?;
         let mut tmp = fsutil::temp_file_in(&staging).map_err(io_err(&staging))?;
@@ -73,6 +88,14 @@ impl ObjectStore {
             size += n as u64;
         }
         let id = hasher.finish();
+        if let Some(expected) = expected
+            && *expected != id
+        {
+            return Err(ObjectError::Mismatch {
+                expected: *expected,
+                actual: id,
+            });
+        }
         let dest = self.path_of(&id);
         if dest.is_file() {
             return Ok((id, size));

@@ -2,6 +2,8 @@
 //! `swe-ark` and `git`, and fixtures made by code.
 #![allow(dead_code)]
 
+pub mod pyindex;
+
 use std::ffi::OsStr;
 use std::fs;
 use std::os::unix::ffi::OsStrExt;

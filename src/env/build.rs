@@ -1,0 +1,430 @@
+//! Building an environment from its lock with no network: every artifact copied out of the
+//! object store with its hash checked, the runtime wheels installed with `--no-index
+//! --no-deps` (uv when it can serve the interpreter, pip otherwise), and the result compared
+//! with the lock. Built environments are cached under `envs/<lock id>/` (always safe to
+//! delete); an instance gets a cheap copy of the cached one.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use super::pylock::{PyLock, Role, normalize, same_version};
+use super::venv::{self, Venv};
+use super::{ArtifactError, EnvError, io_err, packed, python};
+use crate::digest::Sha256Digest;
+use crate::fsutil;
+use crate::store::{ObjectError, ObjectStore};
+
+/// Which installer puts the locked wheels in place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Installer {
+    /// uv when it is present and supports the interpreter (3.8+), pip otherwise.
+    #[default]
+    Auto,
+    Uv,
+    Pip,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct BuildOptions {
+    pub installer: Installer,
+    /// Use this interpreter (it must be the lock's major.minor) instead of the exact one.
+    pub python: Option<PathBuf>,
+    /// Use the interpreter packed in the lock even when the machine has the version.
+    pub packed_python: bool,
+    /// Rebuild even when the cache has the environment.
+    pub force: bool,
+}
+
+/// A built environment in the cache.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct BuiltEnv {
+    pub lock: String,
+    /// `envs/<lock id>/`.
+    pub dir: PathBuf,
+    pub venv: PathBuf,
+    /// Every artifact of the lock, by file name: what an instance's install finds offline.
+    pub wheelhouse: PathBuf,
+    pub installer: String,
+    pub python: String,
+    pub installed: usize,
+    pub cached: bool,
+    pub seconds: f64,
+}
+
+const MARKER: &str = "env.json";
+
+/// The uv executable: `SWE_ARK_UV`, else `uv` on PATH.
+pub fn find_uv() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("SWE_ARK_UV") {
+        let p = PathBuf::from(p);
+        return p.is_file().then_some(p);
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join("uv"))
+        .find(|p| p.is_file())
+}
+
+fn uv_supports(python_version: &str) -> bool {
+    let mut parts = python_version
+        .split('.')
+        .map(|p| p.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    (major, minor) >= (3, 8)
+}
+
+/// The installer to use, or why the one asked for cannot be.
+fn choose_installer(
+    asked: Installer,
+    python_version: &str,
+) -> Result<(Installer, Option<PathBuf>), EnvError> {
+    let uv = find_uv();
+    match asked {
+        Installer::Pip => Ok((Installer::Pip, None)),
+        Installer::Uv => match uv {
+            None => Err(EnvError::NoInstaller(
+                "uv".into(),
+                "set SWE_ARK_UV or put uv on PATH (`make tools` installs a pinned one in \
+                 .tools/bin)"
+                    .into(),
+            )),
+            Some(_) if !uv_supports(python_version) => Err(EnvError::NoInstaller(
+                "uv".into(),
+                format!("uv does not install into Python {python_version}; use pip"),
+            )),
+            Some(p) => Ok((Installer::Uv, Some(p))),
+        },
+        Installer::Auto => match uv {
+            Some(p) if uv_supports(python_version) => Ok((Installer::Uv, Some(p))),
+            _ => Ok((Installer::Pip, None)),
+        },
+    }
+}
+
+/// The interpreter to build with: the exact version the lock names, else the packed one.
+fn interpreter(
+    objects: &ObjectStore,
+    ark_root: &Path,
+    lock_id: &str,
+    lock: &PyLock,
+    opts: &BuildOptions,
+) -> Result<PathBuf, EnvError> {
+    let meta = &lock.tool.swe_ark.python;
+    let major_minor: String = meta
+        .version
+        .split('.')
+        .take(2)
+        .collect::<Vec<_>>()
+        .join(".");
+    if !opts.packed_python {
+        if let Some(p) = &opts.python {
+            return Ok(python::find(&major_minor, Some(p))?.path);
+        }
+        match python::find_exact(&meta.version) {
+            Ok(i) => return Ok(i.path),
+            Err(e) if meta.packed.is_none() => {
+                let found = match python::find(&major_minor, None) {
+                    Ok(i) => format!("{} at {}", i.version, i.path.display()),
+                    Err(_) => e.to_string(),
+                };
+                return Err(EnvError::InterpreterMismatch {
+                    lock: lock_id.to_string(),
+                    wanted: meta.version.clone(),
+                    found,
+                });
+            }
+            Err(_) => {}
+        }
+    }
+    let Some(art) = &meta.packed else {
+        return Err(EnvError::InterpreterMismatch {
+            lock: lock_id.to_string(),
+            wanted: meta.version.clone(),
+            found: "no packed interpreter in the lock (it was made without --pack-python)".into(),
+        });
+    };
+    packed::unpack_python(objects, ark_root, art, &major_minor)
+}
+
+/// Copies every artifact of the lock out of the store into `wheelhouse/<file name>`, each
+/// checked against its hash on the way.
+fn fill_wheelhouse(
+    objects: &ObjectStore,
+    lock_id: &str,
+    lock: &PyLock,
+    wheelhouse: &Path,
+) -> Result<(), EnvError> {
+    std::fs::create_dir_all(wheelhouse).map_err(io_err(wheelhouse))?;
+    for pkg in &lock.packages {
+        for art in pkg.artifacts() {
+            let bad = |detail: String| EnvError::BadLock {
+                id: lock_id.to_string(),
+                detail,
+            };
+            let id: Sha256Digest = art.sha256().map_err(bad)?;
+            if art.name.contains('/') || art.name.starts_with('.') {
+                return Err(bad(format!(
+                    "artifact file name `{}` is not a plain name",
+                    art.name
+                )));
+            }
+            let dest = wheelhouse.join(&art.name);
+            let missing = || ArtifactError::Missing {
+                lock: lock_id.to_string(),
+                name: pkg.name.clone(),
+                version: pkg.version.clone(),
+                filename: art.name.clone(),
+                sha256: id.hex(),
+            };
+            let mut reader = match objects.open(&id) {
+                Ok(r) => r,
+                Err(ObjectError::Missing(_)) => return Err(missing().into()),
+                Err(e) => return Err(e.into()),
+            };
+            let mut tmp = fsutil::temp_file_in(wheelhouse).map_err(io_err(wheelhouse))?;
+            if let Err(e) = std::io::copy(&mut reader, &mut tmp) {
+                return Err(match reader.error(e) {
+                    ObjectError::Corrupt { actual, .. } => ArtifactError::Tampered {
+                        lock: lock_id.to_string(),
+                        name: pkg.name.clone(),
+                        version: pkg.version.clone(),
+                        filename: art.name.clone(),
+                        sha256: id.hex(),
+                        actual: actual.hex(),
+                    }
+                    .into(),
+                    other => other.into(),
+                });
+            }
+            tmp.flush().map_err(io_err(&dest))?;
+            tmp.persist(&dest).map_err(|e| io_err(&dest)(e.error))?;
+        }
+    }
+    Ok(())
+}
+
+/// The lock's runtime set: normalized name → version.
+fn expected_dists(lock: &PyLock) -> BTreeMap<String, String> {
+    let mut out: BTreeMap<String, String> = lock
+        .tool
+        .swe_ark
+        .bundled
+        .iter()
+        .map(|b| (normalize(&b.name), b.version.clone()))
+        .collect();
+    for p in lock.packages.iter().filter(|p| p.role() == Role::Runtime) {
+        out.insert(normalize(&p.name), p.version.clone());
+    }
+    out
+}
+
+/// Compares what is installed in `venv` with the lock's runtime set (leaving out `project`).
+pub fn check_installed(
+    lock_id: &str,
+    lock: &PyLock,
+    venv: &Venv,
+    project: Option<&str>,
+) -> Result<usize, EnvError> {
+    let expected = expected_dists(lock);
+    let found = venv.installed()?;
+    let mut problems = Vec::new();
+    let mut seen = BTreeSet::new();
+    for d in &found {
+        let n = normalize(&d.name);
+        if Some(n.as_str()) == project.map(normalize).as_deref() {
+            continue;
+        }
+        seen.insert(n.clone());
+        match expected.get(&n) {
+            Some(v) if same_version(v, &d.version) => {}
+            Some(v) => problems.push(format!("{} is {} (the lock says {v})", d.name, d.version)),
+            None => problems.push(format!("{} {} is not in the lock", d.name, d.version)),
+        }
+    }
+    for (n, v) in &expected {
+        if !seen.contains(n) {
+            problems.push(format!("{n} {v} is missing"));
+        }
+    }
+    if problems.is_empty() {
+        Ok(seen.len())
+    } else {
+        Err(EnvError::BuildMismatch {
+            lock: lock_id.to_string(),
+            detail: problems.join("; "),
+        })
+    }
+}
+
+/// Installs the wheels at `files` into `venv` with no index and no dependency resolution.
+fn install_wheels(
+    venv: &Venv,
+    installer: Installer,
+    uv: Option<&Path>,
+    uv_cache: &Path,
+    files: &[PathBuf],
+) -> Result<(), EnvError> {
+    if files.is_empty() {
+        return Ok(());
+    }
+    let mut cmd = match (installer, uv) {
+        (Installer::Uv, Some(uv)) => {
+            let mut c = Command::new(uv);
+            let mut extra = BTreeMap::new();
+            extra.insert("UV_CACHE_DIR".to_string(), uv_cache.display().to_string());
+            extra.insert("UV_NO_CONFIG".to_string(), "1".to_string());
+            venv::clean_env(&mut c, Some(venv), &extra);
+            c.args(["pip", "install", "--quiet", "--python"])
+                .arg(venv.python())
+                .args(["--offline", "--no-index", "--no-deps", "--no-build"])
+                .args(["--link-mode", "copy"]);
+            c
+        }
+        _ => {
+            let mut c = venv.command(&BTreeMap::new());
+            c.args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--no-index",
+                "--no-deps",
+                "--no-cache-dir",
+            ]);
+            c
+        }
+    };
+    cmd.args(files);
+    venv::run(&mut cmd, "installing the locked wheels")?;
+    Ok(())
+}
+
+/// Builds (or finds in the cache) the environment of lock `lock_id`. Never touches the network.
+pub fn build(
+    objects: &ObjectStore,
+    ark_root: &Path,
+    lock_id: &Sha256Digest,
+    lock: &PyLock,
+    opts: &BuildOptions,
+) -> Result<BuiltEnv, EnvError> {
+    let start = Instant::now();
+    let id = lock_id.hex();
+    // Absolute: scripts in the environment carry its path, and copies rewrite it.
+    let ark_root = &std::path::absolute(ark_root).map_err(io_err(ark_root))?;
+    let dir = ark_root.join("envs").join(&id);
+    let marker = dir.join(MARKER);
+    let venv_dir = dir.join("venv");
+    if !opts.force
+        && let Ok(bytes) = std::fs::read(&marker)
+        && let Ok(mut built) = serde_json::from_slice::<BuiltEnv>(&bytes)
+    {
+        built.cached = true;
+        built.seconds = start.elapsed().as_secs_f64();
+        return Ok(built);
+    }
+    // A directory without its marker is a build that did not finish.
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).map_err(io_err(&dir))?;
+    }
+    std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
+    let result = build_into(objects, ark_root, &id, lock, opts, &dir, &venv_dir);
+    match result {
+        Ok(mut built) => {
+            built.seconds = start.elapsed().as_secs_f64();
+            let json = serde_json::to_vec_pretty(&built).map_err(|e| EnvError::Io {
+                path: marker.clone(),
+                source: std::io::Error::other(e),
+            })?;
+            fsutil::write_atomic(&marker, &json).map_err(io_err(&marker))?;
+            Ok(built)
+        }
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&dir);
+            Err(e)
+        }
+    }
+}
+
+fn build_into(
+    objects: &ObjectStore,
+    ark_root: &Path,
+    id: &str,
+    lock: &PyLock,
+    opts: &BuildOptions,
+    dir: &Path,
+    venv_dir: &Path,
+) -> Result<BuiltEnv, EnvError> {
+    let wheelhouse = dir.join("wheelhouse");
+    fill_wheelhouse(objects, id, lock, &wheelhouse)?;
+    let python = interpreter(objects, ark_root, id, lock, opts)?;
+    let (installer, uv) = choose_installer(opts.installer, &lock.tool.swe_ark.python.version)?;
+    // ensurepip only when the lock keeps what it brings; otherwise the lock's own pip wheel.
+    let with_pip = !lock.tool.swe_ark.bundled.is_empty() || installer == Installer::Pip;
+    let venv = Venv::create(&python, venv_dir, with_pip)?;
+    let mut files = Vec::new();
+    for p in lock.packages.iter().filter(|p| p.role() == Role::Runtime) {
+        let art = p.install_wheel().ok_or_else(|| EnvError::BadLock {
+            id: id.to_string(),
+            detail: format!("{} {} has no wheel to install", p.name, p.version),
+        })?;
+        files.push(wheelhouse.join(&art.name));
+    }
+    install_wheels(
+        &venv,
+        installer,
+        uv.as_deref(),
+        &ark_root.join("cache").join("uv"),
+        &files,
+    )?;
+    let installed = check_installed(id, lock, &venv, None)?;
+    Ok(BuiltEnv {
+        lock: id.to_string(),
+        dir: dir.to_path_buf(),
+        venv: venv_dir.to_path_buf(),
+        wheelhouse,
+        installer: match installer {
+            Installer::Uv => "uv".into(),
+            _ => venv.pip_version().unwrap_or_else(|| "pip".into()),
+        },
+        python: lock.tool.swe_ark.python.version.clone(),
+        installed,
+        cached: false,
+        seconds: 0.0,
+    })
+}
+
+/// A per-instance environment at `dest`: a copy of the cached one, scripts pointed at their
+/// new place. The instance's own install then runs in it offline, with
+/// [`offline_install_env`].
+pub fn instance_copy(built: &BuiltEnv, dest: &Path) -> Result<Venv, EnvError> {
+    if dest.exists() {
+        return Err(EnvError::Io {
+            path: dest.to_path_buf(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                "the destination already exists",
+            ),
+        });
+    }
+    let dest = &std::path::absolute(dest).map_err(io_err(dest))?;
+    venv::copy_venv(&built.venv, dest)?;
+    Ok(Venv {
+        dir: dest.to_path_buf(),
+    })
+}
+
+/// The variables that make pip (and uv) install from the wheelhouse only.
+pub fn offline_install_env(built: &BuiltEnv) -> BTreeMap<String, String> {
+    let mut env = BTreeMap::new();
+    let wh = built.wheelhouse.display().to_string();
+    env.insert("PIP_NO_INDEX".into(), "1".into());
+    env.insert("PIP_FIND_LINKS".into(), wh.clone());
+    env.insert("UV_OFFLINE".into(), "1".into());
+    env.insert("UV_NO_INDEX".into(), "1".into());
+    env.insert("UV_FIND_LINKS".into(), wh);
+    env
+}

@@ -1,0 +1,759 @@
+//! Locking an executable context: install it for real, once, online, and keep what it took.
+//!
+//! The procedure (docs/ENVIRONMENTS.md tells it for users):
+//! 1. the interpreter (exact major.minor), the environment setup commit and its date;
+//! 2. a checkout of that commit from the mirror, a fresh virtual environment, and the
+//!    [`proxy`](super::proxy) in front of the index with the commit's date as the cutoff;
+//! 3. SWE-bench's order: pip/setuptools/wheel of that era, `packages`, the first requirement
+//!    file that exists (includes inlined, `-e .` left out, as SWE-bench does), `pip_packages`,
+//!    `pre_install` (system package managers skipped and noted), `install`;
+//! 4. sdists built into wheels (from pip's wheel cache, or `pip wheel`);
+//! 5. every installed distribution matched to the artifact it came from; files downloaded but
+//!    not installed are build dependencies (isolated builds, the repository's build backend);
+//! 6. the lock written, and proven: the environment is built from it offline, and the
+//!    repository's install run in a copy with no index at all.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use super::build::{self, BuildOptions, BuiltEnv};
+use super::proxy::{Fetched, LockProxy, ProxyConfig};
+use super::pylock::{
+    self, Artifact, Bundled, ContextMeta, Hashes, LockMeta, Package, PackageMeta, PackageTool,
+    PyLock, PythonMeta, Role, Tool, normalize, parse_filename, same_version,
+};
+use super::venv::{self, Venv};
+use super::{EnvError, io_err, packed, python};
+use crate::digest::Sha256Digest;
+use crate::manifest::Context;
+use crate::mirror::Mirror;
+use crate::mirror::RepoName;
+use crate::store::Ark;
+
+pub const DEFAULT_INDEX: &str = "https://pypi.org/simple";
+
+#[derive(Debug, Clone)]
+pub struct LockOptions {
+    pub commit: Option<String>,
+    pub python: Option<PathBuf>,
+    /// The simple index to resolve from.
+    pub index_url: String,
+    /// Overrides the commit's date as the cutoff.
+    pub exclude_newer: Option<SystemTime>,
+    pub pack_python: bool,
+    pub allow_yanked: bool,
+    pub installer: build::Installer,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct LockReport {
+    pub id: String,
+    pub repo: String,
+    pub version: String,
+    pub commit: String,
+    pub exclude_newer: String,
+    pub python: String,
+    pub packages: usize,
+    pub runtime: usize,
+    pub build: usize,
+    pub artifacts: usize,
+    pub bytes: u64,
+    /// Files the installers downloaded through the proxy in this run (already stored ones
+    /// are served from the store).
+    pub downloaded: usize,
+    pub built_wheels: Vec<String>,
+    pub notes: Vec<String>,
+    pub env: BuiltEnv,
+}
+
+/// SWE-bench's reading of a requirements file: `-r` includes inlined (one level), lines that
+/// start with `-e .`, `#` or `.[test` left out.
+fn swebench_requirements(src: &Path, req_path: &str) -> Result<String, EnvError> {
+    let path = src.join(req_path);
+    let text = std::fs::read_to_string(&path).map_err(io_err(&path))?;
+    let dir = Path::new(req_path).parent().unwrap_or(Path::new(""));
+    let excluded = |line: &str| {
+        let l = line.trim();
+        ["-e .", "#", ".[test"].iter().any(|p| l.starts_with(p))
+    };
+    let mut original = Vec::new();
+    let mut additional = Vec::new();
+    for line in text.split('\n') {
+        if let Some(rest) = line.trim().strip_prefix("-r") {
+            let nested = src.join(dir).join(rest.trim());
+            let nested_text = std::fs::read_to_string(&nested).map_err(io_err(&nested))?;
+            additional.extend(
+                nested_text
+                    .split('\n')
+                    .filter(|l| !excluded(l))
+                    .map(str::to_string),
+            );
+        } else if !excluded(line) {
+            original.push(line.to_string());
+        }
+    }
+    original.extend(additional);
+    Ok(original.join("\n"))
+}
+
+/// A `pre_install` command that needs the system's package manager: outside a Python lock.
+fn is_system_command(cmd: &str) -> bool {
+    cmd.split(['&', ';', '|']).map(str::trim).any(|c| {
+        let first = c.split_whitespace().next().unwrap_or("");
+        matches!(
+            first,
+            "apt-get" | "apt" | "yum" | "dnf" | "apk" | "conda" | "sudo"
+        )
+    })
+}
+
+fn rfc3339(t: SystemTime) -> String {
+    humantime::format_rfc3339_seconds(t).to_string()
+}
+
+/// The environment setup commit: `--commit`, else the one the index's instances agree on.
+fn resolve_commit(ark: &Ark, ctx: &Context, given: Option<&str>) -> Result<String, EnvError> {
+    if let Some(c) = given {
+        return Ok(c.to_string());
+    }
+    let mut commits = BTreeSet::new();
+    for row in ark.index().instances_of_repo(&ctx.repo)? {
+        if row.version == ctx.version
+            && let Some(inst) = ark.index().instance(&row.instance_id)?
+            && !inst.environment_setup_commit.is_empty()
+        {
+            commits.insert(inst.environment_setup_commit.clone());
+        }
+    }
+    match commits.len() {
+        0 => Err(EnvError::NoCommit {
+            repo: ctx.repo.clone(),
+            version: ctx.version.clone(),
+        }),
+        1 => Ok(commits.into_iter().next().unwrap_or_default()),
+        _ => Err(EnvError::AmbiguousCommit {
+            repo: ctx.repo.clone(),
+            version: ctx.version.clone(),
+            commits: commits.into_iter().collect(),
+        }),
+    }
+}
+
+/// A working tree of `commit` (with its `.git`, which setuptools_scm and friends read).
+fn checkout(mirror: &Path, commit: &str, dest: &Path) -> Result<(), EnvError> {
+    let git = |args: &[&str], cwd: Option<&Path>| -> Result<(), EnvError> {
+        let mut cmd = Command::new("git");
+        cmd.args(args)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_TERMINAL_PROMPT", "0");
+        if let Some(d) = cwd {
+            cmd.current_dir(d);
+        }
+        venv::run(&mut cmd, &format!("checking out {commit}")).map(|_| ())
+    };
+    let (m, d) = (mirror.to_string_lossy(), dest.to_string_lossy());
+    git(
+        &["clone", "--quiet", "--shared", "--no-checkout", &m, &d],
+        None,
+    )?;
+    git(&["checkout", "--quiet", "--detach", commit], Some(dest))
+}
+
+struct Step<'a> {
+    proxy: &'a LockProxy,
+}
+
+impl Step<'_> {
+    /// Runs one install step; a failure the proxy saw (a vanished or tampered file) is the
+    /// cause worth naming, before pip's own words.
+    fn run(&self, cmd: &mut Command, step: &str) -> Result<(), EnvError> {
+        match venv::run(cmd, step) {
+            Ok(_) => Ok(()),
+            Err(e) => match self.proxy.failures().first() {
+                Some(f) => Err(EnvError::Fetch {
+                    step: step.to_string(),
+                    failure: f.to_string(),
+                }),
+                None => Err(e),
+            },
+        }
+    }
+}
+
+/// The wheel pip built from `name`/`version`'s sdist during the install, in its cache.
+fn cached_built_wheel(cache: &Path, name: &str, version: &str) -> Option<PathBuf> {
+    let mut stack = vec![cache.join("wheels")];
+    while let Some(dir) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if let Some(f) = p.file_name().and_then(|f| f.to_str())
+                && let Some((n, v, true)) = parse_filename(f)
+                && n == name
+                && same_version(&v, version)
+            {
+                return Some(p);
+            }
+        }
+    }
+    None
+}
+
+fn artifact_of(f: &Fetched) -> Artifact {
+    Artifact {
+        name: f.info.filename.clone(),
+        upload_time: f
+            .info
+            .upload_time
+            .as_deref()
+            .and_then(|t| t.parse::<toml::value::Datetime>().ok()),
+        url: Some(f.info.url.clone()),
+        size: f.size,
+        hashes: Hashes {
+            sha256: f.sha256.hex(),
+        },
+    }
+}
+
+/// Locks `ctx`: see the module's documentation.
+pub fn lock(
+    ark: &mut Ark,
+    ctx: &Context,
+    opts: &LockOptions,
+    say: &dyn Fn(&str),
+) -> Result<LockReport, EnvError> {
+    if ctx.python.starts_with("2.") {
+        return Err(EnvError::NoVenv(ctx.python.clone()));
+    }
+    let interp = python::find(&ctx.python, opts.python.as_deref())?;
+    say(&format!(
+        "Python {} at {}",
+        interp.version,
+        interp.path.display()
+    ));
+    let name = RepoName::parse(&ctx.repo).ok_or_else(|| EnvError::NoCommit {
+        repo: ctx.repo.clone(),
+        version: ctx.version.clone(),
+    })?;
+    let mirror = Mirror::open(&ark.mirrors_dir(), &name)?;
+    let commit_arg = resolve_commit(ark, ctx, opts.commit.as_deref())?;
+    let (commit, commit_time) = {
+        let c = mirror
+            .repo
+            .revparse_single(&commit_arg)
+            .and_then(|o| o.peel_to_commit())
+            .map_err(|_| crate::mirror::MirrorError::MissingCommit {
+                name: ctx.repo.clone(),
+                commit: commit_arg.clone(),
+                hint: format!(
+                    " (run `swe-ark mirror update {}`, or check the id)",
+                    ctx.repo
+                ),
+            })?;
+        (c.id().to_string(), c.time().seconds())
+    };
+    let exclude_newer = opts
+        .exclude_newer
+        .unwrap_or(UNIX_EPOCH + Duration::from_secs(commit_time.max(0) as u64));
+    say(&format!(
+        "{} {} at {}: resolving as of {}",
+        ctx.repo,
+        ctx.version,
+        &commit[..12],
+        rfc3339(exclude_newer)
+    ));
+
+    let tmp_root = ark.root().join("tmp");
+    std::fs::create_dir_all(&tmp_root).map_err(io_err(&tmp_root))?;
+    let work = tempfile::Builder::new()
+        .prefix(".tmp-lock-")
+        .tempdir_in(&tmp_root)
+        .map_err(io_err(&tmp_root))?;
+    let src = work.path().join("src");
+    checkout(&mirror.path, &commit, &src)?;
+
+    let proxy = LockProxy::start(ProxyConfig {
+        upstream: opts.index_url.clone(),
+        exclude_newer: Some(exclude_newer),
+        objects: ark.objects(),
+    })
+    .map_err(io_err(&tmp_root))?;
+    let pip_cache = work.path().join("pip-cache");
+    let mut env = ctx.env.clone();
+    env.insert("PIP_INDEX_URL".into(), proxy.url());
+    env.insert("PIP_CACHE_DIR".into(), pip_cache.display().to_string());
+    let venv = Venv::create(&interp.path, &work.path().join("venv"), true)?;
+    let step = Step { proxy: &proxy };
+    let pip = |args: &[&str]| {
+        let mut c = venv.command(&env);
+        c.args(["-m", "pip", "install"])
+            .args(args)
+            .current_dir(&src);
+        c
+    };
+
+    // 1. The installers of the commit's era, where the index has them.
+    let mut era = Vec::new();
+    for tool in ["pip", "setuptools", "wheel"] {
+        if proxy.offers(tool).map_err(|f| EnvError::Fetch {
+            step: format!("asking the index for {tool}"),
+            failure: f.to_string(),
+        })? {
+            era.push(tool);
+        }
+    }
+    if !era.is_empty() {
+        say(&format!("installing {} as of then", era.join(", ")));
+        // --force-reinstall: the interpreter's own pip may be newer than the era's, and a
+        // plain upgrade never goes down.
+        let mut args = vec!["--upgrade", "--force-reinstall"];
+        args.extend(&era);
+        step.run(&mut pip(&args), &format!("installing {}", era.join(", ")))?;
+    }
+    let resolver = venv.pip_version().unwrap_or_else(|| "pip".into());
+
+    // 2. The context, in SWE-bench's order.
+    if !ctx.packages.is_empty() {
+        say(&format!("installing packages: {}", ctx.packages.join(" ")));
+        let args: Vec<&str> = ctx.packages.iter().map(String::as_str).collect();
+        step.run(&mut pip(&args), "installing the context's packages")?;
+    }
+    let requirements_file = ctx
+        .requirements
+        .iter()
+        .find(|r| src.join(r).is_file())
+        .cloned();
+    if let Some(req) = &requirements_file {
+        let text = swebench_requirements(&src, req)?;
+        let path = work.path().join("requirements.txt");
+        std::fs::write(&path, text).map_err(io_err(&path))?;
+        say(&format!("installing the requirements of {req}"));
+        let p = path.display().to_string();
+        step.run(&mut pip(&["-r", &p]), &format!("installing {req}"))?;
+    } else if !ctx.requirements.is_empty() {
+        say(&format!(
+            "note: none of {} exists at {}",
+            ctx.requirements.join(", "),
+            &commit[..12]
+        ));
+    }
+    if !ctx.pip_packages.is_empty() {
+        say(&format!(
+            "installing pip_packages: {}",
+            ctx.pip_packages.join(" ")
+        ));
+        let args: Vec<&str> = ctx.pip_packages.iter().map(String::as_str).collect();
+        step.run(&mut pip(&args), "installing the context's pip_packages")?;
+    }
+    let mut skipped_pre_install = Vec::new();
+    let mut ran_pre_install = Vec::new();
+    for cmd in &ctx.pre_install {
+        if is_system_command(cmd) {
+            skipped_pre_install.push(cmd.clone());
+            continue;
+        }
+        step.run(
+            &mut venv.shell(cmd, &src, &env),
+            &format!("pre_install `{cmd}`"),
+        )?;
+        ran_pre_install.push(cmd.clone());
+    }
+    if !ctx.install.is_empty() {
+        say(&format!("running the install: {}", ctx.install));
+        step.run(
+            &mut venv.shell(&ctx.install, &src, &env),
+            &format!("the install `{}`", ctx.install),
+        )?;
+    }
+
+    // 3. Every sdist becomes a wheel, once (building one may fetch more: repeat).
+    let built_dir = work.path().join("built");
+    let sdist_dir = work.path().join("sdists");
+    let mut built: BTreeMap<String, (PathBuf, Sha256Digest, u64)> = BTreeMap::new();
+    loop {
+        let pending: Vec<Fetched> = proxy
+            .fetched()
+            .into_iter()
+            .filter(|f| !f.info.filename.ends_with(".whl") && !built.contains_key(&f.info.filename))
+            .collect();
+        if pending.is_empty() {
+            break;
+        }
+        for f in pending {
+            let Some((n, v, _)) = parse_filename(&f.info.filename) else {
+                built.insert(f.info.filename.clone(), (PathBuf::new(), f.sha256, 0));
+                continue;
+            };
+            let wheel = match cached_built_wheel(&pip_cache, &n, &v) {
+                Some(w) => w,
+                None => {
+                    say(&format!("building a wheel of {}", f.info.filename));
+                    std::fs::create_dir_all(&sdist_dir).map_err(io_err(&sdist_dir))?;
+                    let sdist = sdist_dir.join(&f.info.filename);
+                    let obj = ark.objects().path_of(&f.sha256);
+                    std::fs::copy(&obj, &sdist).map_err(io_err(&obj))?;
+                    let out_dir = built_dir.join(&n);
+                    let mut c = venv.command(&env);
+                    c.args(["-m", "pip", "wheel", "--no-deps", "-w"])
+                        .arg(&out_dir)
+                        .arg(&sdist);
+                    step.run(&mut c, &format!("building a wheel of {}", f.info.filename))?;
+                    std::fs::read_dir(&out_dir)
+                        .map_err(io_err(&out_dir))?
+                        .flatten()
+                        .map(|e| e.path())
+                        .find(|p| p.extension().is_some_and(|x| x == "whl"))
+                        .ok_or_else(|| EnvError::Command {
+                            step: format!("building a wheel of {}", f.info.filename),
+                            status: "no wheel".into(),
+                            output: String::new(),
+                        })?
+                }
+            };
+            let mut file = std::fs::File::open(&wheel).map_err(io_err(&wheel))?;
+            let (id, size) = ark.objects().put(&mut file)?;
+            built.insert(f.info.filename.clone(), (wheel, id, size));
+        }
+    }
+
+    // 4. Installed distributions ↔ the artifacts they came from.
+    let installed = venv.installed()?;
+    let src_url = format!("file://{}", src.display());
+    let mut project = None;
+    let fetched = proxy.fetched();
+    let mut by_dist: BTreeMap<(String, String), Vec<&Fetched>> = BTreeMap::new();
+    for f in &fetched {
+        if let Some((n, v, _)) = parse_filename(&f.info.filename) {
+            by_dist.entry((n, v)).or_default().push(f);
+        }
+    }
+    let mut runtime: BTreeSet<(String, String)> = BTreeSet::new();
+    let mut bundled = Vec::new();
+    for d in &installed {
+        let n = normalize(&d.name);
+        let key = by_dist
+            .keys()
+            .find(|(kn, kv)| *kn == n && same_version(kv, &d.version))
+            .cloned();
+        if let Some(k) = key {
+            runtime.insert(k);
+            continue;
+        }
+        let from_src = d
+            .direct_url
+            .as_deref()
+            .is_some_and(|u| u.starts_with(&src_url))
+            || d.path.starts_with(&src.display().to_string());
+        if from_src {
+            project = Some(Bundled {
+                name: d.name.clone(),
+                version: d.version.clone(),
+            });
+        } else if ["pip", "setuptools", "wheel", "distribute"].contains(&n.as_str())
+            && d.direct_url.is_none()
+        {
+            bundled.push(Bundled {
+                name: d.name.clone(),
+                version: d.version.clone(),
+            });
+        } else {
+            return Err(EnvError::NotLockable {
+                name: d.name.clone(),
+                version: d.version.clone(),
+                detail: d
+                    .direct_url
+                    .clone()
+                    .unwrap_or_else(|| "no file of it passed through the index".into()),
+            });
+        }
+    }
+
+    // 5. The packages of the lock.
+    let mut packages = Vec::new();
+    let mut built_wheels = Vec::new();
+    let mut notes = Vec::new();
+    for ((n, v), files) in &by_dist {
+        let role = if runtime.contains(&(n.clone(), v.clone())) {
+            Role::Runtime
+        } else {
+            Role::Build
+        };
+        let mut wheels = Vec::new();
+        let mut sdist = None;
+        let mut built_wheel = None;
+        let mut yanked = None;
+        let mut requires_python = None;
+        for f in files {
+            if let Some(reason) = &f.info.yanked {
+                yanked = Some(if reason.is_empty() {
+                    "no reason given".to_string()
+                } else {
+                    reason.clone()
+                });
+                if !opts.allow_yanked {
+                    return Err(EnvError::Yanked {
+                        name: n.clone(),
+                        version: v.clone(),
+                        filename: f.info.filename.clone(),
+                        reason: yanked.clone().unwrap_or_default(),
+                    });
+                }
+            }
+            requires_python = requires_python.or(f.info.requires_python.clone());
+            if f.info.filename.ends_with(".whl") {
+                wheels.push(artifact_of(f));
+            } else {
+                sdist = Some(artifact_of(f));
+                if let Some((path, id, size)) = built.get(&f.info.filename)
+                    && !path.as_os_str().is_empty()
+                {
+                    let name = path
+                        .file_name()
+                        .map(|x| x.to_string_lossy().into_owned())
+                        .unwrap_or_default();
+                    built_wheels.push(name.clone());
+                    built_wheel = Some(Artifact {
+                        name,
+                        upload_time: None,
+                        url: None,
+                        size: *size,
+                        hashes: Hashes { sha256: id.hex() },
+                    });
+                }
+            }
+        }
+        // Several wheels of one release (pip tried one, then another): keep them all, the
+        // first one sorted is what gets installed.
+        wheels.sort_by(|a, b| a.name.cmp(&b.name));
+        if role == Role::Runtime && wheels.is_empty() && built_wheel.is_none() {
+            return Err(EnvError::NotLockable {
+                name: n.clone(),
+                version: v.clone(),
+                detail: "no wheel of it could be built".into(),
+            });
+        }
+        let name = installed
+            .iter()
+            .find(|d| normalize(&d.name) == *n)
+            .map(|d| d.name.clone())
+            .unwrap_or_else(|| n.clone());
+        packages.push(Package {
+            name,
+            version: v.clone(),
+            index: Some(opts.index_url.clone()),
+            requires_python,
+            sdist,
+            wheels,
+            tool: PackageTool {
+                swe_ark: PackageMeta {
+                    role: Some(role),
+                    built_wheel,
+                    yanked,
+                },
+            },
+        });
+    }
+    for p in proxy.untimed() {
+        notes.push(format!(
+            "the index gave no upload times for {p}: files of any date were offered"
+        ));
+    }
+    for cmd in &skipped_pre_install {
+        notes.push(format!(
+            "pre_install not run (system packages are outside the lock): {cmd}"
+        ));
+    }
+    drop(proxy);
+
+    // 6. The interpreter, packed if asked.
+    let packed_python = if opts.pack_python {
+        say(&format!(
+            "packing Python {} ({})",
+            interp.version,
+            interp.prefix.display()
+        ));
+        Some(packed::pack_python(&ark.objects(), work.path(), &interp)?)
+    } else {
+        None
+    };
+    let lock = PyLock {
+        lock_version: pylock::LOCK_VERSION.into(),
+        environments: vec![],
+        requires_python: format!("=={}", interp.version),
+        extras: vec![],
+        dependency_groups: vec![],
+        default_groups: vec![],
+        created_by: "swe-ark".into(),
+        packages,
+        tool: Tool {
+            swe_ark: LockMeta {
+                repo: ctx.repo.clone(),
+                version: ctx.version.clone(),
+                commit: commit.clone(),
+                exclude_newer: rfc3339(exclude_newer),
+                index: opts.index_url.clone(),
+                resolver,
+                python: PythonMeta {
+                    version: interp.version.clone(),
+                    implementation: interp.implementation.clone(),
+                    platform: interp.platform.clone(),
+                    sha256: interp.sha256.hex(),
+                    packed_from: packed_python
+                        .as_ref()
+                        .map(|_| interp.prefix.display().to_string()),
+                    packed: packed_python,
+                },
+                context: ContextMeta {
+                    python: ctx.python.clone(),
+                    requirements_file: requirements_file.clone(),
+                    packages: ctx.packages.clone(),
+                    pip_packages: ctx.pip_packages.clone(),
+                    pre_install: ran_pre_install,
+                    skipped_pre_install,
+                    install: ctx.install.clone(),
+                },
+                bundled,
+                project: project.clone(),
+            },
+        },
+    };
+    let bytes = lock.to_bytes().map_err(|detail| EnvError::BadLock {
+        id: "(new)".into(),
+        detail,
+    })?;
+    let lock_id = ark.objects().put_bytes(&bytes)?;
+    let lock = PyLock::parse(&bytes).map_err(|detail| EnvError::BadLock {
+        id: lock_id.hex(),
+        detail,
+    })?;
+
+    // 7. The proof: built from the objects with no index, then the install run offline.
+    say("building the environment from the lock, offline");
+    let built_env = build::build(
+        &ark.objects(),
+        ark.root(),
+        &lock_id,
+        &lock,
+        &BuildOptions {
+            installer: opts.installer,
+            python: opts.python.clone(),
+            packed_python: false,
+            force: true,
+        },
+    )?;
+    if !ctx.install.is_empty() {
+        say("running the install again, offline, in a copy");
+        let copy = build::instance_copy(&built_env, &work.path().join("proof-venv"))?;
+        let src2 = work.path().join("proof-src");
+        checkout(&mirror.path, &commit, &src2)?;
+        let mut env2 = ctx.env.clone();
+        env2.extend(build::offline_install_env(&built_env));
+        for cmd in &lock.tool.swe_ark.context.pre_install {
+            venv::run(
+                &mut copy.shell(cmd, &src2, &env2),
+                &format!("pre_install `{cmd}` offline"),
+            )?;
+        }
+        venv::run(
+            &mut copy.shell(&ctx.install, &src2, &env2),
+            &format!(
+                "the install `{}` with no index (the lock lacks something it needs)",
+                ctx.install
+            ),
+        )?;
+    }
+
+    // 8. The index: the lock and every object, in one transaction.
+    let mut objects: Vec<(Sha256Digest, u64, &'static str)> =
+        vec![(lock_id, bytes.len() as u64, "lock")];
+    for p in &lock.packages {
+        for a in p.artifacts() {
+            let kind = if Some(a) == p.tool.swe_ark.built_wheel.as_ref() {
+                "built-wheel"
+            } else if a.name.ends_with(".whl") {
+                "wheel"
+            } else {
+                "sdist"
+            };
+            let id = a.sha256().map_err(|detail| EnvError::BadLock {
+                id: lock_id.hex(),
+                detail,
+            })?;
+            objects.push((id, a.size, kind));
+        }
+    }
+    if let Some(a) = &lock.tool.swe_ark.python.packed {
+        let id = a.sha256().map_err(|detail| EnvError::BadLock {
+            id: lock_id.hex(),
+            detail,
+        })?;
+        objects.push((id, a.size, "interpreter"));
+    }
+    let artifacts = objects.len() - 1;
+    let total: u64 = objects.iter().skip(1).map(|o| o.1).sum();
+    let runtime_n = lock
+        .packages
+        .iter()
+        .filter(|p| p.role() == Role::Runtime)
+        .count();
+    ark.index_mut().record_lock(
+        &crate::store::LockRow {
+            id: lock_id,
+            repo: ctx.repo.clone(),
+            version: ctx.version.clone(),
+            commit_id: commit.clone(),
+            python: interp.version.clone(),
+            packages: lock.packages.len() as u64,
+            artifacts: artifacts as u64,
+            bytes: total,
+            created_at: 0,
+        },
+        &objects,
+    )?;
+    Ok(LockReport {
+        id: lock_id.hex(),
+        repo: ctx.repo.clone(),
+        version: ctx.version.clone(),
+        commit,
+        exclude_newer: rfc3339(exclude_newer),
+        python: interp.version.clone(),
+        packages: lock.packages.len(),
+        runtime: runtime_n,
+        build: lock.packages.len() - runtime_n,
+        artifacts,
+        bytes: total,
+        downloaded: fetched.len(),
+        built_wheels,
+        notes,
+        env: built_env,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requirements_are_read_as_swebench_reads_them() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("reqs")).unwrap();
+        std::fs::write(
+            d.path().join("reqs/dev.txt"),
+            "# dev\n-r base.txt\n-e .\npytest>=6\n.[test]\n",
+        )
+        .unwrap();
+        std::fs::write(d.path().join("reqs/base.txt"), "attrs\n# c\nsix\n").unwrap();
+        let got = swebench_requirements(d.path(), "reqs/dev.txt").unwrap();
+        assert_eq!(got, "pytest>=6\n\nattrs\nsix\n");
+        assert!(is_system_command(
+            "apt-get update && apt-get install -y gcc"
+        ));
+        assert!(!is_system_command("sed -i 's/a/b/' setup.py"));
+    }
+}

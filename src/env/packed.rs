@@ -1,0 +1,221 @@
+//! Interpreters carried by a lock (`env lock --pack-python`): the interpreter's prefix as one
+//! deterministic tar.zst object, unpacked by `env build` on a machine that lacks the version.
+//!
+//! Left out of the prefix: `site-packages` (third-party packages of the machine, which a
+//! virtual environment does not see), CPython's own test suite and `__pycache__` directories.
+//! A shared-library build (pyenv's, here) finds `libpython` through an absolute RUNPATH; the
+//! packed executable's RUNPATH is rewritten to `$ORIGIN/../lib` so the copy runs from anywhere.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use super::pylock::{Artifact, Hashes};
+use super::python::Interpreter;
+use super::{ArtifactError, EnvError, io_err};
+use crate::digest::Sha256Digest;
+use crate::store::{ObjectError, ObjectStore};
+
+/// Paths under the prefix that are not packed.
+fn skipped(rel: &Path) -> bool {
+    let parts: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if parts.iter().any(|p| p == "__pycache__") {
+        return true;
+    }
+    // lib/pythonX.Y/site-packages/* and lib/pythonX.Y/test
+    parts.len() >= 4
+        && parts[0] == "lib"
+        && parts[1].starts_with("python")
+        && parts[2] == "site-packages"
+        || parts.len() >= 3
+            && parts[0] == "lib"
+            && parts[1].starts_with("python")
+            && parts[2] == "test"
+}
+
+/// `bytes` with every NUL-terminated occurrence of `old` replaced by `new` padded with NULs
+/// (ELF string tables keep their size): how an absolute RUNPATH becomes a relative one.
+fn rewrite_runpath(bytes: &mut [u8], old: &str, new: &str) -> bool {
+    let needle: Vec<u8> = [old.as_bytes(), b"\0"].concat();
+    if new.len() > old.len() {
+        return false;
+    }
+    let mut changed = false;
+    let mut i = 0;
+    while i + needle.len() <= bytes.len() {
+        if bytes[i..i + needle.len()] == needle[..] {
+            let slot = &mut bytes[i..i + old.len()];
+            slot.fill(0);
+            slot[..new.len()].copy_from_slice(new.as_bytes());
+            changed = true;
+            i += needle.len();
+        } else {
+            i += 1;
+        }
+    }
+    changed
+}
+
+/// Packs the prefix of `interp` into an object; returns it as an artifact.
+pub fn pack_python(
+    objects: &ObjectStore,
+    scratch: &Path,
+    interp: &Interpreter,
+) -> Result<Artifact, EnvError> {
+    let prefix = &interp.prefix;
+    let runpath = prefix.join("lib").to_string_lossy().into_owned();
+    let tmp_path = scratch.join("python.tar.zst");
+    let file = std::fs::File::create(&tmp_path).map_err(io_err(&tmp_path))?;
+    let mut enc = zstd::Encoder::new(file, 6).map_err(io_err(&tmp_path))?;
+    let _ = enc.multithread(2);
+    {
+        let mut tar = tar::Builder::new(&mut enc);
+        tar.follow_symlinks(false);
+        let mut stack = vec![PathBuf::new()];
+        while let Some(rel) = stack.pop() {
+            let dir = prefix.join(&rel);
+            let mut names: Vec<_> = std::fs::read_dir(&dir)
+                .map_err(io_err(&dir))?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(io_err(&dir))?;
+            names.sort_by_key(|e| e.file_name());
+            // Directories are pushed in reverse so they are visited in sorted order.
+            let mut subdirs = Vec::new();
+            for e in names {
+                let r = rel.join(e.file_name());
+                if skipped(&r) {
+                    continue;
+                }
+                let path = prefix.join(&r);
+                let meta = std::fs::symlink_metadata(&path).map_err(io_err(&path))?;
+                let mut h = tar::Header::new_gnu();
+                h.set_mtime(0);
+                h.set_uid(0);
+                h.set_gid(0);
+                if meta.file_type().is_symlink() {
+                    let target = std::fs::read_link(&path).map_err(io_err(&path))?;
+                    h.set_entry_type(tar::EntryType::Symlink);
+                    h.set_mode(0o777);
+                    h.set_size(0);
+                    tar.append_link(&mut h, &r, &target)
+                        .map_err(io_err(&path))?;
+                } else if meta.is_dir() {
+                    h.set_entry_type(tar::EntryType::Directory);
+                    h.set_mode(0o755);
+                    h.set_size(0);
+                    tar.append_data(&mut h, &r, std::io::empty())
+                        .map_err(io_err(&path))?;
+                    subdirs.push(r);
+                } else if meta.is_file() {
+                    let mut bytes = std::fs::read(&path).map_err(io_err(&path))?;
+                    if bytes.starts_with(b"\x7fELF") {
+                        rewrite_runpath(&mut bytes, &runpath, "$ORIGIN/../lib");
+                    }
+                    use std::os::unix::fs::PermissionsExt;
+                    let exec = meta.permissions().mode() & 0o111 != 0;
+                    h.set_entry_type(tar::EntryType::Regular);
+                    h.set_mode(if exec { 0o755 } else { 0o644 });
+                    h.set_size(bytes.len() as u64);
+                    tar.append_data(&mut h, &r, &bytes[..])
+                        .map_err(io_err(&path))?;
+                }
+            }
+            stack.extend(subdirs.into_iter().rev());
+        }
+        tar.finish().map_err(io_err(&tmp_path))?;
+    }
+    let file = enc.finish().map_err(io_err(&tmp_path))?;
+    file.sync_all().map_err(io_err(&tmp_path))?;
+    let mut f = std::fs::File::open(&tmp_path).map_err(io_err(&tmp_path))?;
+    let (id, size) = objects.put(&mut f)?;
+    let _ = std::fs::remove_file(&tmp_path);
+    Ok(Artifact {
+        name: format!(
+            "{}-{}-{}.tar.zst",
+            interp.implementation, interp.version, interp.platform
+        ),
+        upload_time: None,
+        url: None,
+        size,
+        hashes: Hashes { sha256: id.hex() },
+    })
+}
+
+/// The packed interpreter of `art`, unpacked once under `<ark>/pythons/<sha256>/`; returns its
+/// `bin/pythonX.Y`.
+pub fn unpack_python(
+    objects: &ObjectStore,
+    ark_root: &Path,
+    art: &Artifact,
+    major_minor: &str,
+) -> Result<PathBuf, EnvError> {
+    let id: Sha256Digest = art.sha256().map_err(|detail| EnvError::BadLock {
+        id: String::new(),
+        detail,
+    })?;
+    let root = ark_root.join("pythons");
+    let dest = root.join(id.hex());
+    let exe = dest.join("bin").join(format!("python{major_minor}"));
+    if dest.join(".complete").is_file() {
+        return Ok(exe);
+    }
+    std::fs::create_dir_all(&root).map_err(io_err(&root))?;
+    let staging = tempfile::Builder::new()
+        .prefix(crate::fsutil::TEMP_PREFIX)
+        .tempdir_in(&root)
+        .map_err(io_err(&root))?;
+    let reader = match objects.open(&id) {
+        Ok(r) => r,
+        Err(ObjectError::Missing(_)) => {
+            return Err(ArtifactError::Missing {
+                lock: String::new(),
+                name: "the packed interpreter".into(),
+                version: art.name.clone(),
+                filename: art.name.clone(),
+                sha256: id.hex(),
+            }
+            .into());
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let dec = zstd::Decoder::new(reader).map_err(io_err(&dest))?;
+    let mut archive = tar::Archive::new(dec);
+    archive.set_preserve_permissions(true);
+    archive.unpack(staging.path()).map_err(io_err(&dest))?;
+    // The whole object must have been read (and so hash-checked) to the end.
+    let mut rest = archive.into_inner();
+    let mut sink = Vec::new();
+    rest.read_to_end(&mut sink).map_err(io_err(&dest))?;
+    let mut marker =
+        std::fs::File::create(staging.path().join(".complete")).map_err(io_err(&dest))?;
+    marker
+        .write_all(id.hex().as_bytes())
+        .map_err(io_err(&dest))?;
+    let staged = staging.keep();
+    if let Err(e) = std::fs::rename(&staged, &dest) {
+        let _ = std::fs::remove_dir_all(&staged);
+        if !dest.join(".complete").is_file() {
+            return Err(io_err(&dest)(e));
+        }
+    }
+    Ok(exe)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runpaths_are_rewritten_in_place() {
+        let mut b = b"xx/opt/py/lib\0yy".to_vec();
+        assert!(rewrite_runpath(&mut b, "/opt/py/lib", "$O/lib"));
+        assert_eq!(&b, b"xx$O/lib\0\0\0\0\0\0yy");
+        assert!(skipped(Path::new("lib/python3.11/site-packages/foo")));
+        assert!(skipped(Path::new("lib/python3.11/test")));
+        assert!(skipped(Path::new("lib/python3.11/json/__pycache__")));
+        assert!(!skipped(Path::new("lib/python3.11/site-packages")));
+        assert!(!skipped(Path::new("lib/python3.11/json/decoder.py")));
+    }
+}

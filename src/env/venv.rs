@@ -1,0 +1,275 @@
+//! Running an environment's Python and its installers: a clean process environment (no user
+//! configuration, no PYTHON* or PIP* from the caller), captured output, and the list of
+//! installed distributions read from site-packages.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use super::{EnvError, io_err};
+
+/// The variables a step may see from the caller's environment; everything else is dropped so
+/// that a user's pip.conf, PYTHONPATH or proxy settings cannot change what gets locked.
+const PASSED_THROUGH: &[&str] = &["HOME", "TMPDIR", "TERM", "USER", "LOGNAME", "SHELL"];
+
+/// A virtual environment at `dir`.
+#[derive(Debug, Clone)]
+pub struct Venv {
+    pub dir: PathBuf,
+}
+
+/// One distribution found in site-packages.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+pub struct InstalledDist {
+    pub name: String,
+    pub version: String,
+    /// The `.dist-info` / `.egg-info` path.
+    pub path: String,
+    /// PEP 610 `direct_url.json`'s `url`, when the dist was installed from a URL or a path.
+    #[serde(default)]
+    pub direct_url: Option<String>,
+}
+
+/// Python 3.3+: every distribution in the environment's purelib and platlib.
+const LIST_DISTS: &str = r#"
+import email.parser, json, os, sys, sysconfig
+dirs = []
+for k in ("purelib", "platlib"):
+    d = sysconfig.get_paths()[k]
+    if d not in dirs:
+        dirs.append(d)
+out = []
+for d in dirs:
+    if not os.path.isdir(d):
+        continue
+    for e in sorted(os.listdir(d)):
+        p = os.path.join(d, e)
+        if e.endswith(".dist-info"):
+            meta = os.path.join(p, "METADATA")
+        elif e.endswith(".egg-info"):
+            meta = os.path.join(p, "PKG-INFO") if os.path.isdir(p) else p
+        else:
+            continue
+        if not os.path.isfile(meta):
+            continue
+        with open(meta, "rb") as f:
+            m = email.parser.BytesParser().parse(f, headersonly=True)
+        url = None
+        du = os.path.join(p, "direct_url.json")
+        if os.path.isfile(du):
+            with open(du) as f:
+                try:
+                    url = json.load(f).get("url")
+                except ValueError:
+                    url = None
+        out.append({"name": m["Name"], "version": m["Version"], "path": p, "direct_url": url})
+sys.stdout.write(json.dumps(out))
+"#;
+
+impl Venv {
+    /// `python -m venv DIR`, with the interpreter's own pip (ensurepip, offline) unless
+    /// `with_pip` is false.
+    pub fn create(base_python: &Path, dir: &Path, with_pip: bool) -> Result<Venv, EnvError> {
+        let mut cmd = Command::new(base_python);
+        cmd.args(["-E", "-s", "-m", "venv"]);
+        if !with_pip {
+            cmd.arg("--without-pip");
+        }
+        cmd.arg(dir);
+        clean_env(&mut cmd, None, &BTreeMap::new());
+        run(
+            &mut cmd,
+            &format!("creating a virtual environment in {}", dir.display()),
+        )?;
+        Ok(Venv {
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    pub fn bin(&self) -> PathBuf {
+        self.dir.join("bin")
+    }
+
+    pub fn python(&self) -> PathBuf {
+        self.bin().join("python")
+    }
+
+    /// A command running this environment's Python with a clean process environment.
+    pub fn command(&self, extra: &BTreeMap<String, String>) -> Command {
+        let mut cmd = Command::new(self.python());
+        clean_env(&mut cmd, Some(self), extra);
+        cmd
+    }
+
+    /// A shell command (`bash -c`) run in `cwd` with this environment first on PATH.
+    pub fn shell(&self, script: &str, cwd: &Path, extra: &BTreeMap<String, String>) -> Command {
+        let mut cmd = Command::new("bash");
+        cmd.args(["-c", script]).current_dir(cwd);
+        clean_env(&mut cmd, Some(self), extra);
+        cmd
+    }
+
+    pub fn installed(&self) -> Result<Vec<InstalledDist>, EnvError> {
+        let mut cmd = self.command(&BTreeMap::new());
+        cmd.args(["-E", "-s", "-c", LIST_DISTS]);
+        let out = run(&mut cmd, "listing the installed distributions")?;
+        let mut dists: Vec<InstalledDist> =
+            serde_json::from_slice(&out.stdout).map_err(|e| EnvError::Command {
+                step: "listing the installed distributions".into(),
+                status: "unreadable output".into(),
+                output: e.to_string(),
+            })?;
+        dists.sort_by_key(|d| d.name.to_lowercase());
+        Ok(dists)
+    }
+
+    /// pip's version in this environment (`pip 24.0`), or None when it has no pip.
+    pub fn pip_version(&self) -> Option<String> {
+        let out = self
+            .command(&BTreeMap::new())
+            .args(["-m", "pip", "--version"])
+            .output()
+            .ok()?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let mut words = text.split_whitespace();
+        match (words.next(), words.next()) {
+            (Some("pip"), Some(v)) if out.status.success() => Some(format!("pip {v}")),
+            _ => None,
+        }
+    }
+}
+
+/// Replaces the caller's environment with a minimal one: PATH with the venv first, a UTF-8
+/// locale, no bytecode-less surprises, then `extra` (the context's variables, installer
+/// settings) on top.
+pub fn clean_env(cmd: &mut Command, venv: Option<&Venv>, extra: &BTreeMap<String, String>) {
+    cmd.env_clear();
+    for k in PASSED_THROUGH {
+        if let Some(v) = std::env::var_os(k) {
+            cmd.env(k, v);
+        }
+    }
+    let system_path = std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".to_string());
+    let path = match venv {
+        Some(v) => {
+            cmd.env("VIRTUAL_ENV", &v.dir);
+            format!("{}:{system_path}", v.bin().display())
+        }
+        None => system_path,
+    };
+    cmd.env("PATH", path)
+        .env("LANG", "C.UTF-8")
+        .env("LC_ALL", "C.UTF-8")
+        .env("PYTHONNOUSERSITE", "1")
+        .env("PIP_CONFIG_FILE", "/dev/null")
+        .env("PIP_DISABLE_PIP_VERSION_CHECK", "1")
+        .env("PIP_NO_INPUT", "1")
+        .env("PIP_NO_WARN_SCRIPT_LOCATION", "1")
+        .env("NO_PROXY", "127.0.0.1,localhost")
+        .env("no_proxy", "127.0.0.1,localhost");
+    for (k, v) in extra {
+        cmd.env(k, v);
+    }
+}
+
+/// Runs `cmd`, capturing its output; a failure becomes [`EnvError::Command`] with the end of
+/// what it printed.
+pub fn run(cmd: &mut Command, step: &str) -> Result<Output, EnvError> {
+    tracing::debug!("{step}: {cmd:?}");
+    let out = cmd.output().map_err(|e| EnvError::Command {
+        step: step.to_string(),
+        status: "could not start".into(),
+        output: format!("{:?}: {e}", cmd.get_program()),
+    })?;
+    if out.status.success() {
+        return Ok(out);
+    }
+    Err(EnvError::Command {
+        step: step.to_string(),
+        status: match out.status.code() {
+            Some(c) => format!("exit code {c}"),
+            None => "killed by a signal".into(),
+        },
+        output: tail(&out, 40),
+    })
+}
+
+/// The last `lines` lines of stdout then stderr.
+pub fn tail(out: &Output, lines: usize) -> String {
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let all: Vec<&str> = text.lines().collect();
+    let start = all.len().saturating_sub(lines);
+    all[start..]
+        .iter()
+        .map(|l| format!("  | {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Copies `src` to `dest` (a new directory), rewriting `old` to `new` in the text files of
+/// `bin/` and in `pyvenv.cfg`: what makes a copied virtual environment run from its new place
+/// (console scripts carry their interpreter's absolute path in their shebang).
+pub fn copy_venv(src: &Path, dest: &Path) -> Result<(), EnvError> {
+    let old = src.to_string_lossy().into_owned();
+    let new = dest.to_string_lossy().into_owned();
+    copy_tree(
+        src,
+        dest,
+        &|rel: &Path| {
+            rel.starts_with("bin") && rel.components().count() == 2
+                || rel == Path::new("pyvenv.cfg")
+        },
+        &old,
+        &new,
+    )
+}
+
+fn copy_tree(
+    src: &Path,
+    dest: &Path,
+    rewrite: &dyn Fn(&Path) -> bool,
+    old: &str,
+    new: &str,
+) -> Result<(), EnvError> {
+    let mut stack = vec![PathBuf::new()];
+    std::fs::create_dir_all(dest).map_err(io_err(dest))?;
+    while let Some(rel) = stack.pop() {
+        let dir = src.join(&rel);
+        let mut entries: Vec<_> = std::fs::read_dir(&dir)
+            .map_err(io_err(&dir))?
+            .collect::<Result<_, _>>()
+            .map_err(io_err(&dir))?;
+        entries.sort_by_key(|e| e.file_name());
+        for e in entries {
+            let r = rel.join(e.file_name());
+            let (from, to) = (src.join(&r), dest.join(&r));
+            let ft = e.file_type().map_err(io_err(&from))?;
+            if ft.is_symlink() {
+                let target = std::fs::read_link(&from).map_err(io_err(&from))?;
+                std::os::unix::fs::symlink(&target, &to).map_err(io_err(&to))?;
+            } else if ft.is_dir() {
+                std::fs::create_dir(&to).map_err(io_err(&to))?;
+                stack.push(r);
+            } else if rewrite(&r) {
+                let bytes = std::fs::read(&from).map_err(io_err(&from))?;
+                let perms = std::fs::metadata(&from)
+                    .map_err(io_err(&from))?
+                    .permissions();
+                let bytes = match std::str::from_utf8(&bytes) {
+                    Ok(text) if text.contains(old) => text.replace(old, new).into_bytes(),
+                    _ => bytes,
+                };
+                std::fs::write(&to, bytes).map_err(io_err(&to))?;
+                std::fs::set_permissions(&to, perms).map_err(io_err(&to))?;
+            } else {
+                // copy_file_range: a reflink where the file system has them.
+                std::fs::copy(&from, &to).map_err(io_err(&to))?;
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,643 @@
+//! `env lock`, `env build`, `env ls`, `env show` for real: tiny distributions made by
+//! tests/fixtures/mkdists.py, served by a real package index on 127.0.0.1, a real mirror of a
+//! git repository made here, real virtual environments and real pip (and uv when
+//! `SWE_ARK_UV` names one). Nothing leaves the machine.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::pyindex::PyIndex;
+use common::{TestContext, git, git_commit_all, stderr, stdout};
+
+/// Everything made before 2021-06-01 (the commit's date); alpha 2.0 came later.
+const SPEC: &str = r#"[
+ {"name": "tinybuild", "version": "1.0", "kind": "wheel", "backend": true},
+ {"name": "alpha", "version": "1.0", "kind": "wheel", "requires": ["delta"], "requires_python": ">=3.6"},
+ {"name": "alpha", "version": "2.0", "kind": "wheel", "requires": ["delta"], "requires_python": ">=3.6"},
+ {"name": "beta",  "version": "1.2", "kind": "sdist", "requires": []},
+ {"name": "delta", "version": "1.0", "kind": "wheel"},
+ {"name": "gamma", "version": "1.0", "kind": "wheel"},
+ {"name": "epsilon", "version": "1.0", "kind": "wheel"},
+ {"name": "zeta", "version": "1.0", "kind": "wheel"}
+]"#;
+
+const COMMIT_DATE: &str = "2021-06-01T00:00:00Z";
+
+/// The interpreter the fixture contexts use: one with a pip that does PEP 517 and 660.
+fn python() -> Option<(String, PathBuf)> {
+    for v in ["3.11", "3.12", "3.10", "3.9", "3.13"] {
+        if let Ok(i) = swe_ark::env::python::find(v, None) {
+            return Some((v.to_string(), i.path));
+        }
+    }
+    None
+}
+
+struct Fixture {
+    t: TestContext,
+    index: PyIndex,
+    commit: String,
+    python: String,
+    python_path: PathBuf,
+}
+
+fn manifest(python: &str, extra_versions: &str) -> String {
+    format!(
+        r#"repo = "acme/widget"
+source = "tests/env.rs"
+log_parser = "pytest"
+
+[defaults]
+python = "{python}"
+packages = ["alpha"]
+requirements = ["requirements.txt"]
+pip_packages = ["gamma==1.0"]
+install = "python -m pip install -e ."
+test_cmd = "pytest -rA"
+notes = "a fixture"
+
+[versions."0.1"]
+
+[versions."0.2"]
+python = "3.99"
+
+[versions."0.3"]
+pip_packages = ["nosuchpkg"]
+
+[versions."0.4"]
+pip_packages = ["epsilon==1.0"]
+
+[versions."0.6"]
+pip_packages = ["zeta"]
+
+[versions."0.5"]
+requirements = []
+pip_packages = []
+install = ""
+{extra_versions}
+"#
+    )
+}
+
+impl Fixture {
+    /// None (after saying why) when no suitable Python is on the machine.
+    fn new(extra_versions: &str) -> Option<Fixture> {
+        let Some((python, python_path)) = python() else {
+            eprintln!("skipped: no Python 3.9-3.13 on this machine");
+            return None;
+        };
+        let t = TestContext::new();
+        let dists = t.path("dists");
+        std::fs::create_dir_all(&dists).unwrap();
+        let spec = t.path("spec.json");
+        std::fs::write(&spec, SPEC).unwrap();
+        let mkdists = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mkdists.py");
+        let out = Command::new(&python_path)
+            .arg(&mkdists)
+            .arg(&dists)
+            .arg(&spec)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "mkdists: {}", stderr(&out));
+        let index = PyIndex::start(&dists);
+        index.set_upload_time("alpha-2.0-py3-none-any.whl", "2023-01-01T00:00:00Z");
+        index.yank("epsilon-1.0-py3-none-any.whl", "broken build");
+
+        // The repository: a project built with tinybuild, depending on gamma; beta (an sdist)
+        // comes from its requirements file.
+        let repo = t.path("repo");
+        let out = Command::new(&python_path)
+            .arg(&mkdists)
+            .args(["--project"])
+            .arg(&repo)
+            .args(["widget", "0.1", r#"["gamma"]"#])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "mkdists --project: {}", stderr(&out));
+        std::fs::write(repo.join("requirements.txt"), "beta\n# a comment\n-e .\n").unwrap();
+        git(&repo, &["init", "-q", "-b", "main"]);
+        let commit = git_commit_all(&repo, "widget 0.1", COMMIT_DATE);
+
+        let manifests = t.path("manifests");
+        std::fs::create_dir_all(&manifests).unwrap();
+        std::fs::write(
+            manifests.join("acme__widget.toml"),
+            manifest(&python, extra_versions),
+        )
+        .unwrap();
+        let f = Fixture {
+            t,
+            index,
+            commit,
+            python,
+            python_path,
+        };
+        f.ok(&[
+            "mirror",
+            "add",
+            repo.to_str().unwrap(),
+            "--name",
+            "acme/widget",
+        ]);
+        Some(f)
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = self.t.cmd();
+        c.env("SWE_ARK_MANIFESTS", self.t.path("manifests"))
+            .env("SWE_ARK_INDEX_URL", self.index.url())
+            .args(args);
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> std::process::Output {
+        self.cmd(args).output().unwrap()
+    }
+
+    fn expect(&self, args: &[&str], code: i32) -> std::process::Output {
+        let out = self.run(args);
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "swe-ark {args:?}\n--- stdout\n{}\n--- stderr\n{}",
+            stdout(&out),
+            stderr(&out)
+        );
+        out
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        stdout(&self.expect(args, 0))
+    }
+
+    fn lock(&self, version: &str, extra: &[&str]) -> String {
+        let mut args = vec![
+            "env",
+            "lock",
+            "acme/widget",
+            version,
+            "--commit",
+            &self.commit,
+        ];
+        args.extend(extra);
+        common::last_line(self.ok(&args).as_bytes())
+    }
+
+    fn locks_json(&self) -> Vec<serde_json::Value> {
+        serde_json::from_str(&self.ok(&["env", "ls", "--json"])).unwrap()
+    }
+}
+
+/// Runs `python -c code` in the environment `venv`, with nothing from the caller's env.
+fn py(venv: &Path, code: &str) -> String {
+    let out = Command::new(venv.join("bin/python"))
+        .args(["-c", code])
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{code}: {}", stderr(&out));
+    stdout(&out).trim().to_string()
+}
+
+const LIST: &str = "import json,sys,sysconfig,os; \
+    d=sysconfig.get_paths()['purelib']; \
+    print(json.dumps(sorted(e for e in os.listdir(d) if e.endswith('.dist-info'))))";
+
+/// `unshare -n` works here (root, or unprivileged user namespaces).
+fn can_unshare() -> bool {
+    Command::new("unshare")
+        .args(["-n", "true"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+#[test]
+fn locks_as_of_then_and_builds_offline_from_objects_only() {
+    let Some(f) = Fixture::new("") else { return };
+    let id = f.lock("0.1", &[]);
+    assert_eq!(id.len(), 64, "{id}");
+
+    // As of the commit's date: alpha 2.0 (uploaded in 2023) was never offered, never fetched.
+    let requests = f.index.requests().join("\n");
+    assert!(
+        requests.contains("/files/alpha-1.0-py3-none-any.whl"),
+        "{requests}"
+    );
+    assert!(!requests.contains("alpha-2.0"), "{requests}");
+
+    let text = f.ok(&["env", "show", &id[..12]]);
+    let lock: toml::Value = toml::from_str(&text).unwrap();
+    assert_eq!(lock["lock-version"].as_str(), Some("1.0"));
+    let packages = lock["packages"].as_array().unwrap();
+    let pkg = |name: &str| {
+        packages
+            .iter()
+            .find(|p| p["name"].as_str() == Some(name))
+            .unwrap_or_else(|| panic!("{name} not in the lock:\n{text}"))
+    };
+    let role = |name: &str| {
+        pkg(name)["tool"]["swe-ark"]["role"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(pkg("alpha")["version"].as_str(), Some("1.0"));
+    for name in ["alpha", "beta", "delta", "gamma"] {
+        assert_eq!(role(name), "runtime", "{name}");
+    }
+    // The build backend of beta's sdist and of the project's own install: locked for builds.
+    assert_eq!(role("tinybuild"), "build");
+    // beta came as an sdist: both it and the wheel built from it are kept, each by hash.
+    let beta = pkg("beta");
+    let sdist_sha = beta["sdist"]["hashes"]["sha256"].as_str().unwrap();
+    let built = &beta["tool"]["swe-ark"]["built-wheel"];
+    assert!(built["name"].as_str().unwrap().ends_with(".whl"), "{text}");
+    assert_ne!(built["hashes"]["sha256"].as_str().unwrap(), sdist_sha);
+    let meta = &lock["tool"]["swe-ark"];
+    assert_eq!(meta["commit"].as_str(), Some(f.commit.as_str()));
+    assert_eq!(meta["exclude-newer"].as_str(), Some(COMMIT_DATE));
+    assert_eq!(meta["project"]["name"].as_str(), Some("widget"));
+    assert!(
+        meta["python"]["version"]
+            .as_str()
+            .unwrap()
+            .starts_with(&f.python)
+    );
+    // Every artifact is an object under its sha256, and the lock is one too.
+    for p in packages {
+        for a in p
+            .get("wheels")
+            .and_then(|w| w.as_array())
+            .into_iter()
+            .flatten()
+        {
+            let sha = a["hashes"]["sha256"].as_str().unwrap();
+            assert!(
+                f.t.ark()
+                    .join("objects/sha256")
+                    .join(&sha[..2])
+                    .join(&sha[2..])
+                    .is_file()
+            );
+        }
+    }
+    let rows = f.locks_json();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["id"].as_str(), Some(id.as_str()));
+    assert_eq!(rows[0]["repo"].as_str(), Some("acme/widget"));
+    assert_eq!(rows[0]["built"].as_bool(), Some(true));
+    let ls = f.ok(&["env", "ls"]);
+    assert!(ls.contains(&id[..12]) && ls.contains("acme/widget"), "{ls}");
+
+    // Locking again gives the same bytes, hence the same id, and downloads nothing.
+    let before = f
+        .index
+        .requests()
+        .iter()
+        .filter(|r| r.contains("/files/"))
+        .count();
+    assert_eq!(f.lock("0.1", &[]), id);
+    let after = f
+        .index
+        .requests()
+        .iter()
+        .filter(|r| r.contains("/files/"))
+        .count();
+    assert_eq!(before, after, "a re-lock downloaded files again");
+
+    // Built from objects with the network cut: no index, no route anywhere.
+    let build_args = ["env", "build", &id[..16], "--offline", "--force", "--json"];
+    let out = if can_unshare() {
+        let mut c = Command::new("unshare");
+        c.args(["-n", "--"]).arg(env!("CARGO_BIN_EXE_swe-ark"));
+        c.arg("--ark").arg(f.t.ark()).arg("--no-progress");
+        c.args(build_args).env_remove("SWE_ARK_INDEX_URL");
+        c.output().unwrap()
+    } else {
+        eprintln!("note: unshare -n is not available; building without a network namespace");
+        f.run(&build_args)
+    };
+    assert!(out.status.success(), "{}", stderr(&out));
+    let built: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let venv = PathBuf::from(built["venv"].as_str().unwrap());
+    assert_eq!(
+        py(
+            &venv,
+            "import alpha, beta, delta, gamma; print(alpha.VERSION, beta.VERSION)"
+        ),
+        "1.0 1.2"
+    );
+    assert_eq!(built["cached"].as_bool(), Some(false));
+    // The second build is the cache.
+    let again: serde_json::Value =
+        serde_json::from_str(&f.ok(&["env", "build", &id, "--json"])).unwrap();
+    assert_eq!(again["cached"].as_bool(), Some(true));
+
+    // A per-instance copy runs from its own place, and the instance's install works in it
+    // with no index at all (tinybuild comes from the wheelhouse).
+    let copy = f.t.path("instance-env");
+    f.ok(&["env", "build", &id, "--copy-to", copy.to_str().unwrap()]);
+    let pip = Command::new(copy.join("bin/pip"))
+        .arg("--version")
+        .env_clear()
+        .output()
+        .unwrap();
+    assert!(
+        stdout(&pip).contains(copy.to_str().unwrap()),
+        "{}{}",
+        stdout(&pip),
+        stderr(&pip)
+    );
+    let checkout = f.t.path("checkout");
+    git(
+        f.t.path("").as_path(),
+        &[
+            "clone",
+            "-q",
+            f.t.path("repo").to_str().unwrap(),
+            checkout.to_str().unwrap(),
+        ],
+    );
+    let install = Command::new(copy.join("bin/python"))
+        .args(["-m", "pip", "install", "-q", "-e"])
+        .arg(&checkout)
+        .env_clear()
+        .env(
+            "PATH",
+            format!("{}:/usr/bin:/bin", copy.join("bin").display()),
+        )
+        .env("PIP_CONFIG_FILE", "/dev/null")
+        .env("PIP_NO_INDEX", "1")
+        .env("PIP_FIND_LINKS", built["wheelhouse"].as_str().unwrap())
+        .output()
+        .unwrap();
+    assert!(install.status.success(), "{}", stderr(&install));
+    assert_eq!(py(&copy, "import widget; print(widget.VERSION)"), "0.1");
+    // The cached environment is untouched by the instance's install.
+    assert!(!py(&venv, LIST).contains("widget"));
+}
+
+#[test]
+fn pip_and_uv_build_the_same_environment() {
+    let Some(uv) = std::env::var_os("SWE_ARK_UV") else {
+        eprintln!("skipped: SWE_ARK_UV is not set (`make test` installs a pinned uv)");
+        return;
+    };
+    if !Path::new(&uv).is_file() {
+        eprintln!(
+            "skipped: SWE_ARK_UV={} does not exist",
+            Path::new(&uv).display()
+        );
+        return;
+    }
+    let Some(f) = Fixture::new("") else { return };
+    let id = f.lock("0.1", &["--installer", "pip"]);
+    let build = |installer: &str| -> (String, String) {
+        let out = f.ok(&[
+            "env",
+            "build",
+            &id,
+            "--force",
+            "--installer",
+            installer,
+            "--json",
+        ]);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let venv = PathBuf::from(v["venv"].as_str().unwrap());
+        (
+            v["installer"].as_str().unwrap().to_string(),
+            py(&venv, LIST),
+        )
+    };
+    let (pip_name, pip_list) = build("pip");
+    let (uv_name, uv_list) = build("uv");
+    assert!(pip_name.starts_with("pip"), "{pip_name}");
+    assert_eq!(uv_name, "uv");
+    assert_eq!(pip_list, uv_list);
+    assert!(uv_list.contains("alpha-1.0.dist-info"), "{uv_list}");
+}
+
+#[test]
+fn a_tampered_or_missing_object_is_refused_naming_the_package() {
+    let Some(f) = Fixture::new("") else { return };
+    let id = f.lock("0.5", &[]);
+    let text = f.ok(&["env", "show", &id]);
+    let lock: toml::Value = toml::from_str(&text).unwrap();
+    let alpha = lock["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"].as_str() == Some("alpha"))
+        .unwrap();
+    let sha = alpha["wheels"][0]["hashes"]["sha256"].as_str().unwrap();
+    let object =
+        f.t.ark()
+            .join("objects/sha256")
+            .join(&sha[..2])
+            .join(&sha[2..]);
+    let good = std::fs::read(&object).unwrap();
+
+    let mut bad = good.clone();
+    let n = bad.len();
+    bad[n / 2] ^= 0x55;
+    std::fs::write(&object, &bad).unwrap();
+    let out = f.expect(&["env", "build", &id, "--force"], 2);
+    let e = stderr(&out);
+    assert!(e.contains("alpha 1.0") && e.contains("corrupt"), "{e}");
+    assert!(!f.t.ark().join("envs").join(&id).join("env.json").exists());
+
+    std::fs::remove_file(&object).unwrap();
+    let out = f.expect(&["env", "build", &id, "--force"], 2);
+    let e = stderr(&out);
+    assert!(
+        e.contains("alpha 1.0") && e.contains("not in the archive's objects"),
+        "{e}"
+    );
+
+    std::fs::write(&object, &good).unwrap();
+    f.ok(&["env", "build", &id, "--force"]);
+}
+
+#[test]
+fn bad_input_gets_a_clear_error_and_leaves_no_lock() {
+    let Some(f) = Fixture::new("") else { return };
+    let cases: &[(&[&str], &[&str])] = &[
+        (
+            &["env", "lock", "acme/nope", "0.1"],
+            &["no manifest describes repository acme/nope", "acme/widget"],
+        ),
+        (
+            &["env", "lock", "acme/widget", "9.9"],
+            &["has no version 9.9", "0.1, 0.2"],
+        ),
+        (
+            &["env", "lock", "acme/widget", "0.2"],
+            &["no Python 3.99", "pyenv install 3.99"],
+        ),
+        (
+            &["env", "lock", "acme/widget", "0.1"],
+            &[
+                "no environment setup commit for acme/widget 0.1",
+                "--commit",
+            ],
+        ),
+        (
+            &[
+                "env",
+                "lock",
+                "acme/widget",
+                "0.1",
+                "--commit",
+                "0000000000000000000000000000000000000000",
+            ],
+            &["has no commit 0000000000000000000000000000000000000000"],
+        ),
+        (&["env", "build", "ffff"], &["no lock matches `ffff`"]),
+        (
+            &[
+                "env",
+                "lock",
+                "acme/widget",
+                "0.1",
+                "--exclude-newer",
+                "last week",
+            ],
+            &["--exclude-newer `last week` is not a date"],
+        ),
+    ];
+    for (args, needles) in cases {
+        let out = f.expect(args, 2);
+        let e = stderr(&out);
+        for n in *needles {
+            assert!(e.contains(n), "swe-ark {args:?}: {e}");
+        }
+    }
+    // A requirement nothing satisfies.
+    let out = f.expect(
+        &["env", "lock", "acme/widget", "0.3", "--commit", &f.commit],
+        2,
+    );
+    let e = stderr(&out);
+    assert!(e.contains("nosuchpkg") && e.contains("pip_packages"), "{e}");
+    // A yanked release: refused, unless asked for.
+    let out = f.expect(
+        &["env", "lock", "acme/widget", "0.4", "--commit", &f.commit],
+        2,
+    );
+    let e = stderr(&out);
+    assert!(
+        e.contains("epsilon 1.0 was yanked") && e.contains("broken build"),
+        "{e}"
+    );
+    // An artifact the index lists but no longer serves (and the archive does not hold).
+    f.index.vanish("zeta-1.0-py3-none-any.whl");
+    let out = f.expect(
+        &["env", "lock", "acme/widget", "0.6", "--commit", &f.commit],
+        2,
+    );
+    let e = stderr(&out);
+    assert!(
+        e.contains("zeta-1.0-py3-none-any.whl is listed by the index but cannot be downloaded"),
+        "{e}"
+    );
+    // None of it left a lock behind, nor a built environment, nor a work directory.
+    assert!(f.locks_json().is_empty());
+    let envs = f.t.ark().join("envs");
+    assert!(!envs.exists() || std::fs::read_dir(&envs).unwrap().next().is_none());
+    let tmp: Vec<_> = std::fs::read_dir(f.t.ark().join("tmp"))
+        .map(|rd| rd.flatten().collect())
+        .unwrap_or_default();
+    assert!(tmp.is_empty(), "{tmp:?}");
+
+    let out = f.expect(
+        &[
+            "env",
+            "lock",
+            "acme/widget",
+            "0.4",
+            "--commit",
+            &f.commit,
+            "--allow-yanked",
+        ],
+        0,
+    );
+    let id = common::last_line(&out.stdout);
+    let text = f.ok(&["env", "show", &id]);
+    assert!(text.contains("yanked = \"broken build\""), "{text}");
+    let _ = &f.python_path;
+}
+
+#[test]
+fn python_3_7_contexts_build_with_pip_and_uv_says_it_cannot() {
+    let Ok(py37) = swe_ark::env::python::find("3.7", None) else {
+        eprintln!("skipped: no Python 3.7");
+        return;
+    };
+    let extra = r#"
+[versions."0.7"]
+python = "3.7"
+requirements = []
+pip_packages = []
+install = ""
+"#;
+    let Some(f) = Fixture::new(extra) else { return };
+    let id = f.lock("0.7", &[]);
+    let v: serde_json::Value =
+        serde_json::from_str(&f.ok(&["env", "build", &id, "--force", "--json"])).unwrap();
+    assert!(v["installer"].as_str().unwrap().starts_with("pip"), "{v}");
+    let venv = PathBuf::from(v["venv"].as_str().unwrap());
+    assert_eq!(
+        py(
+            &venv,
+            "import sys, alpha; print(sys.version_info[:2], alpha.VERSION)"
+        ),
+        "(3, 7) 1.0"
+    );
+    if std::env::var_os("SWE_ARK_UV").is_some() {
+        let out = f.expect(&["env", "build", &id, "--force", "--installer", "uv"], 2);
+        assert!(
+            stderr(&out).contains("uv does not install into Python 3.7"),
+            "{}",
+            stderr(&out)
+        );
+    }
+    let _ = py37;
+}
+
+#[test]
+fn a_packed_interpreter_runs_from_the_archive() {
+    let Some(f) = Fixture::new("") else { return };
+    let id = f.lock("0.5", &["--pack-python"]);
+    let v: serde_json::Value =
+        serde_json::from_str(&f.ok(&["env", "build", &id, "--force", "--packed-python", "--json"]))
+            .unwrap();
+    let venv = PathBuf::from(v["venv"].as_str().unwrap());
+    let base = py(&venv, "import sys; print(sys.base_prefix)");
+    let pythons = std::fs::canonicalize(f.t.ark().join("pythons")).unwrap();
+    assert!(
+        Path::new(&base).starts_with(&pythons),
+        "{base} is not under {}",
+        pythons.display()
+    );
+    assert_eq!(
+        py(&venv, "import alpha, json, ssl; print(alpha.VERSION)"),
+        "1.0"
+    );
+    // The packed executable does not lean on the original prefix for its libpython.
+    let exe = std::fs::read_dir(Path::new(&base).join("bin"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.file_name().unwrap().to_str().unwrap() == format!("python{}", f.python))
+        .unwrap();
+    let bytes = std::fs::read(&exe).unwrap();
+    let original = swe_ark::env::python::find(&f.python, None).unwrap().prefix;
+    let needle = format!("{}/lib\0", original.display());
+    assert!(
+        !bytes.windows(needle.len()).any(|w| w == needle.as_bytes()),
+        "the packed interpreter still names {needle}"
+    );
+}
