@@ -318,6 +318,12 @@ pub fn build(
     let dir = ark_root.join("envs").join(&id);
     let marker = dir.join(MARKER);
     let venv_dir = dir.join("venv");
+    // One build of a lock at a time: a second process waits, then finds the cache.
+    let envs = ark_root.join("envs");
+    std::fs::create_dir_all(&envs).map_err(io_err(&envs))?;
+    let lock_path = envs.join(format!("{id}.lock"));
+    let guard = std::fs::File::create(&lock_path).map_err(io_err(&lock_path))?;
+    guard.lock().map_err(io_err(&lock_path))?;
     if !opts.force
         && let Ok(bytes) = std::fs::read(&marker)
         && let Ok(mut built) = serde_json::from_slice::<BuiltEnv>(&bytes)

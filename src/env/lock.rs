@@ -647,26 +647,18 @@ pub fn lock(
             force: true,
         },
     )?;
-    if !ctx.install.is_empty() {
-        say("running the install again, offline, in a copy");
-        let copy = build::instance_copy(&built_env, &work.path().join("proof-venv"))?;
-        let src2 = work.path().join("proof-src");
-        checkout(&mirror.path, &commit, &src2)?;
-        let mut env2 = ctx.env.clone();
-        env2.extend(build::offline_install_env(&built_env));
-        for cmd in &lock.tool.swe_ark.context.pre_install {
-            venv::run(
-                &mut copy.shell(cmd, &src2, &env2),
-                &format!("pre_install `{cmd}` offline"),
-            )?;
-        }
-        venv::run(
-            &mut copy.shell(&ctx.install, &src2, &env2),
-            &format!(
-                "the install `{}` with no index (the lock lacks something it needs)",
-                ctx.install
-            ),
-        )?;
+    if let Err(e) = prove_install(
+        ctx,
+        &built_env,
+        &lock,
+        &mirror.path,
+        &commit,
+        work.path(),
+        say,
+    ) {
+        // No lock row, so no built environment either.
+        let _ = std::fs::remove_dir_all(&built_env.dir);
+        return Err(e);
     }
 
     // 8. The index: the lock and every object, in one transaction.
@@ -733,6 +725,42 @@ pub fn lock(
         notes,
         env: built_env,
     })
+}
+
+/// Runs the repository's install in a copy of the built environment with no index at all:
+/// the lock must hold everything it needs (build backends included).
+fn prove_install(
+    ctx: &Context,
+    built_env: &BuiltEnv,
+    lock: &PyLock,
+    mirror: &Path,
+    commit: &str,
+    work: &Path,
+    say: &dyn Fn(&str),
+) -> Result<(), EnvError> {
+    if ctx.install.is_empty() {
+        return Ok(());
+    }
+    say("running the install again, offline, in a copy");
+    let copy = build::instance_copy(built_env, &work.join("proof-venv"))?;
+    let src = work.join("proof-src");
+    checkout(mirror, commit, &src)?;
+    let mut env = ctx.env.clone();
+    env.extend(build::offline_install_env(built_env));
+    for cmd in &lock.tool.swe_ark.context.pre_install {
+        venv::run(
+            &mut copy.shell(cmd, &src, &env),
+            &format!("pre_install `{cmd}` offline"),
+        )?;
+    }
+    venv::run(
+        &mut copy.shell(&ctx.install, &src, &env),
+        &format!(
+            "the install `{}` with no index (the lock lacks something it needs)",
+            ctx.install
+        ),
+    )?;
+    Ok(())
 }
 
 #[cfg(test)]
