@@ -571,40 +571,53 @@ fn bad_input_gets_a_clear_error_and_leaves_no_lock() {
 }
 
 #[test]
-fn python_3_7_contexts_build_with_pip_and_uv_says_it_cannot() {
-    let Ok(py37) = swe_ark::env::python::find("3.7", None) else {
-        eprintln!("skipped: no Python 3.7");
+fn python_3_6_and_3_7_contexts_build_with_pip_and_uv_says_it_cannot() {
+    let old: Vec<&str> = ["3.6", "3.7"]
+        .into_iter()
+        .filter(|v| swe_ark::env::python::find(v, None).is_ok())
+        .collect();
+    if old.is_empty() {
+        eprintln!("skipped: neither Python 3.6 nor 3.7 is on this machine");
+        return;
+    }
+    // Wheels only: 3.6's own pip (18.1) predates PEP 517 builds.
+    let extra: String = old
+        .iter()
+        .map(|v| {
+            format!(
+                "\n[versions.\"py{v}\"]\npython = \"{v}\"\nrequirements = []\npip_packages = []\ninstall = \"\"\n"
+            )
+        })
+        .collect();
+    let Some(f) = Fixture::new(&extra) else {
         return;
     };
-    let extra = r#"
-[versions."0.7"]
-python = "3.7"
-requirements = []
-pip_packages = []
-install = ""
-"#;
-    let Some(f) = Fixture::new(extra) else { return };
-    let id = f.lock("0.7", &[]);
-    let v: serde_json::Value =
-        serde_json::from_str(&f.ok(&["env", "build", &id, "--force", "--json"])).unwrap();
-    assert!(v["installer"].as_str().unwrap().starts_with("pip"), "{v}");
-    let venv = PathBuf::from(v["venv"].as_str().unwrap());
-    assert_eq!(
-        py(
-            &venv,
-            "import sys, alpha; print(sys.version_info[:2], alpha.VERSION)"
-        ),
-        "(3, 7) 1.0"
-    );
-    if std::env::var_os("SWE_ARK_UV").is_some() {
-        let out = f.expect(&["env", "build", &id, "--force", "--installer", "uv"], 2);
+    for v in old {
+        let id = f.lock(&format!("py{v}"), &[]);
+        let built: serde_json::Value =
+            serde_json::from_str(&f.ok(&["env", "build", &id, "--force", "--json"])).unwrap();
         assert!(
-            stderr(&out).contains("uv does not install into Python 3.7"),
-            "{}",
-            stderr(&out)
+            built["installer"].as_str().unwrap().starts_with("pip"),
+            "{built}"
         );
+        let venv = PathBuf::from(built["venv"].as_str().unwrap());
+        let (major, minor) = v.split_once('.').unwrap();
+        assert_eq!(
+            py(
+                &venv,
+                "import sys, alpha; print(sys.version_info[:2], alpha.VERSION)"
+            ),
+            format!("({major}, {minor}) 1.0")
+        );
+        if std::env::var_os("SWE_ARK_UV").is_some() {
+            let out = f.expect(&["env", "build", &id, "--force", "--installer", "uv"], 2);
+            let e = stderr(&out);
+            assert!(
+                e.contains(&format!("uv does not install into Python {v}")),
+                "{e}"
+            );
+        }
     }
-    let _ = py37;
 }
 
 #[test]
