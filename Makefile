@@ -1,19 +1,26 @@
 # swe-ark: `make demo` shows the whole job on data it makes itself; `make test` runs the suite.
 CARGO ?= cargo
 BIN := target/release/swe-ark
+# The pinned uv that `make tools` installs: swe-ark's environment builds use it (test, bench,
+# demo, e2e).
+SWE_ARK_UV := $(CURDIR)/.tools/bin/uv
+export SWE_ARK_UV
 
-.PHONY: all build tools test lint fmt bench demo clean
+.PHONY: all build tools test lint fmt bench e2e demo clean
 
 all: build
 
-# What the suite, the demo and the bench run besides cargo: git, GNU tar, zstd, python3.
+# What the suite, the demo and the bench run besides cargo: git, GNU tar, zstd, python3, and a
+# pinned uv in .tools/bin.
 tools:
 	@bash scripts/ensure-tools.sh
 
 build:
 	$(CARGO) build --release --locked
 
+# The validation tests install pytest from a local index: its wheels are fetched once, here.
 test: tools
+	@bash scripts/fetch-test-wheels.sh
 	$(CARGO) test --locked
 
 lint:
@@ -24,10 +31,18 @@ fmt:
 	$(CARGO) fmt --all
 
 # Pack/unpack against tar | zstd on a generated 200 MB / 20,000-file tree; pack from a
-# mirror against git archive | zstd, and mirror add/update, on a generated 2,500-commit repo.
+# mirror against git archive | zstd, and mirror add/update, on a generated 2,500-commit repo;
+# an offline environment build from a lock against pip install --no-index of the same wheels
+# (its lock step needs PyPI once).
 bench: tools build
 	python3 bench/bench.py --swe-ark $(BIN)
 	python3 bench/bench_mirror.py --swe-ark $(BIN)
+	python3 bench/bench_env.py --swe-ark $(BIN)
+
+# Real PyPI, end to end: lock a SWE-bench Lite dev context (marshmallow), then build it and
+# run a test file with no network (unshare -n).
+e2e: tools build
+	bash scripts/e2e.sh $(BIN)
 
 demo: tools build
 	bash demo/demo.sh $(BIN)

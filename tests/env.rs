@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::pyindex::PyIndex;
-use common::{TestContext, git, git_commit_all, stderr, stdout};
+use common::{TestContext, git, git_commit_all, pyfix, stderr, stdout};
 
 /// Everything made before 2021-06-01 (the commit's date); alpha 2.0 came later.
 const SPEC: &str = r#"[
@@ -24,16 +24,6 @@ const SPEC: &str = r#"[
 ]"#;
 
 const COMMIT_DATE: &str = "2021-06-01T00:00:00Z";
-
-/// The interpreter the fixture contexts use: one with a pip that does PEP 517 and 660.
-fn python() -> Option<(String, PathBuf)> {
-    for v in ["3.11", "3.12", "3.10", "3.9", "3.13"] {
-        if let Ok(i) = swe_ark::env::python::find(v, None) {
-            return Some((v.to_string(), i.path));
-        }
-    }
-    None
-}
 
 struct Fixture {
     t: TestContext,
@@ -84,23 +74,13 @@ install = ""
 impl Fixture {
     /// None (after saying why) when no suitable Python is on the machine.
     fn new(extra_versions: &str) -> Option<Fixture> {
-        let Some((python, python_path)) = python() else {
+        let Some((python, python_path)) = pyfix::python() else {
             eprintln!("skipped: no Python 3.9-3.13 on this machine");
             return None;
         };
         let t = TestContext::new();
         let dists = t.path("dists");
-        std::fs::create_dir_all(&dists).unwrap();
-        let spec = t.path("spec.json");
-        std::fs::write(&spec, SPEC).unwrap();
-        let mkdists = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mkdists.py");
-        let out = Command::new(&python_path)
-            .arg(&mkdists)
-            .arg(&dists)
-            .arg(&spec)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "mkdists: {}", stderr(&out));
+        pyfix::mkdists(&python_path, &dists, SPEC);
         let index = PyIndex::start(&dists);
         index.set_upload_time("alpha-2.0-py3-none-any.whl", "2023-01-01T00:00:00Z");
         index.yank("epsilon-1.0-py3-none-any.whl", "broken build");
@@ -108,14 +88,7 @@ impl Fixture {
         // The repository: a project built with tinybuild, depending on gamma; beta (an sdist)
         // comes from its requirements file.
         let repo = t.path("repo");
-        let out = Command::new(&python_path)
-            .arg(&mkdists)
-            .args(["--project"])
-            .arg(&repo)
-            .args(["widget", "0.1", r#"["gamma"]"#])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "mkdists --project: {}", stderr(&out));
+        pyfix::mkproject(&python_path, &repo, "widget", "0.1", r#"["gamma"]"#);
         std::fs::write(repo.join("requirements.txt"), "beta\n# a comment\n-e .\n").unwrap();
         git(&repo, &["init", "-q", "-b", "main"]);
         let commit = git_commit_all(&repo, "widget 0.1", COMMIT_DATE);

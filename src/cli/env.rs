@@ -57,7 +57,8 @@ pub struct LockArgs {
     /// Keep the interpreter's prefix as an object too, for machines without this Python.
     #[arg(long)]
     pub pack_python: bool,
-    /// Lock a release the index marks as yanked instead of refusing.
+    /// Offer and lock releases the index marks as yanked, instead of refusing them (the index
+    /// says what is yanked today, not what was yanked as of the commit).
     #[arg(long)]
     pub allow_yanked: bool,
     /// The installer of the offline proof build.

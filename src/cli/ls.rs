@@ -11,10 +11,66 @@ pub struct LsArgs {
     /// Print JSON: a list of instances, each with its bundles.
     #[arg(long)]
     pub json: bool,
+    /// The validation verdicts instead: kept / discarded / not reproducible, with the reason,
+    /// FAIL_TO_PASS, PASS_TO_PASS and flaky counts.
+    #[arg(long)]
+    pub validated: bool,
+}
+
+fn validated(ctx: &Context, ark: &Ark, json: bool) -> anyhow::Result<ExitCode> {
+    let rows = ark.index().validations()?;
+    if json {
+        out!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if rows.is_empty() {
+        ctx.note("no instance has been validated yet (run `swe-ark validate`)");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let width = rows
+        .iter()
+        .map(|r| r.instance_id.len())
+        .max()
+        .unwrap_or(8)
+        .max(8);
+    out!(
+        "{:<width$}  {:<16}  {:>5}  {:>5}  {:>5}  {:>7}  reason",
+        "instance",
+        "verdict",
+        "F2P",
+        "P2P",
+        "flaky",
+        "seconds"
+    );
+    for r in &rows {
+        let reason = if r.reason.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "{}: {}",
+                r.reason_kind,
+                r.reason.lines().next().unwrap_or("")
+            )
+        };
+        out!(
+            "{:<width$}  {:<16}  {:>5}  {:>5}  {:>5}  {:>7.0}  {}",
+            r.instance_id,
+            r.verdict,
+            r.fail_to_pass,
+            r.pass_to_pass,
+            r.flaky,
+            r.seconds,
+            reason
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 pub fn run(ctx: &Context, args: LsArgs) -> anyhow::Result<ExitCode> {
     let ark = Ark::open(&ctx.ark)?;
+    if args.validated {
+        return validated(ctx, &ark, args.json);
+    }
     let instances = ark.index().instances()?;
     let mut bundles: BTreeMap<String, Vec<BundleRow>> = BTreeMap::new();
     for b in ark.index().bundles()? {

@@ -19,6 +19,7 @@ mod output;
 mod pack;
 mod show;
 mod unpack;
+mod validate;
 mod verify;
 
 use std::path::PathBuf;
@@ -78,6 +79,8 @@ pub enum Command {
     ExportDataset(dataset::ExportArgs),
     /// Locked, offline-installable environments: lock, build, ls, show.
     Env(env::EnvArgs),
+    /// Prove instances by running their tests before and after the gold patch, offline.
+    Validate(validate::ValidateArgs),
 }
 
 /// What every command gets besides its own arguments.
@@ -166,6 +169,7 @@ pub fn main() -> ExitCode {
         Command::Import(args) => dataset::import(&ctx, args),
         Command::ExportDataset(args) => dataset::export(&ctx, args),
         Command::Env(args) => env::run(&ctx, args),
+        Command::Validate(args) => validate::run(&ctx, args),
     };
     match result {
         Ok(code) => code,

@@ -12,11 +12,19 @@ use super::Context;
 use super::output::human_bytes;
 
 #[derive(Debug, clap::Args)]
-#[command(group(clap::ArgGroup::new("source").required(true).args(["codebase", "repo"])))]
+#[command(group(clap::ArgGroup::new("source").args(["codebase", "repo"])))]
 pub struct PackArgs {
     /// One SWE-bench instance as JSON.
-    #[arg(long, value_name = "FILE")]
-    pub instance: PathBuf,
+    #[arg(long, value_name = "FILE", required_unless_present_any = ["instance_ids", "all_validated"])]
+    pub instance: Option<PathBuf>,
+    /// Pack these validated instances from the index: the codebase from the mirror, the
+    /// context, the lock, the logs and results of their validation.
+    #[arg(long, value_delimiter = ',', value_name = "ID",
+          conflicts_with_all = ["instance", "codebase", "repo", "spec", "lock", "pre_log", "post_log", "results"])]
+    pub instance_ids: Vec<String>,
+    /// Pack every instance that validation kept.
+    #[arg(long, conflicts_with_all = ["instance", "codebase", "repo", "instance_ids"])]
+    pub all_validated: bool,
     /// The codebase at the instance's base commit, from a directory (a `.git` inside is left
     /// out).
     #[arg(long, value_name = "DIR")]
@@ -124,9 +132,17 @@ fn codebase_from_mirror(
 }
 
 pub fn run(ctx: &Context, args: PackArgs) -> anyhow::Result<ExitCode> {
-    let instance_bytes = read(&args.instance, "instance")?;
+    if !args.instance_ids.is_empty() || args.all_validated {
+        return pack_validated(ctx, &args);
+    }
+    let Some(instance_path) = &args.instance else {
+        bail!(
+            "give --instance FILE with --codebase or --repo, or --instance-ids / --all-validated"
+        );
+    };
+    let instance_bytes = read(instance_path, "instance")?;
     let instance = Instance::from_json(&instance_bytes)
-        .with_context(|| format!("instance file `{}`", args.instance.display()))?;
+        .with_context(|| format!("instance file `{}`", instance_path.display()))?;
     let spec = read_toml(&args.spec, "--spec")?;
     let lock = read_toml(&args.lock, "--lock")?;
     let results = match &args.results {
@@ -208,6 +224,105 @@ pub fn run(ctx: &Context, args: PackArgs) -> anyhow::Result<ExitCode> {
             packed.tar_size as f64 / packed.file_size.max(1) as f64
         ));
         out!("{}", packed.id);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Packs validated instances from the index: everything a bundle holds comes from the archive.
+fn pack_validated(ctx: &Context, args: &PackArgs) -> anyhow::Result<ExitCode> {
+    let mut ark = Ark::open(&ctx.ark)?;
+    let manifests =
+        crate::manifest::Manifests::load_dir(&crate::manifest::Manifests::default_dir())?;
+    let validations = ark.index().validations()?;
+    let chosen: Vec<&crate::store::ValidationRow> = if args.all_validated {
+        validations.iter().filter(|v| v.verdict == "kept").collect()
+    } else {
+        let mut out = Vec::new();
+        for id in &args.instance_ids {
+            let Some(v) = validations.iter().find(|v| &v.instance_id == id) else {
+                bail!(
+                    "instance {id} has not been validated (run `swe-ark validate --instance-ids {id}`)"
+                );
+            };
+            if v.verdict != "kept" {
+                bail!(
+                    "instance {id} was not kept by validation ({}: {}); only proven instances are packed",
+                    v.verdict,
+                    v.reason.lines().next().unwrap_or("")
+                );
+            }
+            out.push(v);
+        }
+        out
+    };
+    if chosen.is_empty() {
+        ctx.note("no validated instance to pack (run `swe-ark validate`)");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let options = PackOptions {
+        level: args.level,
+        threads: args.threads,
+    };
+    let mut packed_all = Vec::new();
+    for v in chosen {
+        let instance = ark
+            .index()
+            .instance(&v.instance_id)?
+            .with_context(|| format!("instance {} is not in the index", v.instance_id))?;
+        let context = manifests.context(&instance.repo, &instance.version)?;
+        let spec = toml::to_string(&context)
+            .with_context(|| format!("the context of {} {}", instance.repo, instance.version))?
+            .into_bytes();
+        let objects = ark.objects();
+        let lock = if v.lock_id.is_empty() {
+            None
+        } else {
+            let id: crate::digest::Sha256Digest = v
+                .lock_id
+                .parse()
+                .with_context(|| format!("lock id `{}`", v.lock_id))?;
+            Some(objects.get(&id)?)
+        };
+        let get = |id: &Option<crate::digest::Sha256Digest>| -> anyhow::Result<Option<Vec<u8>>> {
+            Ok(match id {
+                Some(id) => Some(objects.get(id)?),
+                None => None,
+            })
+        };
+        let pre_log = get(&v.log_pre)?;
+        let post_log = get(&v.log_post)?;
+        let results = Some(objects.get(&v.results)?);
+        let repo = instance.repo.clone();
+        let codebase = codebase_from_mirror(ctx, &mut ark, &instance, &repo, None)?;
+        let inputs = PackInputs {
+            instance: &instance,
+            codebase: &codebase,
+            spec: Some(spec),
+            lock,
+            pre_log,
+            post_log,
+            results,
+        };
+        let progress = ctx.progress();
+        let packed = ark.pack(&inputs, &options, progress.as_ref())?;
+        ctx.note(format!(
+            "packed {}: {} codebase files, zstd {}",
+            instance.instance_id,
+            packed.codebase_files,
+            human_bytes(packed.file_size)
+        ));
+        packed_all.push((instance.instance_id.clone(), packed));
+    }
+    if args.json {
+        let list: Vec<_> = packed_all
+            .iter()
+            .map(|(i, p)| serde_json::json!({"instance_id": i, "id": p.id, "path": p.path, "file_size": p.file_size}))
+            .collect();
+        out!("{}", serde_json::to_string_pretty(&list)?);
+    } else {
+        for (i, p) in &packed_all {
+            out!("{i} {}", p.id);
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -281,7 +281,8 @@ fn install_wheels(
             c.args(["pip", "install", "--quiet", "--python"])
                 .arg(venv.python())
                 .args(["--offline", "--no-index", "--no-deps", "--no-build"])
-                .args(["--link-mode", "copy"]);
+                // Compiled once here, not in every instance's copy (pip compiles too).
+                .args(["--link-mode", "copy", "--compile-bytecode"]);
             c
         }
         _ => {

@@ -142,7 +142,7 @@ fn resolve_commit(ark: &Ark, ctx: &Context, given: Option<&str>) -> Result<Strin
 }
 
 /// A working tree of `commit` (with its `.git`, which setuptools_scm and friends read).
-fn checkout(mirror: &Path, commit: &str, dest: &Path) -> Result<(), EnvError> {
+pub fn checkout(mirror: &Path, commit: &str, dest: &Path) -> Result<(), EnvError> {
     let git = |args: &[&str], cwd: Option<&Path>| -> Result<(), EnvError> {
         let mut cmd = Command::new("git");
         cmd.args(args)
@@ -281,6 +281,7 @@ pub fn lock(
     let proxy = LockProxy::start(ProxyConfig {
         upstream: opts.index_url.clone(),
         exclude_newer: Some(exclude_newer),
+        allow_yanked: opts.allow_yanked,
         objects: ark.objects(),
     })
     .map_err(io_err(&tmp_root))?;
@@ -559,6 +560,7 @@ pub fn lock(
             },
         });
     }
+    notes.extend(proxy.reuploaded());
     for p in proxy.untimed() {
         notes.push(format!(
             "the index gave no upload times for {p}: files of any date were offered"
@@ -620,6 +622,7 @@ pub fn lock(
                 },
                 bundled,
                 project: project.clone(),
+                notes: notes.clone(),
             },
         },
     };

@@ -17,7 +17,7 @@ use std::time::{Duration, SystemTime};
 use crate::digest::Sha256Digest;
 use crate::store::{ObjectError, ObjectStore};
 
-use super::pylock::normalize;
+use super::pylock::{normalize, parse_filename};
 
 /// One file the index lists.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,6 +88,9 @@ pub struct ProxyConfig {
     pub upstream: String,
     /// Files uploaded after this instant are not offered.
     pub exclude_newer: Option<SystemTime>,
+    /// Serve yanked files as if they were not: the index says what is yanked today, not what
+    /// was yanked then (the lock still records each one's reason).
+    pub allow_yanked: bool,
     pub objects: ObjectStore,
 }
 
@@ -101,6 +104,8 @@ struct State {
     failures: Vec<Failure>,
     /// Projects whose listing gave no upload times: the cutoff could not apply to them.
     untimed: BTreeSet<String>,
+    /// Projects with no file before the cutoff, whose earliest later release was offered.
+    reuploaded: BTreeSet<String>,
 }
 
 struct Shared {
@@ -169,6 +174,11 @@ impl LockProxy {
     /// Projects the cutoff could not apply to (their index gave no upload times).
     pub fn untimed(&self) -> Vec<String> {
         self.shared.lock().untimed.iter().cloned().collect()
+    }
+
+    /// Projects whose every file is newer than the cutoff, and what was offered instead.
+    pub fn reuploaded(&self) -> Vec<String> {
+        self.shared.lock().reuploaded.iter().cloned().collect()
     }
 
     /// Whether the index offers any file of `project` before the cutoff.
@@ -247,22 +257,52 @@ impl Shared {
         .map_err(|detail| self.fail(upstream_err(detail)))?;
         let cutoff = self.config.exclude_newer;
         let mut untimed = false;
-        let files: Vec<FileInfo> = files
-            .into_iter()
-            .filter(|f| match (cutoff, f.upload_time.as_deref()) {
+        let uploaded = |f: &FileInfo| {
+            f.upload_time
+                .as_deref()
+                .and_then(|t| humantime::parse_rfc3339_weak(t.trim_end_matches('Z')).ok())
+        };
+        let all = files;
+        let mut files: Vec<FileInfo> = all
+            .iter()
+            .filter(|f| match (cutoff, uploaded(f)) {
                 (None, _) => true,
                 (Some(_), None) => {
                     untimed = true;
                     true
                 }
-                (Some(cutoff), Some(t)) => humantime::parse_rfc3339_weak(t.trim_end_matches('Z'))
-                    .map(|t| t <= cutoff)
-                    .unwrap_or(true),
+                (Some(cutoff), Some(t)) => t <= cutoff,
             })
+            .cloned()
             .collect();
+        // Every file is newer than the cutoff: the project's old releases were deleted and
+        // re-uploaded later (atomicwrites was, in 2022). The earliest release there is now is
+        // the closest to "as of then"; it is offered, and the lock run says so.
+        let mut reuploaded = None;
+        if files.is_empty() && !all.is_empty() && cutoff.is_some() {
+            let first = all
+                .iter()
+                .filter_map(|f| Some((uploaded(f)?, parse_filename(&f.filename)?.1)))
+                .min();
+            if let Some((when, version)) = first {
+                files = all
+                    .iter()
+                    .filter(|f| parse_filename(&f.filename).is_some_and(|(_, v, _)| v == version))
+                    .cloned()
+                    .collect();
+                reuploaded = Some(format!(
+                    "{project}: no file existed before the cutoff; its earliest release on the \
+                     index now, {version} (uploaded {}), was offered",
+                    humantime::format_rfc3339_seconds(when)
+                ));
+            }
+        }
         let mut st = self.lock();
         if untimed {
             st.untimed.insert(project.to_string());
+        }
+        if let Some(note) = reuploaded {
+            st.reuploaded.insert(note);
         }
         for f in &files {
             st.files.insert(f.filename.clone(), f.clone());
@@ -378,7 +418,7 @@ fn handle(shared: &Shared, request: tiny_http::Request) {
         let project = normalize(&percent_decode(project.trim_end_matches('/')));
         return match shared.listing(&project) {
             Ok(Some(files)) => {
-                let body = listing_html(&shared.base, &project, &files);
+                let body = listing_html(&shared.base, &project, &files, shared.config.allow_yanked);
                 respond(request, 200, "text/html; charset=utf-8", body.into_bytes())
             }
             Ok(None) => respond(request, 404, "text/plain", b"no such project\n".to_vec()),
@@ -412,7 +452,7 @@ fn handle(shared: &Shared, request: tiny_http::Request) {
     respond(request, 404, "text/plain", b"not found\n".to_vec())
 }
 
-fn listing_html(base: &str, project: &str, files: &[FileInfo]) -> String {
+fn listing_html(base: &str, project: &str, files: &[FileInfo], unyank: bool) -> String {
     let mut out = format!(
         "<!DOCTYPE html>\n<html><head><title>Links for {}</title></head><body>\n",
         html_escape(project)
@@ -427,7 +467,7 @@ fn listing_html(base: &str, project: &str, files: &[FileInfo]) -> String {
         if let Some(rp) = &f.requires_python {
             out.push_str(&format!(" data-requires-python=\"{}\"", html_escape(rp)));
         }
-        if let Some(y) = &f.yanked {
+        if let Some(y) = f.yanked.as_ref().filter(|_| !unyank) {
             out.push_str(&format!(" data-yanked=\"{}\"", html_escape(y)));
         }
         out.push_str(&format!(">{}</a><br/>\n", html_escape(&f.filename)));
@@ -590,7 +630,8 @@ mod tests {
         assert_eq!(files[0].requires_python.as_deref(), Some(">=3.6"));
         assert_eq!(files[1].filename, "foo-1.1-py3-none-any.whl");
         assert_eq!(files[1].yanked.as_deref(), Some("broken"));
-        let html = listing_html("http://127.0.0.1:1", "foo", &files);
+        let html = listing_html("http://127.0.0.1:1", "foo", &files, false);
+        assert!(!listing_html("http://127.0.0.1:1", "foo", &files, true).contains("data-yanked"));
         let back = parse_html_listing(
             "foo",
             &reqwest::Url::parse("http://127.0.0.1:1/simple/foo/").unwrap(),

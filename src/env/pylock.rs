@@ -164,6 +164,9 @@ pub struct LockMeta {
     /// The repository's own distribution, installed per instance rather than locked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub project: Option<Bundled>,
+    /// What the lock run had to say (re-uploaded projects, skipped commands, …).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -352,6 +355,7 @@ mod tests {
                     context: ContextMeta::default(),
                     bundled: vec![],
                     project: None,
+                    notes: vec![],
                 },
             },
         };

@@ -269,6 +269,18 @@ fn copy_tree(
                 // copy_file_range: a reflink where the file system has them.
                 std::fs::copy(&from, &to).map_err(io_err(&to))?;
             }
+            // Keep modification times: a .pyc is valid only for its source's mtime, and a
+            // copy that lost them would recompile every module on first import.
+            // (Best effort: a read-only file keeps the copy's time, and only costs a compile.)
+            if !ft.is_symlink()
+                && !ft.is_dir()
+                && let Ok(mtime) = e.metadata().and_then(|m| m.modified())
+            {
+                let _ = std::fs::File::options()
+                    .write(true)
+                    .open(&to)
+                    .and_then(|f| f.set_modified(mtime));
+            }
         }
     }
     Ok(())

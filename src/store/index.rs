@@ -98,6 +98,22 @@ const MIGRATIONS: &[&str] = &[
         created_at INTEGER NOT NULL
     );
     CREATE INDEX locks_repo ON locks(repo, version);",
+    // 5: validation outcomes; results.json and the logs are objects.
+    "CREATE TABLE validations (
+        instance_id TEXT PRIMARY KEY REFERENCES instances(instance_id),
+        verdict TEXT NOT NULL,         -- kept, discarded, not-reproducible
+        reason_kind TEXT NOT NULL,     -- '' when kept
+        reason TEXT NOT NULL,
+        fail_to_pass INTEGER NOT NULL,
+        pass_to_pass INTEGER NOT NULL,
+        flaky INTEGER NOT NULL,
+        lock_id TEXT NOT NULL,         -- '' when no lock was found
+        results TEXT NOT NULL,         -- object id of results.json
+        log_pre TEXT NOT NULL,         -- object ids ('' when the run did not happen)
+        log_post TEXT NOT NULL,
+        seconds REAL NOT NULL,
+        validated_at INTEGER NOT NULL
+    );",
 ];
 
 /// The schema version this swe-ark writes.
@@ -175,6 +191,24 @@ pub struct PinRow {
     pub commit: String,
     pub instance_id: String,
     pub role: String,
+}
+
+/// The outcome of validating an instance.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ValidationRow {
+    pub instance_id: String,
+    pub verdict: String,
+    pub reason_kind: String,
+    pub reason: String,
+    pub fail_to_pass: u64,
+    pub pass_to_pass: u64,
+    pub flaky: u64,
+    pub lock_id: String,
+    pub results: Sha256Digest,
+    pub log_pre: Option<Sha256Digest>,
+    pub log_post: Option<Sha256Digest>,
+    pub seconds: f64,
+    pub validated_at: i64,
 }
 
 /// An environment lock.
@@ -406,6 +440,128 @@ impl Index {
         )
         .map_err(&sql)?;
         tx.commit().map_err(&sql)
+    }
+
+    /// Records a validation, the objects it made and (for a collected instance that was
+    /// kept) the instance with its lists, in one transaction.
+    pub fn record_validation(
+        &mut self,
+        v: &ValidationRow,
+        objects: &[(Sha256Digest, u64, &str)],
+        instance: Option<&Instance>,
+    ) -> Result<(), IndexError> {
+        let sql = self.sql_err();
+        let t = now();
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(&sql)?;
+        for (id, size, kind) in objects {
+            tx.execute(
+                "INSERT INTO objects (id, size, kind, added_at) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT(id) DO NOTHING",
+                params![id.hex(), *size as i64, kind, t],
+            )
+            .map_err(&sql)?;
+        }
+        if let Some(inst) = instance {
+            upsert_instance(&tx, inst, t).map_err(&sql)?;
+        }
+        let hex = |d: &Option<Sha256Digest>| d.map(|d| d.hex()).unwrap_or_default();
+        tx.execute(
+            "INSERT INTO validations (instance_id, verdict, reason_kind, reason, fail_to_pass,
+                 pass_to_pass, flaky, lock_id, results, log_pre, log_post, seconds, validated_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
+             ON CONFLICT(instance_id) DO UPDATE SET verdict = ?2, reason_kind = ?3, reason = ?4,
+                 fail_to_pass = ?5, pass_to_pass = ?6, flaky = ?7, lock_id = ?8, results = ?9,
+                 log_pre = ?10, log_post = ?11, seconds = ?12, validated_at = ?13",
+            params![
+                v.instance_id,
+                v.verdict,
+                v.reason_kind,
+                v.reason,
+                v.fail_to_pass as i64,
+                v.pass_to_pass as i64,
+                v.flaky as i64,
+                v.lock_id,
+                v.results.hex(),
+                hex(&v.log_pre),
+                hex(&v.log_post),
+                v.seconds,
+                t
+            ],
+        )
+        .map_err(&sql)?;
+        tx.commit().map_err(&sql)
+    }
+
+    /// Every validation, by instance id.
+    pub fn validations(&self) -> Result<Vec<ValidationRow>, IndexError> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT instance_id, verdict, reason_kind, reason, fail_to_pass, pass_to_pass,
+                        flaky, lock_id, results, log_pre, log_post, seconds, validated_at
+                 FROM validations ORDER BY instance_id",
+            )
+            .map_err(self.err())?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((
+                    (
+                        r.get::<_, String>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, String>(2)?,
+                        r.get::<_, String>(3)?,
+                    ),
+                    (
+                        r.get::<_, i64>(4)?,
+                        r.get::<_, i64>(5)?,
+                        r.get::<_, i64>(6)?,
+                    ),
+                    (
+                        r.get::<_, String>(7)?,
+                        r.get::<_, String>(8)?,
+                        r.get::<_, String>(9)?,
+                        r.get::<_, String>(10)?,
+                    ),
+                    (r.get::<_, f64>(11)?, r.get::<_, i64>(12)?),
+                ))
+            })
+            .map_err(self.err())?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (
+                (instance_id, verdict, reason_kind, reason),
+                (f2p, p2p, flaky),
+                ids,
+                (seconds, at),
+            ) = row.map_err(self.err())?;
+            let (lock_id, results, log_pre, log_post) = ids;
+            let opt = |s: String| -> Result<Option<Sha256Digest>, IndexError> {
+                if s.is_empty() {
+                    Ok(None)
+                } else {
+                    self.digest(s).map(Some)
+                }
+            };
+            out.push(ValidationRow {
+                instance_id,
+                verdict,
+                reason_kind,
+                reason,
+                fail_to_pass: f2p as u64,
+                pass_to_pass: p2p as u64,
+                flaky: flaky as u64,
+                lock_id,
+                results: self.digest(results)?,
+                log_pre: opt(log_pre)?,
+                log_post: opt(log_post)?,
+                seconds,
+                validated_at: at,
+            });
+        }
+        Ok(out)
     }
 
     /// Every lock, by repository, version, then newest first.

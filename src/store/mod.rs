@@ -14,6 +14,6 @@ mod objects;
 pub use ark::{Ark, ArkError};
 pub use index::{
     BundleRow, Index, IndexError, InstanceRow, LockRow, MirrorRow, ObjectRow, PinRow,
-    SCHEMA_VERSION,
+    SCHEMA_VERSION, ValidationRow,
 };
 pub use objects::{ObjectError, ObjectStore, VerifyingReader};

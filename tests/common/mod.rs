@@ -2,6 +2,7 @@
 //! `swe-ark` and `git`, and fixtures made by code.
 #![allow(dead_code)]
 
+pub mod pyfix;
 pub mod pyindex;
 
 use std::ffi::OsStr;

@@ -1,0 +1,266 @@
+//! Test logs to test statuses: one parser per test framework, chosen by the name a manifest's
+//! `log_parser` key gives (`docs/LOG-PARSERS.md`).
+//!
+//! The SWE-bench parsers (`pytest`, `pytest_options`, `pytest_v2`, `django`, `sympy`,
+//! `matplotlib`, `seaborn`) re-implement, line for line in behaviour, the functions of
+//! `swebench/harness/log_parsers/python.py` in the `swebench` package, version 4.1.0, named by
+//! its `MAP_REPO_TO_PARSER`; the published FAIL_TO_PASS and PASS_TO_PASS lists were made with
+//! them, so their quirks are kept. [`parse`] also does what the harness does around them
+//! (`get_logs_eval` in `swebench/harness/grading.py`): the log is read as Python's text mode
+//! reads a file (universal newlines), and a log holding the harness's `>>>>> Start Test Output`
+//! and `>>>>> End Test Output` markers is parsed between them first. `junit_xml` is ours.
+
+mod django;
+mod junit;
+mod pytest;
+mod seaborn;
+mod sympy;
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+/// A test's outcome: SWE-bench's `TestStatus` values (`swebench/harness/constants/__init__.py`),
+/// serialized as they are there (`PASSED`, `FAILED`, `SKIPPED`, `ERROR`, `XFAIL`).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum TestStatus {
+    Passed,
+    Failed,
+    Skipped,
+    Error,
+    Xfail,
+}
+
+/// Test id → status.
+pub type StatusMap = BTreeMap<String, TestStatus>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum LogParseError {
+    #[error("unknown log parser `{name}`; known: {}", .known.join(", "))]
+    Unknown { name: String, known: Vec<String> },
+    /// The `junit_xml` parser's input is not a JUnit XML report.
+    #[error("not a readable JUnit XML report: {problem}")]
+    BadJunitXml { problem: String },
+}
+
+/// The names [`parse`] accepts.
+pub fn known_parsers() -> &'static [&'static str] {
+    &[
+        "django",
+        "junit_xml",
+        "matplotlib",
+        "pytest",
+        "pytest_options",
+        "pytest_v2",
+        "seaborn",
+        "sympy",
+    ]
+}
+
+/// The statuses the parser named `parser` reads in `log` (for `junit_xml`, the report's text).
+pub fn parse(parser: &str, log: &str) -> Result<StatusMap, LogParseError> {
+    let text_parser: fn(&str) -> Collector = match parser {
+        "pytest" => pytest::parse_pytest,
+        "pytest_options" => pytest::parse_pytest_options,
+        "pytest_v2" => pytest::parse_pytest_v2,
+        "matplotlib" => pytest::parse_matplotlib,
+        "seaborn" => seaborn::parse,
+        "django" => django::parse,
+        "sympy" => sympy::parse,
+        "junit_xml" => return junit::parse(log),
+        _ => {
+            return Err(LogParseError::Unknown {
+                name: parser.to_string(),
+                known: known_parsers().iter().map(|s| s.to_string()).collect(),
+            });
+        }
+    };
+    Ok(harness_parse(text_parser, log))
+}
+
+/// The harness's `START_TEST_OUTPUT` (`swebench/harness/constants/__init__.py`).
+const START_TEST_OUTPUT: &str = ">>>>> Start Test Output";
+/// The harness's `END_TEST_OUTPUT`.
+const END_TEST_OUTPUT: &str = ">>>>> End Test Output";
+
+/// `get_logs_eval` (`swebench/harness/grading.py`) once its log was found good: the text
+/// between the markers when the log has both, and the whole log if that part gives nothing.
+/// Its refusals (a log naming a failed patch, a reset failure, an error or a timeout) are the
+/// caller's business, not parsing.
+fn harness_parse(text_parser: fn(&str) -> Collector, log: &str) -> StatusMap {
+    let log = universal_newlines(log);
+    if log.contains(START_TEST_OUTPUT) && log.contains(END_TEST_OUTPUT) {
+        // `content.split(START)[1].split(END)[0]`: after the first start marker, up to the
+        // next start marker, then up to the first end marker in that.
+        let after = log.split(START_TEST_OUTPUT).nth(1).unwrap_or_default();
+        let section = after.split(END_TEST_OUTPUT).next().unwrap_or_default();
+        let found = text_parser(section);
+        if found.wrote {
+            return found.map;
+        }
+    }
+    text_parser(&log).map
+}
+
+/// A status map as SWE-bench's parsers fill theirs.
+#[derive(Debug, Default)]
+struct Collector {
+    map: StatusMap,
+    /// Whether SWE-bench's dict would have any entry (an id whose word was not a status
+    /// too): the harness reads the whole log only when the part between markers gave none.
+    wrote: bool,
+}
+
+impl Collector {
+    fn set(&mut self, id: String, status: TestStatus) {
+        self.wrote = true;
+        self.map.insert(id, status);
+    }
+
+    /// `map[id] = word`. SWE-bench stores whatever word stood where the status was expected
+    /// (`ERROR:` from `ERROR: file not found`, `b]` from `test[a b] PASSED`), and its grading
+    /// counts such a test as neither passed nor failed. A [`StatusMap`] cannot hold the word:
+    /// the id is removed instead, so that no earlier status of it survives.
+    fn set_word(&mut self, id: String, word: &str) {
+        self.wrote = true;
+        match status_word(word) {
+            Some(status) => {
+                self.map.insert(id, status);
+            }
+            None => {
+                self.map.remove(&id);
+            }
+        }
+    }
+}
+
+/// Python's text mode with universal newlines (how the harness's `open(log_fp)` reads a log):
+/// `\r\n` and a lone `\r` become `\n`.
+fn universal_newlines(log: &str) -> Cow<'_, str> {
+    if !log.contains('\r') {
+        return Cow::Borrowed(log);
+    }
+    Cow::Owned(log.replace("\r\n", "\n").replace('\r', "\n"))
+}
+
+/// Python's `str.isspace()` (also what `str.split()`, `str.strip()` and `\s` in `re` use):
+/// Unicode's White_Space characters and the separators U+001C to U+001F, which Rust's
+/// [`char::is_whitespace`] leaves out.
+fn is_py_space(c: char) -> bool {
+    c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
+}
+
+/// Python's `s.split()`: the runs of non-whitespace.
+fn py_split(s: &str) -> impl Iterator<Item = &str> {
+    s.split(is_py_space).filter(|t| !t.is_empty())
+}
+
+/// Python's `s.strip()`.
+fn py_strip(s: &str) -> &str {
+    s.trim_matches(is_py_space)
+}
+
+/// The status a word names, if it is exactly one of SWE-bench's values.
+fn status_word(word: &str) -> Option<TestStatus> {
+    Some(match word {
+        "PASSED" => TestStatus::Passed,
+        "FAILED" => TestStatus::Failed,
+        "SKIPPED" => TestStatus::Skipped,
+        "ERROR" => TestStatus::Error,
+        "XFAIL" => TestStatus::Xfail,
+        _ => return None,
+    })
+}
+
+/// SWE-bench's `TestStatus` values in its declaration order, for `startswith`/`endswith`.
+const STATUS_WORDS: [&str; 5] = ["FAILED", "PASSED", "SKIPPED", "ERROR", "XFAIL"];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_parser_names_the_known_ones() {
+        let err = parse("nose", "").unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.starts_with("unknown log parser `nose`; known: django, junit_xml"),
+            "{msg}"
+        );
+        assert!(matches!(err, LogParseError::Unknown { ref name, .. } if name == "nose"));
+    }
+
+    #[test]
+    fn every_known_parser_parses() {
+        for name in known_parsers() {
+            let log = if *name == "junit_xml" {
+                "<testsuites/>"
+            } else {
+                ""
+            };
+            assert_eq!(parse(name, log).unwrap(), StatusMap::new(), "{name}");
+        }
+    }
+
+    #[test]
+    fn statuses_serialize_as_swebench_writes_them() {
+        let all = [
+            TestStatus::Passed,
+            TestStatus::Failed,
+            TestStatus::Skipped,
+            TestStatus::Error,
+            TestStatus::Xfail,
+        ];
+        let json = serde_json::to_string(&all).unwrap();
+        assert_eq!(json, r#"["PASSED","FAILED","SKIPPED","ERROR","XFAIL"]"#);
+        for (word, status) in STATUS_WORDS.iter().zip([
+            TestStatus::Failed,
+            TestStatus::Passed,
+            TestStatus::Skipped,
+            TestStatus::Error,
+            TestStatus::Xfail,
+        ]) {
+            assert_eq!(status_word(word), Some(status));
+        }
+        assert_eq!(status_word("XPASS"), None);
+        assert_eq!(status_word("ERROR:"), None);
+    }
+
+    #[test]
+    fn markers_select_the_test_output_and_fall_back_to_the_whole_log() {
+        let log = "PASSED before\n+ : '>>>>> Start Test Output'\nPASSED inside\n\
+                   + : '>>>>> End Test Output'\nPASSED after\n";
+        let map = parse("pytest", log).unwrap();
+        assert_eq!(map.keys().collect::<Vec<_>>(), ["inside"]);
+        // Nothing between the markers: the whole log is read.
+        let log = "PASSED before\n>>>>> Start Test Output\n>>>>> End Test Output\nPASSED after\n";
+        let map = parse("pytest", log).unwrap();
+        assert_eq!(map.keys().collect::<Vec<_>>(), ["after", "before"]);
+        // Only one marker: the whole log.
+        let map = parse("pytest", "PASSED a\n>>>>> Start Test Output\nPASSED b\n").unwrap();
+        assert_eq!(map.len(), 2);
+    }
+
+    #[test]
+    fn carriage_returns_end_lines_as_python_reads_them() {
+        // A progress line rewritten with `\r` is two lines to the harness.
+        let map = parse(
+            "pytest",
+            "collecting ...\rPASSED a.py::t\r\nFAILED b.py::u - x\r\n",
+        )
+        .unwrap();
+        assert_eq!(map.get("a.py::t"), Some(&TestStatus::Passed));
+        assert_eq!(map.get("b.py::u"), Some(&TestStatus::Failed));
+    }
+
+    #[test]
+    fn python_whitespace() {
+        assert_eq!(
+            py_split(" a\u{1f}b\u{a0}c\t ").collect::<Vec<_>>(),
+            ["a", "b", "c"]
+        );
+        assert_eq!(py_strip("\u{1c} x \u{3000}"), "x");
+    }
+}

@@ -1,0 +1,831 @@
+//! The one place that runs test and install commands (docs/SANDBOX.md).
+//!
+//! [`run`] starts a command in its own process group, in new PID and mount namespaces and, unless
+//! the network is [`Network::Allowed`], a network namespace where only loopback answers and
+//! packets to anything else are dropped; with a clean environment, a fresh `HOME`, limits on
+//! memory and processes, a timeout that kills the whole tree, and stdout and stderr captured
+//! together into one file with a size cap. As root the namespaces are made directly; otherwise
+//! inside a new user namespace. When network isolation is impossible, [`run`] refuses unless
+//! the caller allows the network; [`Outcome::network`] records which it was.
+//!
+//! - `child`: what runs between `fork` and `exec` (async-signal-safe system calls only);
+//! - `cgroup`: the run's pids cgroup, where one can be made.
+
+mod cgroup;
+mod child;
+
+use std::collections::BTreeMap;
+use std::ffi::{CString, OsString};
+use std::fs::{self, File};
+use std::io::{self, BufWriter, PipeReader, Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use child::{
+    MODE_NONE, MODE_USER_NAMESPACES, NOTE_CHILDREN_UNLISTED, NOTE_PRIVATE_MOUNTS, NOTE_PROC,
+    NOTE_RESOLV, REC_ATTEMPT_FAILED, REC_FAIL, REC_INIT_STATUS, REC_MODE, REC_NO_NAMESPACES,
+    REC_NOTE, REC_STATUS, REC_TIMEOUT,
+};
+
+/// PATH when the caller's [`Spec::env`] sets none.
+pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// [`Spec::output_cap`] of [`Spec::new`]: 64 MiB.
+pub const DEFAULT_OUTPUT_CAP: u64 = 64 << 20;
+
+/// What a run may reach over the network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Network {
+    /// A network namespace of its own: loopback works, everything else is silently dropped.
+    #[default]
+    Isolated,
+    /// The host's network (`--allow-network`).
+    Allowed,
+}
+
+impl Network {
+    /// `"isolated"` or `"allowed"`, as [`Outcome::network`] records it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Network::Isolated => "isolated",
+            Network::Allowed => "allowed",
+        }
+    }
+}
+
+/// A command to run.
+#[derive(Debug, Clone)]
+pub struct Spec {
+    /// A path, or a name looked up in the sandbox's PATH.
+    pub program: PathBuf,
+    pub args: Vec<OsString>,
+    /// The working directory; it must exist.
+    pub cwd: PathBuf,
+    /// Set on top of the clean base environment (`PATH`, `HOME`, `TZ=UTC`, `PYTHONHASHSEED=0`,
+    /// `LANG` and `LC_ALL` = `C.UTF-8`), replacing base variables of the same name. Nothing of
+    /// swe-ark's own environment is passed, PATH included: without one here, the command gets
+    /// [`DEFAULT_PATH`].
+    pub env: BTreeMap<String, String>,
+    /// Past it, the whole process tree is killed ([`Outcome::timed_out`]).
+    pub timeout: Option<Duration>,
+    pub network: Network,
+    /// The command's address space, in bytes (RLIMIT_AS, per process).
+    pub memory_limit: Option<u64>,
+    /// Tasks (processes and threads) of the command at once: a pids cgroup where one can be
+    /// made, else RLIMIT_NPROC inside a user namespace; neither, and it is not enforced (noted).
+    pub max_processes: Option<u64>,
+    /// stdout and stderr, interleaved as written (one pipe for both); created or truncated.
+    pub output: PathBuf,
+    /// Bytes of output kept; the rest is read and dropped, and a line says so.
+    pub output_cap: u64,
+}
+
+impl Spec {
+    /// `program` with no arguments, an isolated network, no timeout or limits, and
+    /// [`DEFAULT_OUTPUT_CAP`].
+    pub fn new(
+        program: impl Into<PathBuf>,
+        cwd: impl Into<PathBuf>,
+        output: impl Into<PathBuf>,
+    ) -> Spec {
+        Spec {
+            program: program.into(),
+            args: Vec::new(),
+            cwd: cwd.into(),
+            env: BTreeMap::new(),
+            timeout: None,
+            network: Network::Isolated,
+            memory_limit: None,
+            max_processes: None,
+            output: output.into(),
+            output_cap: DEFAULT_OUTPUT_CAP,
+        }
+    }
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Outcome {
+    /// The command's exit code, when it exited.
+    pub exit_code: Option<i32>,
+    /// The signal that killed it (SIGKILL, 9, when it timed out).
+    pub signal: Option<i32>,
+    pub timed_out: bool,
+    /// Wall-clock seconds, start to end.
+    pub seconds: f64,
+    /// Bytes the command wrote to stdout and stderr, kept or not.
+    pub output_bytes: u64,
+    /// More than [`Spec::output_cap`] bytes came, and the rest was dropped.
+    pub truncated: bool,
+    /// `"isolated"` or `"allowed"`: what the run had, to be recorded with its results.
+    pub network: &'static str,
+    /// What the run could not have of what it asked for (each a sentence); empty when it had
+    /// everything.
+    pub notes: Vec<String>,
+}
+
+impl Outcome {
+    /// Exit code 0, in time.
+    pub fn success(&self) -> bool {
+        self.exit_code == Some(0) && !self.timed_out
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error(
+        "network isolation is not possible here ({reason}); pass --allow-network to run with \
+         the network, which the results will record"
+    )]
+    NoIsolation { reason: String },
+    #[error("cannot run this command in the sandbox: {0}")]
+    InvalidSpec(String),
+    #[error("the working directory `{}` cannot be used: {source}", .path.display())]
+    Cwd { path: PathBuf, source: io::Error },
+    #[error("cannot write the output file `{}`: {source}", .path.display())]
+    Output { path: PathBuf, source: io::Error },
+    #[error("cannot prepare the sandbox: {what}: {source}")]
+    Prepare { what: String, source: io::Error },
+    #[error("cannot start `{}`: {source}", .program.display())]
+    Start { program: PathBuf, source: io::Error },
+    #[error("the sandbox could not be set up: {step} failed: {source}")]
+    Setup {
+        step: &'static str,
+        source: io::Error,
+    },
+    #[error("the sandbox lost track of `{}`: {detail}", .program.display())]
+    Lost { program: PathBuf, detail: String },
+}
+
+/// Whether runs can have [`Network::Isolated`] here: `Err` says why not. Checked once per
+/// process, by setting up (and throwing away) the namespaces a run would get.
+pub fn isolation_available() -> Result<(), String> {
+    static PROBE: OnceLock<Result<(), String>> = OnceLock::new();
+    PROBE.get_or_init(probe).clone()
+}
+
+/// Runs `spec` to its end (or its timeout) and says how it went.
+pub fn run(spec: &Spec) -> Result<Outcome, SandboxError> {
+    check(spec)?;
+    let isolated = spec.network == Network::Isolated;
+    let rundir = tempfile::Builder::new()
+        .prefix("swe-ark-sandbox-")
+        .tempdir()
+        .map_err(|e| prepare("creating a temporary directory", e))?;
+    let home = rundir.path().join("home");
+    fs::create_dir(&home).map_err(|e| prepare("creating the temporary HOME", e))?;
+    let resolv_conf = if isolated {
+        let path = rundir.path().join("resolv.conf");
+        fs::write(&path, RESOLV_CONF).map_err(|e| prepare("writing resolv.conf", e))?;
+        Some(c_path(&path)?)
+    } else {
+        None
+    };
+    let env = environment(spec, &home);
+    let output = File::create(&spec.output).map_err(|source| SandboxError::Output {
+        path: spec.output.clone(),
+        source,
+    })?;
+    let (out_r, out_w) = io::pipe().map_err(|e| prepare("creating the output pipe", e))?;
+    let out_w2 = out_w
+        .try_clone()
+        .map_err(|e| prepare("creating the output pipe", e))?;
+    let (report_r, report_w) = io::pipe().map_err(|e| prepare("creating a pipe", e))?;
+    let (cancel_r, cancel_w) = io::pipe().map_err(|e| prepare("creating a pipe", e))?;
+
+    let mut cgroup_problem = None;
+    let cgroup = match spec.max_processes {
+        // A and B are in the cgroup too.
+        Some(n) => match cgroup::PidsCgroup::create(n.saturating_add(2)) {
+            Ok(c) => Some(c),
+            Err(why) => {
+                tracing::debug!("no pids cgroup: {why}");
+                cgroup_problem = Some(why);
+                None
+            }
+        },
+        None => None,
+    };
+    let cgroup_procs = match &cgroup {
+        Some(c) => Some(c_path(&c.procs())?),
+        None => None,
+    };
+    let attempts = attempts(spec.network);
+    let plan = child::Plan {
+        attempts: attempts.clone(),
+        uid_map: id_map(euid()),
+        gid_map: id_map(egid()),
+        resolv_conf,
+        cgroup_procs,
+        memory_limit: spec.memory_limit,
+        nproc_limit: if cgroup.is_some() {
+            None
+        } else {
+            spec.max_processes
+        },
+        timeout_ms: spec
+            .timeout
+            .map(|t| u64::try_from(t.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX)),
+        report_fd: report_w.as_raw_fd(),
+        cancel_fd: cancel_r.as_raw_fd(),
+        probe: false,
+        environ_area: environ_area(),
+    };
+
+    let mut cmd = Command::new(&spec.program);
+    cmd.args(&spec.args)
+        .current_dir(&spec.cwd)
+        .env_clear()
+        .envs(&env)
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(out_w))
+        .stderr(Stdio::from(out_w2))
+        .process_group(0);
+    // SAFETY: stage_a makes only async-signal-safe calls on memory prepared before the fork
+    // (see child.rs), as pre_exec requires.
+    unsafe {
+        cmd.pre_exec(move || child::stage_a(&plan));
+    }
+    tracing::debug!(
+        "sandbox: {:?} {:?} in {}",
+        spec.program,
+        spec.args,
+        spec.cwd.display()
+    );
+    let start = Instant::now();
+    let spawned = cmd.spawn();
+    // Our copies of the pipes' child ends: the output pipe must reach end of file when the
+    // command's tree is gone, the report pipe when the helpers are.
+    drop(cmd);
+    drop(report_w);
+    drop(cancel_r);
+    let mut child = match spawned {
+        Ok(child) => child,
+        Err(source) => {
+            // Spawn waited for A: every record is in the pipe.
+            let report = Report::read(report_r);
+            if let Some(c) = cgroup {
+                c.remove();
+            }
+            return Err(report
+                .error(spec, &attempts)
+                .unwrap_or_else(|| SandboxError::Start {
+                    program: spec.program.clone(),
+                    source,
+                }));
+        }
+    };
+
+    let captured = capture(out_r, output, spec.output_cap, &mut child);
+    let status = child.wait();
+    let seconds = start.elapsed().as_secs_f64();
+    drop(cancel_w);
+    let report = Report::read(report_r);
+    if let Some(c) = cgroup {
+        c.remove();
+    }
+    if let Err(e) = rundir.close() {
+        tracing::warn!("cannot remove the sandbox's temporary directory: {e}");
+    }
+
+    if let Some(err) = report.error(spec, &attempts) {
+        return Err(err);
+    }
+    let status = status.map_err(|e| SandboxError::Lost {
+        program: spec.program.clone(),
+        detail: format!("cannot wait for its helper process: {e}"),
+    })?;
+    let Some(mode) = report.mode else {
+        return Err(SandboxError::Lost {
+            program: spec.program.clone(),
+            detail: format!(
+                "its helper process ended ({}) before starting it",
+                describe(status)
+            ),
+        });
+    };
+    let (exit_code, signal, timed_out) = match report.status {
+        Some(raw) => {
+            let st = ExitStatus::from_raw(raw);
+            (st.code(), st.signal(), false)
+        }
+        None if report.timed_out => (None, Some(libc::SIGKILL), true),
+        None => {
+            let init = report
+                .init_status
+                .map(|raw| describe(ExitStatus::from_raw(raw)))
+                .unwrap_or_else(|| "unknown".into());
+            return Err(SandboxError::Lost {
+                program: spec.program.clone(),
+                detail: format!(
+                    "the sandbox's init process ended ({init}) without reporting its status"
+                ),
+            });
+        }
+    };
+    let captured = captured.map_err(|source| SandboxError::Output {
+        path: spec.output.clone(),
+        source,
+    })?;
+
+    let mut notes = report.notes(mode, &attempts);
+    if let Some(why) = &captured.unfinished {
+        notes.push(why.clone());
+    }
+    if let Some(why) = &cgroup_problem
+        && mode != MODE_USER_NAMESPACES
+    {
+        notes.push(if euid() == 0 {
+            format!(
+                "max_processes is not enforced: there is no pids cgroup ({why}), and \
+                 RLIMIT_NPROC does not hold for root"
+            )
+        } else {
+            format!(
+                "max_processes is not enforced: there is no pids cgroup ({why}), and without a \
+                 user namespace RLIMIT_NPROC would count every process of the user"
+            )
+        });
+    }
+    Ok(Outcome {
+        exit_code,
+        signal,
+        timed_out,
+        seconds,
+        output_bytes: captured.total,
+        truncated: captured.truncated,
+        network: spec.network.as_str(),
+        notes,
+    })
+}
+
+/// What the sandbox's `/etc/resolv.conf` says: nothing answers on 127.0.0.1:53, so a lookup
+/// fails at once instead of timing out against an unreachable name server.
+const RESOLV_CONF: &str = "# swe-ark sandbox: no network. Name lookups go to 127.0.0.1, where \
+                           nothing answers, and fail at once.\nnameserver 127.0.0.1\n";
+
+fn check(spec: &Spec) -> Result<(), SandboxError> {
+    for (key, value) in &spec.env {
+        if key.is_empty() || key.contains('=') || key.contains('\0') {
+            return Err(SandboxError::InvalidSpec(format!(
+                "`{key}` is not a valid environment variable name"
+            )));
+        }
+        if value.contains('\0') {
+            return Err(SandboxError::InvalidSpec(format!(
+                "the value of {key} contains a NUL byte"
+            )));
+        }
+    }
+    match fs::metadata(&spec.cwd) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(SandboxError::Cwd {
+            path: spec.cwd.clone(),
+            source: io::Error::new(io::ErrorKind::NotADirectory, "not a directory"),
+        }),
+        Err(source) => Err(SandboxError::Cwd {
+            path: spec.cwd.clone(),
+            source,
+        }),
+    }
+}
+
+/// The clean base environment, then the caller's variables.
+fn environment(spec: &Spec, home: &Path) -> BTreeMap<OsString, OsString> {
+    let mut env: BTreeMap<OsString, OsString> = [
+        ("PATH", OsString::from(DEFAULT_PATH)),
+        ("HOME", home.as_os_str().to_owned()),
+        ("TZ", "UTC".into()),
+        ("PYTHONHASHSEED", "0".into()),
+        ("LANG", "C.UTF-8".into()),
+        ("LC_ALL", "C.UTF-8".into()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (OsString::from(k), v))
+    .collect();
+    for (key, value) in &spec.env {
+        env.insert(key.into(), value.into());
+    }
+    env
+}
+
+/// The ways to create the sandbox's init process, best first.
+fn attempts(network: Network) -> Vec<child::Attempt> {
+    let mut flags = libc::CLONE_NEWPID | libc::CLONE_NEWNS;
+    if network == Network::Isolated {
+        flags |= libc::CLONE_NEWNET;
+    }
+    let mut attempts = Vec::new();
+    if euid() == 0 {
+        attempts.push(child::Attempt { flags, user: false });
+    }
+    attempts.push(child::Attempt {
+        flags: flags | libc::CLONE_NEWUSER,
+        user: true,
+    });
+    if network == Network::Allowed {
+        attempts.push(child::Attempt {
+            flags: 0,
+            user: false,
+        });
+    }
+    attempts
+}
+
+fn attempt_label(attempt: &child::Attempt) -> &'static str {
+    if attempt.flags == 0 {
+        "without namespaces"
+    } else if attempt.user {
+        "in a new user namespace"
+    } else {
+        "directly"
+    }
+}
+
+fn step_text(step: i32) -> &'static str {
+    match step {
+        child::STEP_CGROUP => "joining the run's pids cgroup",
+        child::STEP_PIPE => "creating a pipe",
+        child::STEP_CLONE => "creating the namespaces (clone)",
+        child::STEP_INIT_DIED => "starting the sandbox's init process",
+        child::STEP_SETGROUPS => "writing /proc/self/setgroups",
+        child::STEP_UID_MAP => "writing /proc/self/uid_map",
+        child::STEP_GID_MAP => "writing /proc/self/gid_map",
+        child::STEP_LO_SOCKET => "opening a socket to configure lo",
+        child::STEP_LO_UP => "bringing the loopback interface up",
+        child::STEP_ROUTE => "adding the default route through lo",
+        child::STEP_FORK_COMMAND => "forking the command's process",
+        child::STEP_SETSID => "giving the command its own session (setsid)",
+        child::STEP_RLIMIT_AS => "setting the memory limit (RLIMIT_AS)",
+        child::STEP_RLIMIT_NPROC => "setting the process limit (RLIMIT_NPROC)",
+        _ => "an unknown step",
+    }
+}
+
+fn os_error(errno: i32) -> io::Error {
+    io::Error::from_raw_os_error(errno)
+}
+
+/// Why no namespaces could be made, from the failures of each attempt, with what may cause it.
+fn diagnose(attempts: &[child::Attempt], failures: &[(i32, i32)]) -> String {
+    let tried = tried(attempts, failures);
+    if euid() == 0 {
+        return format!(
+            "running as root, but {tried}; a container without CAP_SYS_ADMIN or with a \
+             seccomp profile that forbids unshare does this"
+        );
+    }
+    let mut hints = Vec::new();
+    for (file, value, setting) in [
+        (
+            "/proc/sys/kernel/unprivileged_userns_clone",
+            "0",
+            "kernel.unprivileged_userns_clone = 0",
+        ),
+        (
+            "/proc/sys/user/max_user_namespaces",
+            "0",
+            "user.max_user_namespaces = 0",
+        ),
+        (
+            "/proc/sys/kernel/apparmor_restrict_unprivileged_userns",
+            "1",
+            "kernel.apparmor_restrict_unprivileged_userns = 1",
+        ),
+    ] {
+        if fs::read_to_string(file).is_ok_and(|v| v.trim() == value) {
+            hints.push(setting);
+        }
+    }
+    let hints = if hints.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", hints.join(", "))
+    };
+    format!("not root, and user namespaces are not available{hints}: {tried}")
+}
+
+/// How each namespace attempt failed: "directly: creating the namespaces (clone) failed: …".
+fn tried(attempts: &[child::Attempt], failures: &[(i32, i32)]) -> String {
+    let tried: Vec<String> = attempts
+        .iter()
+        .filter(|a| a.flags != 0)
+        .zip(failures)
+        .map(|(a, (step, errno))| {
+            let what = if *step == child::STEP_INIT_DIED {
+                format!("{} (it died)", step_text(*step))
+            } else {
+                format!("{} failed: {}", step_text(*step), os_error(*errno))
+            };
+            format!("{}: {what}", attempt_label(a))
+        })
+        .collect();
+    if tried.is_empty() {
+        "no namespace could be created".to_string()
+    } else {
+        tried.join("; ")
+    }
+}
+
+/// The records the helpers wrote.
+#[derive(Debug, Default)]
+struct Report {
+    fails: Vec<(i32, i32)>,
+    attempt_failures: Vec<(i32, i32)>,
+    no_namespaces: bool,
+    mode: Option<i32>,
+    notes: Vec<(i32, i32)>,
+    status: Option<i32>,
+    timed_out: bool,
+    init_status: Option<i32>,
+}
+
+impl Report {
+    /// Everything in the pipe now, without waiting (the writers are gone or done).
+    fn read(mut pipe: PipeReader) -> Report {
+        let fd = pipe.as_raw_fd();
+        // SAFETY: fcntl on a descriptor we own.
+        unsafe {
+            let flags = libc::fcntl(fd, libc::F_GETFL);
+            if flags >= 0 {
+                libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
+            }
+        }
+        let mut bytes = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            match pipe.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => bytes.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => break,
+            }
+        }
+        let mut report = Report::default();
+        for record in bytes.chunks_exact(12) {
+            let word = |i: usize| [record[i], record[i + 1], record[i + 2], record[i + 3]];
+            let kind = u32::from_ne_bytes(word(0));
+            let a = i32::from_ne_bytes(word(4));
+            let b = i32::from_ne_bytes(word(8));
+            match kind {
+                REC_FAIL => report.fails.push((a, b)),
+                REC_ATTEMPT_FAILED => report.attempt_failures.push((a, b)),
+                REC_NO_NAMESPACES => report.no_namespaces = true,
+                REC_MODE => report.mode = Some(a),
+                REC_NOTE => report.notes.push((a, b)),
+                REC_STATUS => report.status = Some(a),
+                REC_TIMEOUT => report.timed_out = true,
+                REC_INIT_STATUS => report.init_status = Some(a),
+                _ => {}
+            }
+        }
+        report
+    }
+
+    /// The error the records show, if any.
+    fn error(&self, spec: &Spec, attempts: &[child::Attempt]) -> Option<SandboxError> {
+        if self.no_namespaces {
+            let reason = diagnose(attempts, &self.attempt_failures);
+            if spec.network == Network::Isolated {
+                return Some(SandboxError::NoIsolation { reason });
+            }
+            return Some(SandboxError::Lost {
+                program: spec.program.clone(),
+                detail: format!("no process could be started for it: {reason}"),
+            });
+        }
+        let (step, errno) = self.fails.first()?;
+        Some(SandboxError::Setup {
+            step: step_text(*step),
+            source: os_error(*errno),
+        })
+    }
+
+    /// What the run went without, in sentences.
+    fn notes(&self, mode: i32, attempts: &[child::Attempt]) -> Vec<String> {
+        let mut notes = Vec::new();
+        if mode == MODE_NONE {
+            notes.push(format!(
+                "no PID namespace ({}): the command's processes are found through subreapers \
+                 to be killed, and /proc shows the host's processes",
+                tried(attempts, &self.attempt_failures)
+            ));
+        }
+        for (note, errno) in &self.notes {
+            let err = os_error(*errno);
+            notes.push(match *note {
+                NOTE_PRIVATE_MOUNTS => format!(
+                    "the mount namespace could not be made private ({err}): /proc and \
+                     /etc/resolv.conf are the host's"
+                ),
+                NOTE_PROC => format!(
+                    "/proc could not be mounted for the PID namespace ({err}): it shows the \
+                     host's processes"
+                ),
+                NOTE_RESOLV => format!(
+                    "/etc/resolv.conf could not be replaced ({err}): name lookups time out \
+                     instead of failing at once"
+                ),
+                NOTE_CHILDREN_UNLISTED => format!(
+                    "/proc/thread-self/children cannot be read ({err}): processes that left \
+                     the command's process group may have outlived the run"
+                ),
+                _ => format!("unknown note {note} ({err})"),
+            });
+        }
+        notes
+    }
+}
+
+/// What [`capture`] saw.
+struct Captured {
+    total: u64,
+    truncated: bool,
+    /// Set when the output pipe stayed open after the helpers ended.
+    unfinished: Option<String>,
+}
+
+/// Copies the output pipe into `file`, keeping the first `cap` bytes, until every writer is
+/// gone. Should anything keep the pipe open after the helpers have ended (nothing should: the
+/// tree is dead by then), it stops 5 s later.
+fn capture(pipe: PipeReader, file: File, cap: u64, child: &mut Child) -> io::Result<Captured> {
+    let mut pipe = pipe;
+    let mut out = BufWriter::new(file);
+    let mut write_error: Option<io::Error> = None;
+    let mut kept: u64 = 0;
+    let mut total: u64 = 0;
+    let mut last: Option<u8> = None;
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut helpers_done: Option<Instant> = None;
+    let mut unfinished = None;
+    loop {
+        let mut pfd = libc::pollfd {
+            fd: pipe.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: poll on one element.
+        let ready = unsafe { libc::poll(&mut pfd, 1, 250) };
+        if ready > 0 {
+            match pipe.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    let chunk = &buf[..n];
+                    total = total.saturating_add(n as u64);
+                    let room = usize::try_from(cap.saturating_sub(kept)).unwrap_or(usize::MAX);
+                    let keep = &chunk[..chunk.len().min(room)];
+                    if !keep.is_empty() && write_error.is_none() {
+                        if let Err(e) = out.write_all(keep) {
+                            write_error = Some(e);
+                        }
+                        kept = kept.saturating_add(keep.len() as u64);
+                        last = keep.last().copied();
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        } else if ready < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+        match helpers_done {
+            None => {
+                if matches!(child.try_wait(), Ok(Some(_)) | Err(_)) {
+                    helpers_done = Some(Instant::now());
+                }
+            }
+            Some(at) if at.elapsed() > Duration::from_secs(5) => {
+                unfinished = Some(
+                    "the output pipe stayed open after the command's processes ended (a \
+                     descriptor passed outside the sandbox?); the output may be incomplete"
+                        .to_string(),
+                );
+                break;
+            }
+            Some(_) => {}
+        }
+    }
+    if let Some(e) = write_error {
+        return Err(e);
+    }
+    let truncated = total > kept;
+    if truncated {
+        if last.is_some_and(|b| b != b'\n') {
+            out.write_all(b"\n")?;
+        }
+        writeln!(out, "[swe-ark: output truncated after {kept} bytes]")?;
+    }
+    out.flush()?;
+    Ok(Captured {
+        total,
+        truncated,
+        unfinished,
+    })
+}
+
+/// Sets up (and throws away) the namespaces an isolated run gets.
+fn probe() -> Result<(), String> {
+    let pipes = io::pipe().and_then(|report| io::pipe().map(|cancel| (report, cancel)));
+    let ((report_r, report_w), (cancel_r, _cancel_w)) =
+        pipes.map_err(|e| format!("cannot create a pipe: {e}"))?;
+    let attempts = attempts(Network::Isolated);
+    let plan = child::Plan {
+        attempts: attempts.clone(),
+        uid_map: id_map(euid()),
+        gid_map: id_map(egid()),
+        resolv_conf: None,
+        cgroup_procs: None,
+        memory_limit: None,
+        nproc_limit: None,
+        timeout_ms: None,
+        report_fd: report_w.as_raw_fd(),
+        cancel_fd: cancel_r.as_raw_fd(),
+        probe: true,
+        environ_area: None,
+    };
+    // SAFETY: the child runs stage_a, which makes only async-signal-safe calls and, with
+    // `probe` set, always ends with _exit; the _exit after it is a safety net.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let _ = child::stage_a(&plan);
+        // SAFETY: ends the forked child without running anything of the parent's.
+        unsafe { libc::_exit(125) };
+    }
+    drop(report_w);
+    if pid < 0 {
+        return Err(format!("cannot fork: {}", io::Error::last_os_error()));
+    }
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid on our own child.
+        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if r == pid || (r < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted) {
+            break;
+        }
+    }
+    let report = Report::read(report_r);
+    if report.mode.is_some() {
+        return Ok(());
+    }
+    if let Some((step, errno)) = report.fails.first() {
+        return Err(format!("{} failed: {}", step_text(*step), os_error(*errno)));
+    }
+    Err(diagnose(&attempts, &report.attempt_failures))
+}
+
+/// The bounds of this process's environment block: fields 50 and 51 of /proc/self/stat.
+fn environ_area() -> Option<(usize, usize)> {
+    let stat = fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields from the third on follow the command name's closing parenthesis.
+    let (_, rest) = stat.rsplit_once(')')?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let start: usize = fields.get(47)?.parse().ok()?;
+    let end: usize = fields.get(48)?.parse().ok()?;
+    (start < end && end - start < 16 << 20).then_some((start, end))
+}
+
+fn describe(status: ExitStatus) -> String {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit code {code}"),
+        (None, Some(signal)) => format!("killed by signal {signal}"),
+        _ => status.to_string(),
+    }
+}
+
+fn prepare(what: &str, source: io::Error) -> SandboxError {
+    SandboxError::Prepare {
+        what: what.to_string(),
+        source,
+    }
+}
+
+fn c_path(path: &Path) -> Result<CString, SandboxError> {
+    CString::new(path.as_os_str().as_bytes()).map_err(|_| {
+        SandboxError::InvalidSpec(format!("the path {} contains a NUL byte", path.display()))
+    })
+}
+
+/// `"<id> <id> 1\n"`: the id mapped to itself, alone, as an unprivileged process may write it.
+fn id_map(id: u32) -> CString {
+    // Digits, spaces and a newline: never a NUL byte.
+    CString::new(format!("{id} {id} 1\n")).unwrap_or_default()
+}
+
+fn euid() -> u32 {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+fn egid() -> u32 {
+    // SAFETY: getegid cannot fail.
+    unsafe { libc::getegid() }
+}

@@ -1,0 +1,572 @@
+//! Execution-based validation (the SWE-bench paper's appendix A.3, made exact and offline):
+//! per instance, the codebase at base_commit from the mirror, the environment from its lock
+//! (no network), the install, the test patch and a run (`log_pre`), the gold patch, the install
+//! again and K runs (`log_post`), both parsed, and a verdict kept with its evidence.
+//!
+//! - [`directives`]: which tests the test command runs;
+//! - [`outcome`]: FAIL_TO_PASS / PASS_TO_PASS / XFAIL / flaky and the verdict rules.
+//!
+//! docs/VALIDATION.md tells the procedure for users.
+
+pub mod directives;
+pub mod outcome;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::dataset::Instance;
+use crate::digest::Sha256Digest;
+use crate::env::build::{self, BuildOptions, BuiltEnv};
+use crate::env::lock::checkout;
+use crate::env::pylock::PyLock;
+use crate::logparse::{self, StatusMap};
+use crate::manifest::{Context, Manifests};
+use crate::mirror::{Mirror, RepoName};
+use crate::sandbox::{self, Network, Spec};
+use crate::store::{Ark, ValidationRow};
+
+use outcome::{Differences, Lists};
+
+/// What became of an instance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    /// Proven: at least one test goes from fail to pass, and (for a published instance) the
+    /// lists are the published ones.
+    Kept,
+    /// Not a valid task instance, or it could not be run: see the reason.
+    Discarded,
+    /// A published instance whose lists did not come out as published.
+    NotReproducible,
+}
+
+impl Verdict {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Verdict::Kept => "kept",
+            Verdict::Discarded => "discarded",
+            Verdict::NotReproducible => "not-reproducible",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ValidateOptions {
+    /// Runs after the gold patch (flakiness).
+    pub runs: u32,
+    /// Per test-command run.
+    pub timeout: Duration,
+    /// Let the tests reach the network (recorded in the results).
+    pub allow_network: bool,
+    pub memory_limit: Option<u64>,
+    pub keep_workdir: bool,
+}
+
+impl Default for ValidateOptions {
+    fn default() -> Self {
+        ValidateOptions {
+            runs: 3,
+            timeout: Duration::from_secs(1800),
+            allow_network: false,
+            memory_limit: None,
+            keep_workdir: false,
+        }
+    }
+}
+
+/// Everything a validation saw, as `results.json` keeps it.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Results {
+    pub instance_id: String,
+    pub verdict: Verdict,
+    /// A short kind (`no-fail-to-pass`, `install-failed`, …) for counting, empty when kept.
+    pub reason_kind: String,
+    pub reason: String,
+    #[serde(rename = "FAIL_TO_PASS")]
+    pub fail_to_pass: Vec<String>,
+    #[serde(rename = "PASS_TO_PASS")]
+    pub pass_to_pass: Vec<String>,
+    #[serde(rename = "XFAIL")]
+    pub xfail: Vec<String>,
+    pub flaky: BTreeMap<String, Vec<Option<logparse::TestStatus>>>,
+    /// For a published instance: how the computed lists differ from its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub published_differences: Option<Differences>,
+    pub test_directives: Vec<String>,
+    pub log_parser: String,
+    pub pre: StatusMap,
+    pub post: Vec<StatusMap>,
+    /// Exit code (or -signal) of each command run, by step.
+    pub exit_codes: BTreeMap<String, i64>,
+    /// Seconds per step.
+    pub timings: BTreeMap<String, f64>,
+    pub network: String,
+    pub lock: String,
+    pub python: String,
+    pub tool: String,
+}
+
+/// Reasons that are the archive's, not the instance's (no lock, no mirror, no manifest, an
+/// environment that does not build, no sandbox): such a run is reported, not recorded, so the
+/// next `validate` tries the instance again once the archive is fixed.
+pub const SETUP_REASONS: &[&str] = &[
+    "no-context",
+    "no-mirror",
+    "no-lock",
+    "environment",
+    "sandbox",
+    "unknown-log-parser",
+    "io",
+];
+
+impl Results {
+    pub fn is_setup_problem(&self) -> bool {
+        SETUP_REASONS.contains(&self.reason_kind.as_str())
+    }
+}
+
+/// The outcome of one instance, with its logs.
+pub struct Validation {
+    pub results: Results,
+    pub log_pre: Option<Vec<u8>>,
+    pub log_post: Option<Vec<u8>>,
+}
+
+/// A reason to stop validating an instance: its kind and sentence.
+struct Stop(&'static str, String);
+
+/// Output kept per command: enough for any real test log, bounded for a runaway one.
+const OUTPUT_CAP: u64 = 64 * 1024 * 1024;
+
+/// The newest lock of `repo` `version` in the archive.
+pub fn lock_for(
+    ark: &Ark,
+    repo: &str,
+    version: &str,
+) -> Result<Option<(Sha256Digest, PyLock)>, String> {
+    let locks = ark.index().locks().map_err(|e| e.to_string())?;
+    let Some(row) = locks
+        .into_iter()
+        .filter(|l| l.repo == repo && l.version == version)
+        .max_by_key(|l| l.created_at)
+    else {
+        return Ok(None);
+    };
+    let bytes = ark.objects().get(&row.id).map_err(|e| e.to_string())?;
+    let lock = PyLock::parse(&bytes).map_err(|e| format!("lock {}: {e}", row.id))?;
+    Ok(Some((row.id, lock)))
+}
+
+/// System package managers are outside the environment (as at lock time).
+fn is_system_command(cmd: &str) -> bool {
+    cmd.split(['&', ';', '|']).map(str::trim).any(|c| {
+        matches!(
+            c.split_whitespace().next().unwrap_or(""),
+            "apt-get" | "apt" | "yum" | "dnf" | "apk" | "conda" | "sudo"
+        )
+    })
+}
+
+struct Runner<'a> {
+    work: &'a Path,
+    src: PathBuf,
+    env: BTreeMap<String, String>,
+    opts: &'a ValidateOptions,
+    exit_codes: BTreeMap<String, i64>,
+    timings: BTreeMap<String, f64>,
+    network: &'static str,
+}
+
+impl Runner<'_> {
+    /// Runs `script` with bash in the checkout, through the sandbox; returns the log.
+    fn run(&mut self, step: &str, script: &str) -> Result<(Vec<u8>, bool), Stop> {
+        let log = self.work.join("logs").join(format!("{step}.log"));
+        let spec = Spec {
+            program: PathBuf::from("bash"),
+            args: vec!["-c".into(), script.into()],
+            cwd: self.src.clone(),
+            env: self.env.clone(),
+            timeout: Some(self.opts.timeout),
+            network: if self.opts.allow_network {
+                Network::Allowed
+            } else {
+                Network::Isolated
+            },
+            memory_limit: self.opts.memory_limit,
+            max_processes: None,
+            output: log.clone(),
+            output_cap: OUTPUT_CAP,
+        };
+        let t = Instant::now();
+        let outcome = sandbox::run(&spec).map_err(|e| Stop("sandbox", e.to_string()))?;
+        self.timings
+            .insert(step.to_string(), t.elapsed().as_secs_f64());
+        self.network = outcome.network;
+        let code = match (outcome.exit_code, outcome.signal) {
+            (Some(c), _) => c as i64,
+            (None, Some(s)) => -(s as i64),
+            _ => -1,
+        };
+        self.exit_codes.insert(step.to_string(), code);
+        let bytes = std::fs::read(&log).unwrap_or_default();
+        if outcome.timed_out {
+            return Err(Stop(
+                "timeout",
+                format!(
+                    "{step} did not finish within {} s",
+                    self.opts.timeout.as_secs()
+                ),
+            ));
+        }
+        Ok((bytes, code == 0))
+    }
+
+    fn apply(&mut self, step: &str, patch: &str) -> Result<(), Stop> {
+        let file = self.work.join(format!("{step}.diff"));
+        std::fs::write(&file, patch).map_err(|e| Stop("io", format!("{}: {e}", file.display())))?;
+        let t = Instant::now();
+        let out = std::process::Command::new("git")
+            .args(["apply", "--verbose"])
+            .arg(&file)
+            .current_dir(&self.src)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .output()
+            .map_err(|e| Stop("io", format!("git apply: {e}")))?;
+        self.timings
+            .insert(step.to_string(), t.elapsed().as_secs_f64());
+        if out.status.success() {
+            return Ok(());
+        }
+        Err(Stop(
+            if step == "test-patch" {
+                "test-patch-does-not-apply"
+            } else {
+                "gold-patch-does-not-apply"
+            },
+            format!(
+                "the {} does not apply: {}",
+                step.replace('-', " "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+        ))
+    }
+}
+
+fn tail(bytes: &[u8], lines: usize) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// Validates one instance. Errors of swe-ark itself (the archive unreadable) are `Err`; every
+/// reason the instance cannot be proven is a verdict in the results.
+pub fn validate(
+    ark: &Ark,
+    manifests: &Manifests,
+    instance: &Instance,
+    opts: &ValidateOptions,
+) -> Result<Validation, String> {
+    let started = Instant::now();
+    let mut results = Results {
+        instance_id: instance.instance_id.clone(),
+        verdict: Verdict::Discarded,
+        reason_kind: String::new(),
+        reason: String::new(),
+        fail_to_pass: vec![],
+        pass_to_pass: vec![],
+        xfail: vec![],
+        flaky: BTreeMap::new(),
+        published_differences: None,
+        test_directives: vec![],
+        log_parser: String::new(),
+        pre: StatusMap::new(),
+        post: vec![],
+        exit_codes: BTreeMap::new(),
+        timings: BTreeMap::new(),
+        network: String::new(),
+        lock: String::new(),
+        python: String::new(),
+        tool: format!("swe-ark {}", env!("CARGO_PKG_VERSION")),
+    };
+    let mut logs = (None, None);
+    let tmp = ark.root().join("tmp");
+    std::fs::create_dir_all(&tmp).map_err(|e| format!("{}: {e}", tmp.display()))?;
+    let work = tempfile::Builder::new()
+        .prefix(".tmp-validate-")
+        .tempdir_in(&tmp)
+        .map_err(|e| format!("{}: {e}", tmp.display()))?;
+    let outcome = run_steps(
+        ark,
+        manifests,
+        instance,
+        opts,
+        work.path(),
+        &mut results,
+        &mut logs,
+    );
+    if let Err(Stop(kind, reason)) = outcome {
+        results.verdict = Verdict::Discarded;
+        results.reason_kind = kind.to_string();
+        results.reason = reason;
+    }
+    results
+        .timings
+        .insert("total".into(), started.elapsed().as_secs_f64());
+    if opts.keep_workdir {
+        let kept = work.keep();
+        tracing::info!("work directory kept: {}", kept.display());
+    }
+    Ok(Validation {
+        results,
+        log_pre: logs.0,
+        log_post: logs.1,
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_steps(
+    ark: &Ark,
+    manifests: &Manifests,
+    instance: &Instance,
+    opts: &ValidateOptions,
+    work: &Path,
+    results: &mut Results,
+    logs: &mut (Option<Vec<u8>>, Option<Vec<u8>>),
+) -> Result<(), Stop> {
+    let ctx: Context = manifests
+        .context(&instance.repo, &instance.version)
+        .map_err(|e| Stop("no-context", e.to_string()))?;
+    results.log_parser = ctx.log_parser.clone();
+    if !logparse::known_parsers().contains(&ctx.log_parser.as_str()) {
+        return Err(Stop(
+            "unknown-log-parser",
+            format!(
+                "the manifest of {} names log parser `{}`; known: {}",
+                ctx.repo,
+                ctx.log_parser,
+                logparse::known_parsers().join(", ")
+            ),
+        ));
+    }
+
+    // 1. The codebase, from the mirror.
+    let t = Instant::now();
+    let name = RepoName::parse(&instance.repo).ok_or_else(|| {
+        Stop(
+            "bad-instance",
+            format!("repo `{}` is not OWNER/NAME", instance.repo),
+        )
+    })?;
+    let mirror =
+        Mirror::open(&ark.mirrors_dir(), &name).map_err(|e| Stop("no-mirror", e.to_string()))?;
+    mirror
+        .commit(&instance.base_commit)
+        .map_err(|e| Stop("base-commit-missing", e.to_string()))?;
+    let missing = mirror
+        .check_tree(&instance.base_commit)
+        .map_err(|e| Stop("missing-object", e.to_string()))?;
+    if !missing.is_empty() {
+        return Err(Stop("missing-object", missing.join("; ")));
+    }
+    let src = work.join("src");
+    checkout(&mirror.path, &instance.base_commit, &src)
+        .map_err(|e| Stop("checkout", e.to_string()))?;
+    results
+        .timings
+        .insert("materialize".into(), t.elapsed().as_secs_f64());
+
+    // 2. The environment, from its lock, offline.
+    let t = Instant::now();
+    let (lock_id, lock) = lock_for(ark, &ctx.repo, &ctx.version)
+        .map_err(|e| Stop("no-lock", e))?
+        .ok_or_else(|| {
+            Stop(
+                "no-lock",
+                format!(
+                    "no environment lock for {} {}; run `swe-ark env lock {} {}` (online) first",
+                    ctx.repo, ctx.version, ctx.repo, ctx.version
+                ),
+            )
+        })?;
+    results.lock = lock_id.hex();
+    results.python = lock.tool.swe_ark.python.version.clone();
+    let built: BuiltEnv = build::build(
+        &ark.objects(),
+        ark.root(),
+        &lock_id,
+        &lock,
+        &BuildOptions::default(),
+    )
+    .map_err(|e| Stop("environment", e.to_string()))?;
+    let venv = build::instance_copy(&built, &work.join("venv"))
+        .map_err(|e| Stop("environment", e.to_string()))?;
+    results
+        .timings
+        .insert("environment".into(), t.elapsed().as_secs_f64());
+
+    let mut env = ctx.env.clone();
+    env.extend(build::offline_install_env(&built));
+    env.insert("VIRTUAL_ENV".into(), venv.dir.display().to_string());
+    env.insert(
+        "PATH".into(),
+        format!("{}:/usr/local/bin:/usr/bin:/bin", venv.bin().display()),
+    );
+    env.insert("PIP_CONFIG_FILE".into(), "/dev/null".into());
+    env.insert("PIP_DISABLE_PIP_VERSION_CHECK".into(), "1".into());
+    let mut runner = Runner {
+        work,
+        src: src.clone(),
+        env,
+        opts,
+        exit_codes: BTreeMap::new(),
+        timings: BTreeMap::new(),
+        network: "isolated",
+    };
+    std::fs::create_dir_all(work.join("logs")).map_err(|e| Stop("io", e.to_string()))?;
+    let prelude: String = ctx
+        .eval_commands
+        .iter()
+        .filter(|c| !is_system_command(c))
+        .map(|c| format!("{c}\n"))
+        .collect();
+    let directives = directives::test_directives(&instance.test_patch, &ctx.test_cmd);
+    results.test_directives = directives.clone();
+    let test_script = format!(
+        "{prelude}{} {}\n",
+        ctx.test_cmd,
+        directives
+            .iter()
+            .map(|d| directives::shell_quote(d))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    let install = |runner: &mut Runner, step: &str| -> Result<(), Stop> {
+        if ctx.install.is_empty() {
+            return Ok(());
+        }
+        let (log, ok) = runner.run(step, &format!("{prelude}{}\n", ctx.install))?;
+        if ok {
+            Ok(())
+        } else {
+            Err(Stop(
+                "install-failed",
+                format!("`{}` failed ({step}):\n{}", ctx.install, tail(&log, 15)),
+            ))
+        }
+    };
+    let outcome = (|| -> Result<(), Stop> {
+        // 3. Before the gold patch.
+        install(&mut runner, "install")?;
+        runner.apply("test-patch", &instance.test_patch)?;
+        let (pre_log, _) = runner.run("pre", &test_script)?;
+        let pre_text = String::from_utf8_lossy(&pre_log).into_owned();
+        logs.0 = Some(pre_log);
+        let t = Instant::now();
+        let pre = logparse::parse(&ctx.log_parser, &pre_text)
+            .map_err(|e| Stop("unknown-log-parser", e.to_string()))?;
+        let mut parse_seconds = t.elapsed().as_secs_f64();
+        results.pre = pre.clone();
+        if let Some(line) = outcome::stopped_by_import_error(&pre_text, &pre) {
+            return Err(Stop(
+                "tests-did-not-run",
+                format!("the tests before the gold patch did not run: {line}"),
+            ));
+        }
+        // 4. After it: install again (a non-editable install would test stale code), K runs.
+        runner.apply("gold-patch", &instance.patch)?;
+        install(&mut runner, "reinstall")?;
+        let mut posts = Vec::new();
+        for k in 1..=opts.runs.max(1) {
+            let (log, _) = runner.run(&format!("post-{k}"), &test_script)?;
+            let t = Instant::now();
+            let text = String::from_utf8_lossy(&log).into_owned();
+            posts.push(
+                logparse::parse(&ctx.log_parser, &text)
+                    .map_err(|e| Stop("unknown-log-parser", e.to_string()))?,
+            );
+            parse_seconds += t.elapsed().as_secs_f64();
+            if k == 1 {
+                logs.1 = Some(log);
+            }
+        }
+        results.post = posts.clone();
+        runner.timings.insert("parse".into(), parse_seconds);
+        let lists: Lists = outcome::lists(&pre, &posts);
+        results.fail_to_pass = lists.fail_to_pass.clone();
+        results.pass_to_pass = lists.pass_to_pass.clone();
+        results.xfail = lists.xfail.clone();
+        results.flaky = lists.flaky.clone();
+        if lists.fail_to_pass.is_empty() {
+            return Err(Stop(
+                "no-fail-to-pass",
+                "no test goes from fail to pass".to_string(),
+            ));
+        }
+        let published = !instance.fail_to_pass.is_empty() || !instance.pass_to_pass.is_empty();
+        if published {
+            let d = outcome::compare(&lists, &instance.fail_to_pass, &instance.pass_to_pass);
+            if !d.is_empty() {
+                results.verdict = Verdict::NotReproducible;
+                results.reason_kind = "differs-from-published".into();
+                results.reason = d.describe();
+                results.published_differences = Some(d);
+                return Ok(());
+            }
+            results.published_differences = Some(d);
+        }
+        results.verdict = Verdict::Kept;
+        Ok(())
+    })();
+    results.exit_codes = std::mem::take(&mut runner.exit_codes);
+    results.timings.extend(std::mem::take(&mut runner.timings));
+    results.network = runner.network.to_string();
+    outcome
+}
+
+/// Records a validation: its logs and results as objects, the row, and for a collected
+/// (unpublished) instance that was kept, its FAIL_TO_PASS / PASS_TO_PASS — one transaction.
+pub fn record(ark: &mut Ark, instance: &Instance, v: &Validation) -> Result<ValidationRow, String> {
+    let objects = ark.objects();
+    let put = |bytes: &[u8]| objects.put_bytes(bytes).map_err(|e| e.to_string());
+    let results_json = serde_json::to_vec_pretty(&v.results).map_err(|e| e.to_string())?;
+    let results_id = put(&results_json)?;
+    let log_pre = v.log_pre.as_deref().map(put).transpose()?;
+    let log_post = v.log_post.as_deref().map(put).transpose()?;
+    let r = &v.results;
+    let row = ValidationRow {
+        instance_id: r.instance_id.clone(),
+        verdict: r.verdict.as_str().to_string(),
+        reason_kind: r.reason_kind.clone(),
+        reason: r.reason.clone(),
+        fail_to_pass: r.fail_to_pass.len() as u64,
+        pass_to_pass: r.pass_to_pass.len() as u64,
+        flaky: r.flaky.len() as u64,
+        lock_id: r.lock.clone(),
+        results: results_id,
+        log_pre,
+        log_post,
+        seconds: r.timings.get("total").copied().unwrap_or(0.0),
+        validated_at: 0,
+    };
+    let mut objects_rows = vec![(results_id, results_json.len() as u64, "results")];
+    if let (Some(id), Some(b)) = (log_pre, &v.log_pre) {
+        objects_rows.push((id, b.len() as u64, "log"));
+    }
+    if let (Some(id), Some(b)) = (log_post, &v.log_post) {
+        objects_rows.push((id, b.len() as u64, "log"));
+    }
+    let updated = (r.verdict == Verdict::Kept
+        && instance.fail_to_pass.is_empty()
+        && instance.pass_to_pass.is_empty())
+    .then(|| {
+        let mut i = instance.clone();
+        i.fail_to_pass = r.fail_to_pass.clone();
+        i.pass_to_pass = r.pass_to_pass.clone();
+        i
+    });
+    ark.index_mut()
+        .record_validation(&row, &objects_rows, updated.as_ref())
+        .map_err(|e| e.to_string())?;
+    Ok(row)
+}

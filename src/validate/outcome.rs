@@ -1,0 +1,210 @@
+//! From parsed logs to a verdict: FAIL_TO_PASS, PASS_TO_PASS, XFAIL and flaky tests, the
+//! "tests could not run" rule, and the comparison with a published instance's lists. Pure
+//! functions: everything here is decided from the status maps and the log text.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::logparse::{StatusMap, TestStatus};
+
+/// What the runs showed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Lists {
+    /// Not passing before the gold patch (failed, error, or absent), PASSED in every run after.
+    pub fail_to_pass: Vec<String>,
+    /// PASSED before and in every run after.
+    pub pass_to_pass: Vec<String>,
+    /// XFAIL after the gold patch: left out of both lists, as the published datasets do.
+    pub xfail: Vec<String>,
+    /// Tests whose status was not the same in every run after the gold patch, with the
+    /// statuses seen (a missing status is `null`): left out of both lists.
+    pub flaky: BTreeMap<String, Vec<Option<TestStatus>>>,
+}
+
+/// FAIL_TO_PASS, PASS_TO_PASS, XFAIL and flaky tests from the run before the gold patch and
+/// the runs after it.
+pub fn lists(pre: &StatusMap, posts: &[StatusMap]) -> Lists {
+    let mut out = Lists::default();
+    let all: BTreeSet<&String> = posts.iter().flat_map(|m| m.keys()).collect();
+    for test in all {
+        let statuses: Vec<Option<TestStatus>> =
+            posts.iter().map(|m| m.get(test).copied()).collect();
+        let first = statuses[0];
+        if statuses.iter().any(|s| *s != first) {
+            out.flaky.insert(test.clone(), statuses);
+            continue;
+        }
+        match first {
+            Some(TestStatus::Passed) => match pre.get(test) {
+                Some(TestStatus::Passed) => out.pass_to_pass.push(test.clone()),
+                // Skipped before and passing after is neither list, as in SWE-bench.
+                Some(TestStatus::Skipped) | Some(TestStatus::Xfail) => {}
+                Some(TestStatus::Failed) | Some(TestStatus::Error) | None => {
+                    out.fail_to_pass.push(test.clone())
+                }
+            },
+            Some(TestStatus::Xfail) => out.xfail.push(test.clone()),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Why the tests before the gold patch did not run, if they did not: the SWE-bench paper
+/// discards an instance whose pre-patch log shows an ImportError or AttributeError. Taken
+/// literally (SWE-bench's `has_attribute_or_import_error` looks for the words anywhere), that
+/// also discards every instance whose new test fails with an AttributeError, as most do; here
+/// it applies when the error stopped the run: no test result at all, or a collection error.
+pub fn stopped_by_import_error(pre_log: &str, pre: &StatusMap) -> Option<String> {
+    let collection_failed = pre_log.lines().any(|l| {
+        l.contains("ERROR collecting")
+            || l.contains("errors during collection")
+            || l.contains("error during collection")
+            || l.contains("ImportError while importing test module")
+    });
+    if !pre.is_empty() && !collection_failed {
+        return None;
+    }
+    pre_log
+        .lines()
+        .find(|l| {
+            l.contains("ImportError")
+                || l.contains("AttributeError")
+                || l.contains("ModuleNotFoundError")
+        })
+        .map(|l| l.trim().to_string())
+}
+
+/// How computed lists differ from published ones.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Differences {
+    pub fail_to_pass_extra: Vec<String>,
+    pub fail_to_pass_missing: Vec<String>,
+    pub pass_to_pass_extra: Vec<String>,
+    pub pass_to_pass_missing: Vec<String>,
+}
+
+impl Differences {
+    pub fn is_empty(&self) -> bool {
+        self.fail_to_pass_extra.is_empty()
+            && self.fail_to_pass_missing.is_empty()
+            && self.pass_to_pass_extra.is_empty()
+            && self.pass_to_pass_missing.is_empty()
+    }
+
+    /// One sentence naming the tests (at most a few of each kind).
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        for (what, list) in [
+            ("FAIL_TO_PASS lacks", &self.fail_to_pass_missing),
+            ("FAIL_TO_PASS has extra", &self.fail_to_pass_extra),
+            ("PASS_TO_PASS lacks", &self.pass_to_pass_missing),
+            ("PASS_TO_PASS has extra", &self.pass_to_pass_extra),
+        ] {
+            if list.is_empty() {
+                continue;
+            }
+            let shown: Vec<&str> = list.iter().take(5).map(String::as_str).collect();
+            let more = if list.len() > 5 {
+                format!(" and {} more", list.len() - 5)
+            } else {
+                String::new()
+            };
+            parts.push(format!(
+                "{what} {} ({}{more})",
+                list.len(),
+                shown.join(", ")
+            ));
+        }
+        parts.join("; ")
+    }
+}
+
+fn diff(computed: &[String], published: &[String]) -> (Vec<String>, Vec<String>) {
+    let c: BTreeSet<&String> = computed.iter().collect();
+    let p: BTreeSet<&String> = published.iter().collect();
+    (
+        c.difference(&p).map(|s| s.to_string()).collect(),
+        p.difference(&c).map(|s| s.to_string()).collect(),
+    )
+}
+
+pub fn compare(lists: &Lists, published_f2p: &[String], published_p2p: &[String]) -> Differences {
+    let (fail_to_pass_extra, fail_to_pass_missing) = diff(&lists.fail_to_pass, published_f2p);
+    let (pass_to_pass_extra, pass_to_pass_missing) = diff(&lists.pass_to_pass, published_p2p);
+    Differences {
+        fail_to_pass_extra,
+        fail_to_pass_missing,
+        pass_to_pass_extra,
+        pass_to_pass_missing,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use TestStatus::*;
+
+    fn map(pairs: &[(&str, TestStatus)]) -> StatusMap {
+        pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+    }
+
+    #[test]
+    fn lists_follow_the_rules() {
+        let pre = map(&[
+            ("a", Failed),
+            ("b", Passed),
+            ("c", Passed),
+            ("d", Skipped),
+            ("e", Error),
+        ]);
+        let post1 = map(&[
+            ("a", Passed),
+            ("b", Passed),
+            ("c", Passed),
+            ("d", Passed),
+            ("e", Passed),
+            ("new", Passed),
+            ("x", Xfail),
+            ("flaky", Passed),
+        ]);
+        let mut post2 = post1.clone();
+        post2.insert("flaky".into(), Failed);
+        let l = lists(&pre, &[post1.clone(), post2]);
+        assert_eq!(l.fail_to_pass, vec!["a", "e", "new"]);
+        assert_eq!(l.pass_to_pass, vec!["b", "c"]);
+        assert_eq!(l.xfail, vec!["x"]);
+        assert_eq!(
+            l.flaky.get("flaky"),
+            Some(&vec![Some(Passed), Some(Failed)])
+        );
+        let d = compare(&l, &["a".into(), "zzz".into()], &["b".into(), "c".into()]);
+        assert_eq!(d.fail_to_pass_extra, vec!["e", "new"]);
+        assert_eq!(d.fail_to_pass_missing, vec!["zzz"]);
+        assert!(d.pass_to_pass_extra.is_empty() && d.pass_to_pass_missing.is_empty());
+        assert!(
+            d.describe().contains("FAIL_TO_PASS lacks 1 (zzz)"),
+            "{}",
+            d.describe()
+        );
+    }
+
+    #[test]
+    fn an_import_error_matters_only_when_it_stopped_the_run() {
+        let ran = map(&[("t", Failed)]);
+        let log = "E   AttributeError: module has no attribute 'new_thing'\nFAILED t";
+        assert_eq!(stopped_by_import_error(log, &ran), None);
+        let log = "ERROR collecting tests/test_x.py\nE   ImportError: cannot import name 'y'\n";
+        assert_eq!(
+            stopped_by_import_error(log, &ran).as_deref(),
+            Some("E   ImportError: cannot import name 'y'")
+        );
+        assert!(
+            stopped_by_import_error(
+                "ModuleNotFoundError: No module named 'z'",
+                &StatusMap::new()
+            )
+            .is_some()
+        );
+        assert_eq!(stopped_by_import_error("all good", &StatusMap::new()), None);
+    }
+}

@@ -1,0 +1,451 @@
+//! The log parsers on real logs (tests/fixtures/logs/README.md): every fixture against the map
+//! SWE-bench's own parser gives for it (`<fixture>.expected.json`, made by
+//! `generate_expected.py`), then hand-checked facts about each.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use TestStatus::*;
+use swe_ark::logparse::{self, StatusMap, TestStatus};
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/logs")
+}
+
+fn read(rel: &str) -> String {
+    let path = fixtures().join(rel);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The parser named by the fixture's directory, on the fixture.
+fn parsed(rel: &str) -> StatusMap {
+    let parser = rel.split('/').next().unwrap();
+    logparse::parse(parser, &read(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
+
+fn status(map: &StatusMap, id: &str) -> Option<TestStatus> {
+    map.get(id).copied()
+}
+
+#[test]
+fn every_fixture_gives_what_swebench_gives() {
+    let mut checked = 0;
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(fixtures())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir() && !p.ends_with("sources"))
+        .collect();
+    dirs.sort();
+    let names: Vec<String> = dirs
+        .iter()
+        .map(|d| d.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    let mut known: Vec<&str> = logparse::known_parsers().to_vec();
+    known.sort();
+    assert_eq!(names, known, "one fixture directory per parser");
+    for dir in &dirs {
+        let parser = dir.file_name().unwrap().to_string_lossy().into_owned();
+        let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| !p.to_string_lossy().ends_with(".expected.json"))
+            .collect();
+        files.sort();
+        assert!(!files.is_empty(), "{parser}: no fixture");
+        for file in files {
+            let log = std::fs::read_to_string(&file).unwrap();
+            let got = logparse::parse(&parser, &log)
+                .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+            let expected_path = file.with_file_name(format!(
+                "{}.expected.json",
+                file.file_stem().unwrap().to_string_lossy()
+            ));
+            let expected: BTreeMap<String, String> =
+                serde_json::from_str(&std::fs::read_to_string(&expected_path).unwrap()).unwrap();
+            // SWE-bench may keep a word that is not a status; such an id is left out here.
+            let expected: BTreeMap<String, String> = expected
+                .into_iter()
+                .filter(|(_, v)| {
+                    ["PASSED", "FAILED", "SKIPPED", "ERROR", "XFAIL"].contains(&v.as_str())
+                })
+                .collect();
+            let got: BTreeMap<String, String> =
+                serde_json::from_value(serde_json::to_value(&got).unwrap()).unwrap();
+            if got != expected {
+                let only_got: Vec<_> = got
+                    .iter()
+                    .filter(|(k, v)| expected.get(*k) != Some(v))
+                    .collect();
+                let only_exp: Vec<_> = expected
+                    .iter()
+                    .filter(|(k, v)| got.get(*k) != Some(v))
+                    .collect();
+                panic!(
+                    "{}: differs from SWE-bench\n  ours only: {only_got:?}\n  SWE-bench only: {only_exp:?}",
+                    file.display()
+                );
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 15, "only {checked} fixtures");
+}
+
+#[test]
+fn pytest_ra_summary_as_swebench_reads_it() {
+    for rel in [
+        "pytest/pytest4-py37.log",
+        "pytest/pytest6-py39.log",
+        "pytest/pytest8-py311.log",
+    ] {
+        let m = parsed(rel);
+        let s = |id: &str| status(&m, id);
+        assert_eq!(s("tests/test_basic.py::test_pass"), Some(Passed), "{rel}");
+        assert_eq!(s("tests/test_basic.py::test_fail"), Some(Failed), "{rel}");
+        assert_eq!(
+            s("tests/test_basic.py::TestGroup::test_method_param[2]"),
+            Some(Failed)
+        );
+        assert_eq!(s("tests/test_basic.py::test_xfail"), Some(Xfail), "{rel}");
+        assert_eq!(
+            s("tests/test_basic.py::test_error_in_setup"),
+            Some(Error),
+            "{rel}"
+        );
+        // PASSED, then ERROR for its teardown: the later line wins.
+        assert_eq!(
+            s("tests/test_basic.py::test_error_in_teardown"),
+            Some(Error),
+            "{rel}"
+        );
+        // ERROR (teardown), then FAILED (call): FAILED lines come last in the summary.
+        assert_eq!(
+            s("tests/test_basic.py::test_fail_and_error_in_teardown"),
+            Some(Failed)
+        );
+        // A non-strict XPASS is not read at all; a strict one is FAILED.
+        assert_eq!(s("tests/test_basic.py::test_xpass"), None, "{rel}");
+        assert_eq!(
+            s("tests/test_basic.py::test_xpass_strict"),
+            Some(Failed),
+            "{rel}"
+        );
+        // Skips are `SKIPPED [1] file:line: reason`: the id is `[1]`.
+        assert_eq!(s("tests/test_basic.py::test_skip_mark"), None, "{rel}");
+        assert_eq!(s("[1]"), Some(Skipped), "{rel}");
+        // Ids end at the first space; brackets and slashes are kept.
+        assert_eq!(
+            s("tests/test_params.py::test_ids_pass[a"),
+            Some(Passed),
+            "{rel}"
+        );
+        assert_eq!(s("tests/test_params.py::test_ids_pass[a b]"), None, "{rel}");
+        assert_eq!(
+            s("tests/test_params.py::test_ids_fail[fail"),
+            Some(Failed),
+            "{rel}"
+        );
+        assert_eq!(
+            s("tests/test_params.py::test_ids_fail[fail/slash]"),
+            Some(Failed)
+        );
+        assert_eq!(
+            s("tests/test_params.py::test_ids_fail[fail[nested]]"),
+            Some(Failed)
+        );
+        assert_eq!(
+            s("tests/test_params.py::test_ids_pass[/abs/path/to/file.txt]"),
+            Some(Passed)
+        );
+        // Lines a test printed or logged count too.
+        assert_eq!(
+            s("tests/test_basic.py::test_never_ran"),
+            Some(Passed),
+            "{rel}"
+        );
+        assert_eq!(s("this"), Some(Error), "{rel}");
+    }
+    // Python 3.11 gives IntEnum parameters their number.
+    let m = parsed("pytest/pytest8-py311.log");
+    assert_eq!(
+        status(&m, "tests/sub/test_nested.py::test_click_fail[2]"),
+        Some(Failed)
+    );
+    let m = parsed("pytest/pytest6-py39.log");
+    assert_eq!(
+        status(
+            &m,
+            "tests/sub/test_nested.py::test_click_fail[MouseButton.MIDDLE]"
+        ),
+        Some(Failed)
+    );
+}
+
+#[test]
+fn pytest_sees_no_coloured_summary_and_a_collection_error_names_the_file() {
+    let m = parsed("pytest/pytest8-color.log");
+    assert!(
+        !m.keys()
+            .any(|k| k.starts_with("tests/") && k != "tests/test_basic.py::test_never_ran"),
+        "{m:?}"
+    );
+    let m = parsed("pytest/collection-error.log");
+    assert_eq!(
+        m.into_iter().collect::<Vec<_>>(),
+        [("broken/test_broken.py".to_string(), Error)]
+    );
+}
+
+#[test]
+fn pytest_absolute_ids_are_made_relative() {
+    // The real log, its ids rewritten in memory as pytest would print them absolute.
+    let log = read("pytest/pytest8-py311.log");
+    let plain = logparse::parse("pytest", &log).unwrap();
+    for prefix in ["/tmp/proj/", "/testbed/", "/srv/x/testbed/"] {
+        let mut abs = String::new();
+        for line in log.split_inclusive('\n') {
+            let mut line = line.to_string();
+            for word in ["PASSED ", "FAILED ", "ERROR ", "XFAIL "] {
+                if line.starts_with(&format!("{word}tests/")) {
+                    line = line.replacen(word, &format!("{word}{prefix}"), 1);
+                }
+            }
+            abs.push_str(&line);
+        }
+        assert_ne!(abs, log);
+        assert_eq!(logparse::parse("pytest", &abs).unwrap(), plain, "{prefix}");
+    }
+    // Without the `rootdir:` line, only `/testbed/` is known.
+    let log = "PASSED /tmp/proj/tests/a.py::t\nPASSED /testbed/tests/b.py::u[/testbed/x]\n";
+    let m = logparse::parse("pytest", log).unwrap();
+    assert_eq!(status(&m, "/tmp/proj/tests/a.py::t"), Some(Passed));
+    assert_eq!(status(&m, "tests/b.py::u[/testbed/x]"), Some(Passed));
+    let m = logparse::parse(
+        "pytest",
+        &format!("rootdir: /tmp/proj, configfile: setup.cfg\n{log}"),
+    )
+    .unwrap();
+    assert_eq!(status(&m, "tests/a.py::t"), Some(Passed));
+}
+
+#[test]
+fn pytest_options_shortens_absolute_path_parameters() {
+    let m = parsed("pytest_options/pytest6-py39.log");
+    let s = |id: &str| status(&m, id);
+    // A random temporary directory in the id becomes its last component.
+    assert_eq!(
+        s("tests/test_params.py::test_data_path[/input.txt]"),
+        Some(Passed)
+    );
+    assert!(!m.keys().any(|k| k.contains("/tmp/tmp")), "{m:?}");
+    assert_eq!(
+        s("tests/test_params.py::test_ids_pass[/file.txt]"),
+        Some(Passed)
+    );
+    // `//…` and globs are kept whole; relative paths are not touched.
+    assert_eq!(
+        s("tests/test_params.py::test_ids_pass[//double/slash]"),
+        Some(Passed)
+    );
+    assert_eq!(
+        s("tests/test_params.py::test_ids_pass[/glob/*.py]"),
+        Some(Passed)
+    );
+    assert_eq!(
+        s("tests/test_params.py::test_data_path[relative/input.txt]"),
+        Some(Passed)
+    );
+    assert_eq!(
+        s("tests/test_params.py::test_ids_fail[fail/slash]"),
+        Some(Failed)
+    );
+}
+
+#[test]
+fn pytest_v2_reads_verbose_lines_and_colours() {
+    let plain = parsed("pytest_v2/vv-classic-pytest8.log");
+    let colour = parsed("pytest_v2/vv-classic-color-pytest8.log");
+    for m in [&plain, &colour] {
+        let s = |id: &str| status(m, id);
+        assert_eq!(s("tests/test_basic.py::test_pass"), Some(Passed));
+        assert_eq!(s("tests/test_basic.py::test_xfail"), Some(Xfail));
+        assert_eq!(
+            s("tests/test_basic.py::test_error_in_teardown"),
+            Some(Error)
+        );
+        assert_eq!(
+            s("tests/sub/test_nested.py::test_click_fail[2]"),
+            Some(Failed)
+        );
+        // `[10m` is taken for a colour code: the parameter `10m` eats its bracket.
+        assert_eq!(s("tests/test_params.py::test_ids_pass]"), Some(Passed));
+        assert_eq!(s("tests/test_params.py::test_ids_pass[10m]"), None);
+    }
+    // The colour codes do not change the ids (the random tmp path differs between runs).
+    let strip = |m: &StatusMap| -> Vec<(String, TestStatus)> {
+        m.iter()
+            .filter(|(k, _)| !k.contains("/tmp/tmp"))
+            .map(|(k, v)| (k.clone(), *v))
+            .collect()
+    };
+    assert_eq!(strip(&plain), strip(&colour));
+}
+
+#[test]
+fn matplotlib_writes_mouse_buttons_as_numbers() {
+    let m = parsed("matplotlib/pytest6-py39.log");
+    assert_eq!(
+        status(&m, "tests/sub/test_nested.py::test_click[1]"),
+        Some(Passed)
+    );
+    assert_eq!(
+        status(&m, "tests/sub/test_nested.py::test_click[3]"),
+        Some(Passed)
+    );
+    assert_eq!(
+        status(&m, "tests/sub/test_nested.py::test_click[MouseButton.LEFT]"),
+        None
+    );
+    // Only LEFT and RIGHT are rewritten.
+    assert_eq!(
+        status(
+            &m,
+            "tests/sub/test_nested.py::test_click_fail[MouseButton.MIDDLE]"
+        ),
+        Some(Failed)
+    );
+}
+
+#[test]
+fn seaborn_reads_only_passes_and_failures() {
+    let m = parsed("seaborn/no-header-pytest8.log");
+    assert!(m.values().all(|s| matches!(s, Passed | Failed)), "{m:?}");
+    assert_eq!(status(&m, "tests/test_basic.py::test_pass"), Some(Passed));
+    assert_eq!(
+        status(&m, "tests/test_basic.py::test_fail_and_error_in_teardown"),
+        Some(Failed)
+    );
+    assert_eq!(status(&m, "tests/test_basic.py::test_error_in_setup"), None);
+    assert_eq!(status(&m, "tests/test_basic.py::test_xfail"), None);
+}
+
+#[test]
+fn django_verbosity_two() {
+    let m = parsed("django/django-3.2.25-py39.log");
+    let s = |id: &str| status(&m, id);
+    assert_eq!(
+        s("test_international (str.tests.SimpleTests)"),
+        Some(Passed)
+    );
+    // Output between ` ... ` and `ok`.
+    assert_eq!(
+        s("test_prints_between_dots_and_ok (str.tests.SweArkFixtureTests)"),
+        Some(Passed)
+    );
+    // Output between ` ... ` and `FAIL`: only the summary's bare method name is read.
+    assert_eq!(
+        s("test_prints_then_fails (str.tests.SweArkFixtureTests)"),
+        None
+    );
+    assert_eq!(s("test_prints_then_fails"), Some(Failed));
+    assert_eq!(s("test_errors (str.tests.SweArkFixtureTests)"), Some(Error));
+    assert_eq!(s("test_errors"), Some(Error));
+    // A test with a docstring is known by the docstring's first line.
+    assert_eq!(
+        s("A docstring's first line stands for the test."),
+        Some(Failed)
+    );
+    assert_eq!(
+        s("Calling an async view down the asynchronous path."),
+        Some(Passed)
+    );
+    // Real failures of running as root, and a skip.
+    assert_eq!(s("Permission errors are not swallowed"), Some(Failed));
+    assert_eq!(s("test_readonly_root"), Some(Failed));
+    assert!(m.values().any(|v| *v == Skipped));
+    // The log has the harness's markers: `+ : '>>>>> Start Test Output'` is not a test.
+    assert!(!m.keys().any(|k| k.contains(">>>>>")));
+
+    let m = parsed("django/django-5.0.14-py311.log");
+    assert_eq!(
+        status(
+            &m,
+            "test_international (str.tests.SimpleTests.test_international)"
+        ),
+        Some(Passed)
+    );
+    assert_eq!(status(&m, "test_prints_then_fails"), Some(Failed));
+}
+
+#[test]
+fn sympy_bin_test() {
+    let m = parsed("sympy/sympy-1.12-py39.log");
+    let s = |id: &str| status(&m, id);
+    assert_eq!(s("test__aresame"), Some(Passed));
+    assert_eq!(s("test_S"), Some(Failed));
+    assert_eq!(s("sympy/core/tests/test_basic.py:test_S"), Some(Failed));
+    // The test that raised printed first: only its failure header is read, as FAILED.
+    assert_eq!(s("test_call"), None);
+    assert_eq!(s("sympy/core/tests/test_basic.py:test_call"), Some(Failed));
+    // The last test of a file shares its line with `[OK]`/`[FAIL]`.
+    assert_eq!(s("test_ManagedProperties"), None);
+    // Expected failures (`f`) and skips (`s`) are not read.
+    assert_eq!(s("test_multivariate_relational_as_set"), None);
+    assert_eq!(s("test_issue_19399"), None);
+}
+
+#[test]
+fn junit_xml_reports() {
+    for rel in [
+        "junit_xml/pytest8-xunit2.xml",
+        "junit_xml/pytest6-xunit1.xml",
+    ] {
+        let m = parsed(rel);
+        let s = |id: &str| status(&m, id);
+        assert_eq!(s("tests.test_basic::test_pass"), Some(Passed), "{rel}");
+        assert_eq!(
+            s("tests.test_basic::test_skip_mark"),
+            Some(Skipped),
+            "{rel}"
+        );
+        assert_eq!(s("tests.test_basic::test_xfail"), Some(Xfail), "{rel}");
+        assert_eq!(s("tests.test_basic::test_xpass"), Some(Passed), "{rel}");
+        assert_eq!(
+            s("tests.test_basic::test_xpass_strict"),
+            Some(Failed),
+            "{rel}"
+        );
+        assert_eq!(
+            s("tests.test_basic::test_error_in_teardown"),
+            Some(Error),
+            "{rel}"
+        );
+        // Written twice (failure, then teardown error): FAILED, as pytest -rA ends.
+        assert_eq!(
+            s("tests.test_basic::test_fail_and_error_in_teardown"),
+            Some(Failed)
+        );
+        assert_eq!(
+            s("tests.test_basic.TestGroup::test_method_param[2]"),
+            Some(Failed)
+        );
+        // Whole ids, spaces included.
+        assert_eq!(
+            s("tests.test_params::test_ids_pass[a b]"),
+            Some(Passed),
+            "{rel}"
+        );
+        assert_eq!(
+            s("tests.test_params::test_ids_fail[fail - dash]"),
+            Some(Failed),
+            "{rel}"
+        );
+        assert_eq!(m.len(), 43, "{rel}");
+    }
+    let err = logparse::parse("junit_xml", &read("pytest/pytest8-py311.log")).unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("not a readable JUnit XML report"),
+        "{err}"
+    );
+}

@@ -1,0 +1,300 @@
+//! `validate` for real: a Python project made here, mirrored, its context locked from a local
+//! index (pytest from the wheels `make test` fetched), and instances that show each verdict:
+//! kept (collected and published), not reproducible, no FAIL_TO_PASS, a test patch that does
+//! not apply, tests stopped by an ImportError, a flaky test, a timeout, and a test that needs
+//! the network to drop packets rather than refuse them. Then `ls --validated` and
+//! `pack --all-validated`.
+
+mod common;
+
+use common::pyindex::PyIndex;
+use common::{TestContext, git, git_commit_all, pyfix, stderr, stdout};
+
+const BASE_DATE: &str = "2021-06-01T00:00:00Z";
+
+const CORE: &str = "def add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n";
+const TESTS: &str = "from widget.core import sub\n\n\ndef test_sub():\n    assert sub(3, 1) == 2\n";
+
+/// A diff that appends `body` to tests/test_core.py (as it is at the base commit).
+fn test_patch(body: &str) -> String {
+    let added: String = body.lines().map(|l| format!("+{l}\n")).collect();
+    let n = body.lines().count();
+    format!(
+        "diff --git a/tests/test_core.py b/tests/test_core.py\n\
+         --- a/tests/test_core.py\n+++ b/tests/test_core.py\n\
+         @@ -3,3 +3,{} @@ from widget.core import sub\n \n def test_sub():\n     assert sub(3, 1) == 2\n{added}",
+        3 + n
+    )
+}
+
+const GOLD: &str = "diff --git a/widget/core.py b/widget/core.py\n--- a/widget/core.py\n+++ b/widget/core.py\n\
+@@ -1,5 +1,5 @@\n def add(a, b):\n-    return a - b\n+    return a + b\n \n \n def sub(a, b):\n";
+
+const NEW_MODULE: &str = "diff --git a/widget/newmod.py b/widget/newmod.py\nnew file mode 100644\n\
+--- /dev/null\n+++ b/widget/newmod.py\n@@ -0,0 +1 @@\n+VALUE = 1\n";
+
+const README_ONLY: &str = "diff --git a/README.txt b/README.txt\nnew file mode 100644\n\
+--- /dev/null\n+++ b/README.txt\n@@ -0,0 +1 @@\n+hello\n";
+
+fn instance(
+    n: u32,
+    test_patch: &str,
+    patch: &str,
+    f2p: &[&str],
+    p2p: &[&str],
+    commit: &str,
+) -> serde_json::Value {
+    serde_json::json!({
+        "repo": "acme/widget",
+        "instance_id": format!("acme__widget-{n}"),
+        "base_commit": commit,
+        "patch": patch,
+        "test_patch": test_patch,
+        "problem_statement": format!("issue {n}"),
+        "hints_text": "",
+        "created_at": "2021-07-01T00:00:00Z",
+        "version": "1.0",
+        "FAIL_TO_PASS": serde_json::to_string(f2p).unwrap(),
+        "PASS_TO_PASS": serde_json::to_string(p2p).unwrap(),
+        "environment_setup_commit": commit,
+    })
+}
+
+#[test]
+fn validation_proves_keeps_and_discards_for_the_right_reasons() {
+    let Some((version, python)) = pyfix::python() else {
+        eprintln!("skipped: no Python 3.9-3.13 on this machine");
+        return;
+    };
+    let Some(wheels) = pyfix::test_wheels() else {
+        eprintln!("skipped: no pytest wheels in .tools/test-wheels (`make test` fetches them)");
+        return;
+    };
+    let t = TestContext::new();
+    let dists = t.path("dists");
+    pyfix::mkdists(
+        &python,
+        &dists,
+        r#"[{"name": "tinybuild", "version": "1.0", "kind": "wheel", "backend": true}]"#,
+    );
+    for e in std::fs::read_dir(&wheels).unwrap().flatten() {
+        std::fs::copy(e.path(), dists.join(e.file_name())).unwrap();
+    }
+    let index = PyIndex::start(&dists);
+
+    let repo = t.path("repo");
+    pyfix::mkproject(&python, &repo, "widget", "1.0", "[]");
+    std::fs::write(repo.join("widget/core.py"), CORE).unwrap();
+    std::fs::create_dir_all(repo.join("tests")).unwrap();
+    std::fs::write(repo.join("tests/test_core.py"), TESTS).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    let base = git_commit_all(&repo, "widget 1.0", BASE_DATE);
+
+    let manifests = t.path("manifests");
+    std::fs::create_dir_all(&manifests).unwrap();
+    std::fs::write(
+        manifests.join("acme__widget.toml"),
+        format!(
+            "repo = \"acme/widget\"\nsource = \"tests/validate.rs\"\nlog_parser = \"pytest\"\n\n\
+             [defaults]\npython = \"{version}\"\npip_packages = [\"pytest\"]\n\
+             install = \"python -m pip install -e .\"\ntest_cmd = \"pytest -rA\"\n\n[versions.\"1.0\"]\n"
+        ),
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        let mut c = t.cmd();
+        c.env("SWE_ARK_MANIFESTS", &manifests)
+            .env("SWE_ARK_INDEX_URL", index.url())
+            .args(args);
+        c.output().unwrap()
+    };
+    let ok = |args: &[&str]| {
+        let out = run(args);
+        assert!(
+            out.status.success(),
+            "swe-ark {args:?}\n{}\n{}",
+            stdout(&out),
+            stderr(&out)
+        );
+        stdout(&out)
+    };
+    ok(&[
+        "mirror",
+        "add",
+        repo.to_str().unwrap(),
+        "--name",
+        "acme/widget",
+    ]);
+    ok(&["env", "lock", "acme/widget", "1.0", "--commit", &base]);
+
+    let add_test =
+        "\n\ndef test_add():\n    from widget.core import add\n    assert add(1, 2) == 3\n";
+    // Packets to a non-local address must be dropped (a timeout), not refused at once.
+    let net_test = "\n\ndef test_network_drops():\n    import socket, pytest\n    with pytest.raises(socket.timeout):\n        socket.create_connection(('10.255.255.1', 80), timeout=1)\n";
+    let flaky_test = "\n\ndef test_flaky():\n    import os\n    p = os.path.join(os.path.dirname(__file__), '.count')\n    n = int(open(p).read()) if os.path.exists(p) else 0\n    open(p, 'w').write(str(n + 1))\n    assert n % 2 == 0\n";
+    let import_test =
+        "\n\nfrom widget.newmod import VALUE\n\n\ndef test_value():\n    assert VALUE == 1\n";
+    let passing_test = "\n\ndef test_more():\n    assert True\n";
+    let slow_test = "\n\ndef test_slow():\n    import time\n    time.sleep(120)\n";
+    let sub = "tests/test_core.py::test_sub";
+    let add = "tests/test_core.py::test_add";
+    let net = "tests/test_core.py::test_network_drops";
+    let bad_context = "diff --git a/tests/test_core.py b/tests/test_core.py\n--- a/tests/test_core.py\n+++ b/tests/test_core.py\n@@ -1,2 +1,2 @@\n-from nothing import here\n+from widget import core\n \n";
+    let instances = [
+        instance(
+            1,
+            &test_patch(&format!("{add_test}{net_test}")),
+            GOLD,
+            &[],
+            &[],
+            &base,
+        ),
+        instance(2, &test_patch(add_test), GOLD, &[add], &[sub], &base),
+        instance(
+            3,
+            &test_patch(add_test),
+            GOLD,
+            &[add],
+            &[sub, "tests/test_core.py::test_gone"],
+            &base,
+        ),
+        instance(4, &test_patch(passing_test), README_ONLY, &[], &[], &base),
+        instance(5, bad_context, GOLD, &[], &[], &base),
+        instance(
+            6,
+            &test_patch(&format!("{add_test}{flaky_test}")),
+            GOLD,
+            &[],
+            &[],
+            &base,
+        ),
+        instance(7, &test_patch(import_test), NEW_MODULE, &[], &[], &base),
+        instance(9, &test_patch(slow_test), GOLD, &[], &[], &base),
+    ];
+    let data: String = instances.iter().map(|i| format!("{i}\n")).collect();
+    let file = t.path("instances.jsonl");
+    std::fs::write(&file, data).unwrap();
+    ok(&["import", file.to_str().unwrap()]);
+
+    let summary = ok(&[
+        "validate",
+        "--jobs",
+        "2",
+        "--repo",
+        "acme/widget",
+        "--timeout",
+        "20",
+    ]);
+    assert!(summary.contains("kept"), "{summary}");
+    let rows: Vec<serde_json::Value> =
+        serde_json::from_str(&ok(&["ls", "--validated", "--json"])).unwrap();
+    let row = |n: u32| {
+        rows.iter()
+            .find(|r| r["instance_id"].as_str() == Some(&format!("acme__widget-{n}")))
+            .unwrap_or_else(|| panic!("no verdict for {n}: {rows:?}"))
+            .clone()
+    };
+    let verdict = |n: u32| {
+        let r = row(n);
+        (
+            r["verdict"].as_str().unwrap().to_string(),
+            r["reason_kind"].as_str().unwrap().to_string(),
+            r["reason"].as_str().unwrap().to_string(),
+        )
+    };
+    assert_eq!(verdict(1).0, "kept", "{:?}", verdict(1));
+    assert_eq!(row(1)["fail_to_pass"].as_u64(), Some(1));
+    assert_eq!(
+        row(1)["pass_to_pass"].as_u64(),
+        Some(2),
+        "sub and the network test"
+    );
+    assert_eq!(verdict(2).0, "kept", "{:?}", verdict(2));
+    let (v, kind, reason) = verdict(3);
+    assert_eq!(
+        (v.as_str(), kind.as_str()),
+        ("not-reproducible", "differs-from-published")
+    );
+    assert!(reason.contains("test_gone"), "{reason}");
+    assert_eq!(verdict(4).1, "no-fail-to-pass", "{:?}", verdict(4));
+    assert_eq!(
+        verdict(5).1,
+        "test-patch-does-not-apply",
+        "{:?}",
+        verdict(5)
+    );
+    let (v, kind, _) = verdict(6);
+    assert_eq!((v.as_str(), kind.as_str()), ("kept", ""));
+    assert_eq!(row(6)["flaky"].as_u64(), Some(1));
+    let (_, kind, reason) = verdict(7);
+    assert_eq!(kind, "tests-did-not-run", "{reason}");
+    assert!(
+        reason.contains("ImportError") || reason.contains("ModuleNotFoundError"),
+        "{reason}"
+    );
+    let (_, kind, reason) = verdict(9);
+    assert_eq!(kind, "timeout", "{reason}");
+
+    // The collected instance got its lists; the results say what was seen and how.
+    let exported = t.path("out.jsonl");
+    ok(&[
+        "export-dataset",
+        "-o",
+        exported.to_str().unwrap(),
+        "--instance-ids",
+        "acme__widget-1",
+    ]);
+    let line: serde_json::Value = serde_json::from_str(
+        std::fs::read_to_string(&exported)
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    assert!(
+        line["FAIL_TO_PASS"].to_string().contains("test_add"),
+        "{line}"
+    );
+    assert!(line["PASS_TO_PASS"].to_string().contains(net), "{line}");
+
+    // Nothing is run again unless asked.
+    let again = run(&["validate", "--repo", "acme/widget"]);
+    assert!(
+        stderr(&again).contains("8 instance(s) already validated"),
+        "{}",
+        stderr(&again)
+    );
+
+    // Proven instances pack from the index alone; the others are refused by name.
+    let packed = ok(&["pack", "--all-validated"]);
+    assert_eq!(packed.lines().count(), 3, "{packed}");
+    let id6 = packed
+        .lines()
+        .find(|l| l.starts_with("acme__widget-6 "))
+        .map(|l| l.split(' ').nth(1).unwrap().to_string())
+        .unwrap();
+    let unpacked = t.path("unpacked");
+    ok(&["unpack", &id6, "-o", unpacked.to_str().unwrap()]);
+    let results: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(unpacked.join("results.json")).unwrap()).unwrap();
+    assert_eq!(results["verdict"].as_str(), Some("kept"));
+    assert_eq!(results["network"].as_str(), Some("isolated"));
+    assert!(
+        results["flaky"]["tests/test_core.py::test_flaky"].is_array(),
+        "{results}"
+    );
+    assert!(
+        std::fs::read_to_string(unpacked.join("logs/post.log"))
+            .unwrap()
+            .contains("test_add")
+    );
+    assert!(unpacked.join("env/pylock.toml").is_file() && unpacked.join("env/spec.toml").is_file());
+    let refused = run(&["pack", "--instance-ids", "acme__widget-4"]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        stderr(&refused).contains("was not kept by validation"),
+        "{}",
+        stderr(&refused)
+    );
+}
