@@ -20,7 +20,8 @@ const SPEC: &str = r#"[
  {"name": "delta", "version": "1.0", "kind": "wheel"},
  {"name": "gamma", "version": "1.0", "kind": "wheel"},
  {"name": "epsilon", "version": "1.0", "kind": "wheel"},
- {"name": "zeta", "version": "1.0", "kind": "wheel"}
+ {"name": "zeta", "version": "1.0", "kind": "wheel"},
+ {"name": "omega", "version": "1.0", "kind": "wheel"}
 ]"#;
 
 const COMMIT_DATE: &str = "2021-06-01T00:00:00Z";
@@ -626,4 +627,84 @@ fn a_packed_interpreter_runs_from_the_archive() {
         !bytes.windows(needle.len()).any(|w| w == needle.as_bytes()),
         "the packed interpreter still names {needle}"
     );
+}
+
+#[test]
+fn an_instance_whose_base_commit_needs_more_gets_it_in_the_wheelhouse() {
+    let extra = "\n[versions.\"0.8\"]\nrequirements = []\npip_packages = []\n";
+    let Some(f) = Fixture::new(extra) else { return };
+    // Another commit of the project needs omega too; an instance sits on it.
+    let repo = f.t.path("repo");
+    pyfix::mkproject(
+        &f.python_path,
+        &repo,
+        "widget",
+        "0.1",
+        r#"["gamma", "omega"]"#,
+    );
+    let base = git_commit_all(&repo, "widget needs omega", "2021-05-01T00:00:00Z");
+    f.ok(&["mirror", "update", "acme/widget"]);
+    let inst = serde_json::json!({
+        "repo": "acme/widget", "instance_id": "acme__widget-1", "base_commit": base,
+        "patch": "", "test_patch": "", "problem_statement": "", "hints_text": "",
+        "created_at": "2021-05-02T00:00:00Z", "version": "0.8",
+        "FAIL_TO_PASS": "[]", "PASS_TO_PASS": "[]", "environment_setup_commit": f.commit,
+    });
+    let file = f.t.path("inst.jsonl");
+    std::fs::write(&file, format!("{inst}\n")).unwrap();
+    f.ok(&["import", file.to_str().unwrap()]);
+    // No --commit: the instance names its environment setup commit.
+    let out = f.expect(&["env", "lock", "acme/widget", "0.8"], 0);
+    assert!(
+        stderr(&out).contains("running the install at base commit"),
+        "{}",
+        stderr(&out)
+    );
+    let id = common::last_line(&out.stdout);
+    let text = f.ok(&["env", "show", &id]);
+    let lock: toml::Value = toml::from_str(&text).unwrap();
+    let omega = lock["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"].as_str() == Some("omega"))
+        .unwrap_or_else(|| panic!("omega is not in the lock:\n{text}"));
+    assert_eq!(omega["tool"]["swe-ark"]["role"].as_str(), Some("instance"));
+    assert_eq!(
+        lock["tool"]["swe-ark"]["instance-commits"][0].as_str(),
+        Some(base.as_str())
+    );
+    // Not installed in the environment, but the instance's install finds it offline.
+    let built: serde_json::Value =
+        serde_json::from_str(&f.ok(&["env", "build", &id, "--json"])).unwrap();
+    let venv = PathBuf::from(built["venv"].as_str().unwrap());
+    assert!(!py(&venv, LIST).contains("omega"));
+    let copy = f.t.path("instance-env");
+    f.ok(&["env", "build", &id, "--copy-to", copy.to_str().unwrap()]);
+    let checkout = f.t.path("checkout");
+    git(
+        f.t.path("").as_path(),
+        &[
+            "clone",
+            "-q",
+            repo.to_str().unwrap(),
+            checkout.to_str().unwrap(),
+        ],
+    );
+    git(&checkout, &["checkout", "-q", &base]);
+    let install = Command::new(copy.join("bin/python"))
+        .args(["-m", "pip", "install", "-q", "-e"])
+        .arg(&checkout)
+        .env_clear()
+        .env(
+            "PATH",
+            format!("{}:/usr/bin:/bin", copy.join("bin").display()),
+        )
+        .env("PIP_CONFIG_FILE", "/dev/null")
+        .env("PIP_NO_INDEX", "1")
+        .env("PIP_FIND_LINKS", built["wheelhouse"].as_str().unwrap())
+        .output()
+        .unwrap();
+    assert!(install.status.success(), "{}", stderr(&install));
+    assert_eq!(py(&copy, "import omega; print(omega.VERSION)"), "1.0");
 }

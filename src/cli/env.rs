@@ -164,7 +164,7 @@ fn lock_cmd(ctx: &Context, a: LockArgs) -> anyhow::Result<ExitCode> {
         out!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         ctx.note(format!(
-            "locked {} {} at {} with Python {}: {} packages ({} installed, {} for builds), \
+            "locked {} {} at {} with Python {}: {} packages ({} installed, {} in the wheelhouse only), \
              {} artifacts, {}; {} wheels built from sdists; proven offline in {:.1} s",
             report.repo,
             report.version,

@@ -141,6 +141,25 @@ fn resolve_commit(ark: &Ark, ctx: &Context, given: Option<&str>) -> Result<Strin
     }
 }
 
+/// The distinct base commits of the archive's instances of this repository and version,
+/// other than the environment setup commit, sorted.
+fn instance_base_commits(
+    ark: &Ark,
+    ctx: &Context,
+    env_commit: &str,
+) -> Result<Vec<String>, EnvError> {
+    let mut out = BTreeSet::new();
+    for row in ark.index().instances_of_repo(&ctx.repo)? {
+        if row.version == ctx.version
+            && row.base_commit != env_commit
+            && !row.base_commit.is_empty()
+        {
+            out.insert(row.base_commit.clone());
+        }
+    }
+    Ok(out.into_iter().collect())
+}
+
 /// A working tree of `commit` (with its `.git`, which setuptools_scm and friends read).
 pub fn checkout(mirror: &Path, commit: &str, dest: &Path) -> Result<(), EnvError> {
     let git = |args: &[&str], cwd: Option<&Path>| -> Result<(), EnvError> {
@@ -373,6 +392,67 @@ pub fn lock(
         )?;
     }
 
+    // 2b. The install at each instance's base commit of this version: dependencies change
+    // between commits (sqlfluff 0.6's older base commits need configparser, its environment
+    // setup commit does not), and each instance's own install must work offline later.
+    let mut notes = Vec::new();
+    let before_instances: BTreeSet<String> = proxy
+        .fetched()
+        .into_iter()
+        .map(|f| f.info.filename)
+        .collect();
+    let instance_commits = instance_base_commits(ark, ctx, &commit)?;
+    for (i, c) in instance_commits.iter().enumerate() {
+        if ctx.install.is_empty() {
+            break;
+        }
+        if mirror.commit(c).is_err() {
+            notes.push(format!(
+                "base commit {c} is not in the mirror: its install was not run"
+            ));
+            continue;
+        }
+        say(&format!(
+            "running the install at base commit {} ({}/{})",
+            &c[..12.min(c.len())],
+            i + 1,
+            instance_commits.len()
+        ));
+        let src_i = work.path().join(format!("src-{i}"));
+        let venv_i = Venv {
+            dir: work.path().join(format!("venv-{i}")),
+        };
+        checkout(&mirror.path, c, &src_i)?;
+        venv::copy_venv(&venv.dir, &venv_i.dir)?;
+        let mut failed = None;
+        for cmd in ctx.pre_install.iter().filter(|c| !is_system_command(c)) {
+            if let Err(e) = step.run(
+                &mut venv_i.shell(cmd, &src_i, &env),
+                &format!("pre_install `{cmd}`"),
+            ) {
+                failed = Some(e);
+                break;
+            }
+        }
+        if failed.is_none()
+            && let Err(e) = step.run(
+                &mut venv_i.shell(&ctx.install, &src_i, &env),
+                &format!("the install at base commit {c}"),
+            )
+        {
+            failed = Some(e);
+        }
+        if let Some(e) = failed {
+            let text = e.to_string();
+            notes.push(format!(
+                "the install at base commit {c} failed, online: {}",
+                text.lines().last().unwrap_or("").trim_start_matches("  | ")
+            ));
+        }
+        let _ = std::fs::remove_dir_all(&src_i);
+        let _ = std::fs::remove_dir_all(&venv_i.dir);
+    }
+
     // 3. Every sdist becomes a wheel, once (building one may fetch more: repeat).
     let built_dir = work.path().join("built");
     let sdist_dir = work.path().join("sdists");
@@ -478,10 +558,14 @@ pub fn lock(
     // 5. The packages of the lock.
     let mut packages = Vec::new();
     let mut built_wheels = Vec::new();
-    let mut notes = Vec::new();
     for ((n, v), files) in &by_dist {
         let role = if runtime.contains(&(n.clone(), v.clone())) {
             Role::Runtime
+        } else if files
+            .iter()
+            .all(|f| !before_instances.contains(&f.info.filename))
+        {
+            Role::Instance
         } else {
             Role::Build
         };
@@ -622,6 +706,7 @@ pub fn lock(
                 },
                 bundled,
                 project: project.clone(),
+                instance_commits: instance_commits.clone(),
                 notes: notes.clone(),
             },
         },

@@ -19,6 +19,10 @@ pub enum Role {
     /// Only needed to build something (an sdist, the repository's own install): kept in the
     /// environment's wheelhouse, not installed.
     Build,
+    /// Needed by the repository's install at some instance's base commit but not at the
+    /// environment setup commit (dependencies change between commits): kept in the
+    /// wheelhouse, installed by that instance's own install.
+    Instance,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -164,6 +168,10 @@ pub struct LockMeta {
     /// The repository's own distribution, installed per instance rather than locked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub project: Option<Bundled>,
+    /// The instances' base commits whose install was run too (their dependencies are in
+    /// the wheelhouse).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub instance_commits: Vec<String>,
     /// What the lock run had to say (re-uploaded projects, skipped commands, …).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
@@ -355,6 +363,7 @@ mod tests {
                     context: ContextMeta::default(),
                     bundled: vec![],
                     project: None,
+                    instance_commits: vec![],
                     notes: vec![],
                 },
             },
