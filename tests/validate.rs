@@ -258,6 +258,29 @@ fn validation_proves_keeps_and_discards_for_the_right_reasons() {
     );
     assert!(line["PASS_TO_PASS"].to_string().contains(net), "{line}");
 
+    // Only proven instances, when asked.
+    let proven = t.path("proven.jsonl");
+    ok(&[
+        "export-dataset",
+        "-o",
+        proven.to_str().unwrap(),
+        "--validated-only",
+    ]);
+    let ids: Vec<String> = std::fs::read_to_string(&proven)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["instance_id"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(
+        ids,
+        vec!["acme__widget-1", "acme__widget-2", "acme__widget-6"]
+    );
+
     // Nothing is run again unless asked.
     let again = run(&["validate", "--repo", "acme/widget"]);
     assert!(

@@ -29,6 +29,9 @@ pub struct ExportArgs {
     /// How FAIL_TO_PASS / PASS_TO_PASS are written.
     #[arg(long, value_enum, default_value_t = TestListForm::Strings)]
     pub tests_as: TestListForm,
+    /// Only the instances that validation kept (proven by running their tests).
+    #[arg(long)]
+    pub validated_only: bool,
 }
 
 pub fn import(ctx: &Context, args: ImportArgs) -> anyhow::Result<ExitCode> {
@@ -68,6 +71,23 @@ pub fn export(ctx: &Context, args: ExportArgs) -> anyhow::Result<ExitCode> {
             bail!("no such instance in the archive: {}", missing.join(", "));
         }
         instances.retain(|i| wanted.contains(i.instance_id.as_str()));
+    }
+    if args.validated_only {
+        let kept: HashSet<String> = ark
+            .index()
+            .validations()?
+            .into_iter()
+            .filter(|v| v.verdict == "kept")
+            .map(|v| v.instance_id)
+            .collect();
+        let before = instances.len();
+        instances.retain(|i| kept.contains(&i.instance_id));
+        if before > instances.len() {
+            ctx.note(format!(
+                "left out {} instance(s) that validation did not keep (see `swe-ark ls --validated`)",
+                before - instances.len()
+            ));
+        }
     }
     let bytes = dataset::dataset_bytes(&args.output, &instances, args.tests_as);
     fsutil::write_atomic(&args.output, &bytes)
