@@ -176,6 +176,24 @@ fn py(venv: &Path, code: &str) -> String {
     stdout(&out).trim().to_string()
 }
 
+/// `pip install -e checkout` in the environment `venv` with no index: the wheelhouse only.
+fn install_offline(venv: &Path, checkout: &Path, wheelhouse: &str) {
+    let out = Command::new(venv.join("bin/python"))
+        .args(["-m", "pip", "install", "-q", "-e"])
+        .arg(checkout)
+        .env_clear()
+        .env(
+            "PATH",
+            format!("{}:/usr/bin:/bin", venv.join("bin").display()),
+        )
+        .env("PIP_CONFIG_FILE", "/dev/null")
+        .env("PIP_NO_INDEX", "1")
+        .env("PIP_FIND_LINKS", wheelhouse)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
 const LIST: &str = "import json,sys,sysconfig,os; \
     d=sysconfig.get_paths()['purelib']; \
     print(json.dumps(sorted(e for e in os.listdir(d) if e.endswith('.dist-info'))))";
@@ -335,20 +353,7 @@ fn locks_as_of_then_and_builds_offline_from_objects_only() {
             checkout.to_str().unwrap(),
         ],
     );
-    let install = Command::new(copy.join("bin/python"))
-        .args(["-m", "pip", "install", "-q", "-e"])
-        .arg(&checkout)
-        .env_clear()
-        .env(
-            "PATH",
-            format!("{}:/usr/bin:/bin", copy.join("bin").display()),
-        )
-        .env("PIP_CONFIG_FILE", "/dev/null")
-        .env("PIP_NO_INDEX", "1")
-        .env("PIP_FIND_LINKS", built["wheelhouse"].as_str().unwrap())
-        .output()
-        .unwrap();
-    assert!(install.status.success(), "{}", stderr(&install));
+    install_offline(&copy, &checkout, built["wheelhouse"].as_str().unwrap());
     assert_eq!(py(&copy, "import widget; print(widget.VERSION)"), "0.1");
     // The cached environment is untouched by the instance's install.
     assert!(!py(&venv, LIST).contains("widget"));
@@ -692,19 +697,6 @@ fn an_instance_whose_base_commit_needs_more_gets_it_in_the_wheelhouse() {
         ],
     );
     git(&checkout, &["checkout", "-q", &base]);
-    let install = Command::new(copy.join("bin/python"))
-        .args(["-m", "pip", "install", "-q", "-e"])
-        .arg(&checkout)
-        .env_clear()
-        .env(
-            "PATH",
-            format!("{}:/usr/bin:/bin", copy.join("bin").display()),
-        )
-        .env("PIP_CONFIG_FILE", "/dev/null")
-        .env("PIP_NO_INDEX", "1")
-        .env("PIP_FIND_LINKS", built["wheelhouse"].as_str().unwrap())
-        .output()
-        .unwrap();
-    assert!(install.status.success(), "{}", stderr(&install));
+    install_offline(&copy, &checkout, built["wheelhouse"].as_str().unwrap());
     assert_eq!(py(&copy, "import omega; print(omega.VERSION)"), "1.0");
 }

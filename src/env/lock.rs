@@ -98,8 +98,8 @@ fn swebench_requirements(src: &Path, req_path: &str) -> Result<String, EnvError>
     Ok(original.join("\n"))
 }
 
-/// A `pre_install` command that needs the system's package manager: outside a Python lock.
-fn is_system_command(cmd: &str) -> bool {
+/// A command that needs the system's package manager: outside a Python lock, and not run.
+pub fn is_system_command(cmd: &str) -> bool {
     cmd.split(['&', ';', '|']).map(str::trim).any(|c| {
         let first = c.split_whitespace().next().unwrap_or("");
         matches!(

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use crate::dataset::Instance;
 use crate::digest::Sha256Digest;
 use crate::env::build::{self, BuildOptions, BuiltEnv};
-use crate::env::lock::checkout;
+use crate::env::lock::{checkout, is_system_command};
 use crate::env::pylock::PyLock;
 use crate::logparse::{self, StatusMap};
 use crate::manifest::{Context, Manifests};
@@ -156,16 +156,6 @@ pub fn lock_for(
     let bytes = ark.objects().get(&row.id).map_err(|e| e.to_string())?;
     let lock = PyLock::parse(&bytes).map_err(|e| format!("lock {}: {e}", row.id))?;
     Ok(Some((row.id, lock)))
-}
-
-/// System package managers are outside the environment (as at lock time).
-fn is_system_command(cmd: &str) -> bool {
-    cmd.split(['&', ';', '|']).map(str::trim).any(|c| {
-        matches!(
-            c.split_whitespace().next().unwrap_or(""),
-            "apt-get" | "apt" | "yum" | "dnf" | "apk" | "conda" | "sudo"
-        )
-    })
 }
 
 struct Runner<'a> {
