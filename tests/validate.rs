@@ -97,7 +97,10 @@ fn validation_proves_keeps_and_discards_for_the_right_reasons() {
         format!(
             "repo = \"acme/widget\"\nsource = \"tests/validate.rs\"\nlog_parser = \"pytest\"\n\n\
              [defaults]\npython = \"{version}\"\npip_packages = [\"pytest\"]\n\
-             install = \"python -m pip install -e .\"\ntest_cmd = \"pytest -rA\"\n\n[versions.\"1.0\"]\n"
+             install = \"python -m pip install -e .\"\ntest_cmd = \"pytest -rA\"\n\n\
+             [[defaults.services]]\nname = \"web\"\n\
+             command = [\"python\", \"-m\", \"http.server\", \"{{port}}\", \"--bind\", \"127.0.0.1\"]\n\
+             env_var = \"WEB_URL\"\n\n[versions.\"1.0\"]\n"
         ),
     )
     .unwrap();
@@ -135,6 +138,8 @@ fn validation_proves_keeps_and_discards_for_the_right_reasons() {
     let import_test =
         "\n\nfrom widget.newmod import VALUE\n\n\ndef test_value():\n    assert VALUE == 1\n";
     let passing_test = "\n\ndef test_more():\n    assert True\n";
+    // A loopback service the manifest starts: the test reaches it through WEB_URL.
+    let service_test = "\n\ndef test_service():\n    import os, urllib.request\n    from widget.core import add\n    assert urllib.request.urlopen(os.environ['WEB_URL']).status == 200\n    assert add(1, 1) == 2\n";
     let slow_test = "\n\ndef test_slow():\n    import time\n    time.sleep(120)\n";
     let sub = "tests/test_core.py::test_sub";
     let add = "tests/test_core.py::test_add";
@@ -170,6 +175,14 @@ fn validation_proves_keeps_and_discards_for_the_right_reasons() {
         ),
         instance(7, &test_patch(import_test), NEW_MODULE, &[], &[], &base),
         instance(9, &test_patch(slow_test), GOLD, &[], &[], &base),
+        instance(
+            10,
+            &test_patch(service_test),
+            GOLD,
+            &["tests/test_core.py::test_service"],
+            &[sub],
+            &base,
+        ),
     ];
     let data: String = instances.iter().map(|i| format!("{i}\n")).collect();
     let file = t.path("instances.jsonl");
@@ -234,6 +247,7 @@ fn validation_proves_keeps_and_discards_for_the_right_reasons() {
     );
     let (_, kind, reason) = verdict(9);
     assert_eq!(kind, "timeout", "{reason}");
+    assert_eq!(verdict(10).0, "kept", "{:?}", verdict(10));
 
     // The collected instance got its lists; the results say what was seen and how.
     let exported = t.path("out.jsonl");
@@ -278,20 +292,25 @@ fn validation_proves_keeps_and_discards_for_the_right_reasons() {
         .collect();
     assert_eq!(
         ids,
-        vec!["acme__widget-1", "acme__widget-2", "acme__widget-6"]
+        vec![
+            "acme__widget-1",
+            "acme__widget-2",
+            "acme__widget-6",
+            "acme__widget-10"
+        ]
     );
 
     // Nothing is run again unless asked.
     let again = run(&["validate", "--repo", "acme/widget"]);
     assert!(
-        stderr(&again).contains("8 instance(s) already validated"),
+        stderr(&again).contains("9 instance(s) already validated"),
         "{}",
         stderr(&again)
     );
 
     // Proven instances pack from the index alone; the others are refused by name.
     let packed = ok(&["pack", "--all-validated"]);
-    assert_eq!(packed.lines().count(), 3, "{packed}");
+    assert_eq!(packed.lines().count(), 4, "{packed}");
     let id6 = packed
         .lines()
         .find(|l| l.starts_with("acme__widget-6 "))

@@ -52,10 +52,15 @@ pub enum ManifestError {
 #[serde(deny_unknown_fields)]
 pub struct Service {
     pub name: String,
+    /// The program and its arguments; `{port}` in any of them is replaced by the port swe-ark
+    /// gives the service on 127.0.0.1.
     pub command: Vec<String>,
     /// The variable that points the tests at the service.
     #[serde(default)]
     pub env_var: Option<String>,
+    /// The variable's value (`{port}` replaced); default `http://127.0.0.1:{port}`.
+    #[serde(default)]
+    pub url: Option<String>,
 }
 
 /// How `collect` reads the version of this repository, instead of its default rule: the first

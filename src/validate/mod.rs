@@ -243,6 +243,42 @@ impl Runner<'_> {
     }
 }
 
+/// The first port given to a manifest's services (the next ones follow); inside the run's own
+/// network namespace every port is free.
+const SERVICE_PORT: u16 = 18080;
+
+/// Bash that starts the manifest's services in the background, inside the same sandbox (and
+/// network namespace) as the tests, waits until each accepts connections on its port (30 s at
+/// most), and exports the variables that point the tests at them. They end with the run.
+fn services_script(services: &[crate::manifest::Service], logs: &Path) -> String {
+    let mut out = String::new();
+    for (i, s) in services.iter().enumerate() {
+        let port = (SERVICE_PORT + i as u16).to_string();
+        let command: Vec<String> = s
+            .command
+            .iter()
+            .map(|a| directives::shell_quote(&a.replace("{port}", &port)))
+            .collect();
+        let log = logs.join(format!("service-{i}.log"));
+        out.push_str(&format!(
+            "( exec {} ) > {} 2>&1 &
+             for _ in $(seq 300); do (echo > /dev/tcp/127.0.0.1/{port}) 2>/dev/null && break; sleep 0.1; done
+",
+            command.join(" "),
+            directives::shell_quote(&log.display().to_string()),
+        ));
+        if let Some(var) = &s.env_var {
+            let url = s
+                .url
+                .clone()
+                .unwrap_or_else(|| "http://127.0.0.1:{port}".to_string())
+                .replace("{port}", &port);
+            out.push_str(&format!("export {var}={}\n", directives::shell_quote(&url)));
+        }
+    }
+    out
+}
+
 fn tail(bytes: &[u8], lines: usize) -> String {
     let text = String::from_utf8_lossy(bytes);
     let all: Vec<&str> = text.lines().collect();
@@ -423,7 +459,8 @@ fn run_steps(
     let directives = directives::test_directives(&instance.test_patch, &ctx.test_cmd);
     results.test_directives = directives.clone();
     let test_script = format!(
-        "{prelude}{} {}\n",
+        "{prelude}{}{} {}\n",
+        services_script(&ctx.services, &work.join("logs")),
         ctx.test_cmd,
         directives
             .iter()
