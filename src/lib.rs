@@ -16,6 +16,7 @@ pub mod logparse;
 pub mod manifest;
 pub mod mirror;
 pub mod progress;
+pub mod replay;
 pub mod sandbox;
 pub mod store;
 pub mod validate;

@@ -2,8 +2,10 @@
 //! index (pytest from the wheels `make test` fetched), and instances that show each verdict:
 //! kept (collected and published), not reproducible, no FAIL_TO_PASS, a test patch that does
 //! not apply, tests stopped by an ImportError, a flaky test, a timeout, and a test that needs
-//! the network to drop packets rather than refuse them. Then `ls --validated` and
-//! `pack --all-validated`.
+//! the network to drop packets rather than refuse them, and one that reaches a loopback service
+//! of the manifest. Then `ls --validated`, `export-dataset --validated-only`,
+//! `pack --all-validated`, and `replay` of the gold patches and of predictions (right, wrong,
+//! empty, unsafe, unknown, malformed).
 
 mod common;
 
@@ -61,7 +63,7 @@ fn instance(
 }
 
 #[test]
-fn validation_proves_keeps_and_discards_for_the_right_reasons() {
+fn validation_proves_instances_and_replay_grades_predictions_from_their_bundles() {
     let Some((version, python)) = pyfix::python() else {
         eprintln!("skipped: no Python 3.9-3.13 on this machine");
         return;
@@ -338,5 +340,113 @@ fn validation_proves_keeps_and_discards_for_the_right_reasons() {
         stderr(&refused).contains("was not kept by validation"),
         "{}",
         stderr(&refused)
+    );
+
+    // Replay: the gold patches resolve every proven instance, offline.
+    ok(&["replay", "--gold", "--run-id", "gold"]);
+    let summary = |run: &str, model: &str| -> serde_json::Value {
+        let path = t
+            .ark()
+            .join("runs")
+            .join(run)
+            .join(format!("{model}.{run}.json"));
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap()
+    };
+    let gold = summary("gold", "gold");
+    assert_eq!(gold["resolved_instances"].as_u64(), Some(4), "{gold}");
+    assert_eq!(gold["error_instances"].as_u64(), Some(0), "{gold}");
+    assert_eq!(gold["network"]["acme__widget-1"].as_str(), Some("isolated"));
+
+    // Predictions: right, wrong, empty, unsafe, and one for an instance the archive lacks.
+    let wrong = GOLD.replace("+    return a + b", "+    return a * b");
+    let unsafe_patch = "diff --git a/../outside.py b/../outside.py\n--- a/../outside.py\n+++ b/../outside.py\n@@ -0,0 +1 @@\n+x = 1\n";
+    let pred = |id: &str, patch: &str| serde_json::json!({"instance_id": id, "model_name_or_path": "m", "model_patch": patch});
+    let preds = [
+        pred("acme__widget-1", GOLD),
+        pred("acme__widget-2", &wrong),
+        pred("acme__widget-6", ""),
+        pred("acme__widget-10", unsafe_patch),
+        pred("acme__widget-99", GOLD),
+    ];
+    let file = t.path("preds.jsonl");
+    std::fs::write(
+        &file,
+        preds.iter().map(|p| format!("{p}\n")).collect::<String>(),
+    )
+    .unwrap();
+    ok(&[
+        "replay",
+        "--predictions",
+        file.to_str().unwrap(),
+        "--run-id",
+        "p1",
+        "--jobs",
+        "2",
+    ]);
+    let m = summary("p1", "m");
+    assert_eq!(
+        m["resolved_ids"],
+        serde_json::json!(["acme__widget-1"]),
+        "{m}"
+    );
+    assert_eq!(
+        m["unresolved_ids"],
+        serde_json::json!(["acme__widget-2"]),
+        "{m}"
+    );
+    assert_eq!(
+        m["empty_patch_ids"],
+        serde_json::json!(["acme__widget-6"]),
+        "{m}"
+    );
+    assert_eq!(
+        m["errors"]["acme__widget-10"]["reason"].as_str(),
+        Some("patch_unsafe"),
+        "{m}"
+    );
+    assert_eq!(
+        m["errors"]["acme__widget-99"]["reason"].as_str(),
+        Some("unknown_instance"),
+        "{m}"
+    );
+    let report_path = t.ark().join("runs/p1/m/acme__widget-2/report.json");
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&report_path).unwrap()).unwrap();
+    let r = &report["acme__widget-2"];
+    assert_eq!(r["patch_successfully_applied"].as_bool(), Some(true));
+    assert_eq!(r["resolved"].as_bool(), Some(false));
+    assert_eq!(
+        r["tests_status"]["FAIL_TO_PASS"]["failure"],
+        serde_json::json!([add]),
+        "{r}"
+    );
+    assert_eq!(
+        r["tests_status"]["PASS_TO_PASS"]["success"],
+        serde_json::json!([sub]),
+        "{r}"
+    );
+    // A second run with the same id resumes: the finished reports stay as they are.
+    let before = std::fs::read(&report_path).unwrap();
+    ok(&[
+        "replay",
+        "--predictions",
+        file.to_str().unwrap(),
+        "--run-id",
+        "p1",
+    ]);
+    assert_eq!(std::fs::read(&report_path).unwrap(), before);
+    // Malformed predictions are refused, naming each bad line.
+    let bad = t.path("bad.jsonl");
+    std::fs::write(
+        &bad,
+        format!("{}\nnot json\n{{\"instance_id\": \"x\"}}\n", preds[0]),
+    )
+    .unwrap();
+    let out = run(&["replay", "--predictions", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let e = stderr(&out);
+    assert!(
+        e.contains("line 2:") && e.contains("line 3 (x): no `model_name_or_path`"),
+        "{e}"
     );
 }

@@ -17,6 +17,7 @@ mod ls;
 mod mirror;
 mod output;
 mod pack;
+mod replay;
 mod show;
 mod unpack;
 mod validate;
@@ -81,6 +82,8 @@ pub enum Command {
     Env(env::EnvArgs),
     /// Prove instances by running their tests before and after the gold patch, offline.
     Validate(validate::ValidateArgs),
+    /// Evaluate predictions (or the gold patches) from bundles, offline; SWE-bench's reports.
+    Replay(replay::ReplayArgs),
 }
 
 /// What every command gets besides its own arguments.
@@ -170,6 +173,7 @@ pub fn main() -> ExitCode {
         Command::ExportDataset(args) => dataset::export(&ctx, args),
         Command::Env(args) => env::run(&ctx, args),
         Command::Validate(args) => validate::run(&ctx, args),
+        Command::Replay(args) => replay::run(&ctx, args),
     };
     match result {
         Ok(code) => code,

@@ -115,7 +115,7 @@ pub struct RepoManifest {
 }
 
 /// The executable context of one repository version, defaults applied.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Context {
     pub repo: String,
     pub version: String,

@@ -133,8 +133,8 @@ pub struct Validation {
     pub log_post: Option<Vec<u8>>,
 }
 
-/// A reason to stop validating an instance: its kind and sentence.
-struct Stop(&'static str, String);
+/// A reason to stop working on an instance: its kind and sentence.
+pub(crate) struct Stop(pub(crate) &'static str, pub(crate) String);
 
 /// Output kept per command: enough for any real test log, bounded for a runaway one.
 const OUTPUT_CAP: u64 = 64 * 1024 * 1024;
@@ -158,19 +158,22 @@ pub fn lock_for(
     Ok(Some((row.id, lock)))
 }
 
-struct Runner<'a> {
-    work: &'a Path,
-    src: PathBuf,
-    env: BTreeMap<String, String>,
-    opts: &'a ValidateOptions,
-    exit_codes: BTreeMap<String, i64>,
-    timings: BTreeMap<String, f64>,
-    network: &'static str,
+/// Runs an instance's commands in its checkout, through the sandbox, keeping exit codes and
+/// timings per step (validation and replay both use it).
+pub(crate) struct Runner<'a> {
+    pub(crate) work: &'a Path,
+    pub(crate) src: PathBuf,
+    pub(crate) env: BTreeMap<String, String>,
+    pub(crate) opts: &'a ValidateOptions,
+    pub(crate) exit_codes: BTreeMap<String, i64>,
+    pub(crate) timings: BTreeMap<String, f64>,
+    pub(crate) network: &'static str,
 }
 
 impl Runner<'_> {
-    /// Runs `script` with bash in the checkout, through the sandbox; returns the log.
-    fn run(&mut self, step: &str, script: &str) -> Result<(Vec<u8>, bool), Stop> {
+    /// Runs `script` with bash in the checkout, through the sandbox; returns the log and
+    /// whether it exited 0.
+    pub(crate) fn run(&mut self, step: &str, script: &str) -> Result<(Vec<u8>, bool), Stop> {
         let log = self.work.join("logs").join(format!("{step}.log"));
         let spec = Spec {
             program: PathBuf::from("bash"),
@@ -212,7 +215,7 @@ impl Runner<'_> {
         Ok((bytes, code == 0))
     }
 
-    fn apply(&mut self, step: &str, patch: &str) -> Result<(), Stop> {
+    pub(crate) fn apply(&mut self, step: &str, patch: &str) -> Result<(), Stop> {
         let file = self.work.join(format!("{step}.diff"));
         std::fs::write(&file, patch).map_err(|e| Stop("io", format!("{}: {e}", file.display())))?;
         let t = Instant::now();
@@ -250,7 +253,7 @@ const SERVICE_PORT: u16 = 18080;
 /// Bash that starts the manifest's services in the background, inside the same sandbox (and
 /// network namespace) as the tests, waits until each accepts connections on its port (30 s at
 /// most), and exports the variables that point the tests at them. They end with the run.
-fn services_script(services: &[crate::manifest::Service], logs: &Path) -> String {
+pub(crate) fn services_script(services: &[crate::manifest::Service], logs: &Path) -> String {
     let mut out = String::new();
     for (i, s) in services.iter().enumerate() {
         let port = (SERVICE_PORT + i as u16).to_string();
@@ -279,7 +282,7 @@ fn services_script(services: &[crate::manifest::Service], logs: &Path) -> String
     out
 }
 
-fn tail(bytes: &[u8], lines: usize) -> String {
+pub(crate) fn tail(bytes: &[u8], lines: usize) -> String {
     let text = String::from_utf8_lossy(bytes);
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")

@@ -1,0 +1,323 @@
+use std::collections::{BTreeMap, VecDeque};
+use std::process::ExitCode;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+
+use crate::fsutil;
+use crate::replay::{self, InstanceReport, Prediction, ReplayInputs, predictions};
+use crate::store::Ark;
+use crate::validate::ValidateOptions;
+
+use super::Context;
+
+#[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["predictions", "gold"])))]
+pub struct ReplayArgs {
+    /// Predictions in SWE-bench's format (.json list or map, or .jsonl).
+    #[arg(long, value_name = "FILE")]
+    pub predictions: Option<std::path::PathBuf>,
+    /// Replay the gold patches (every instance with a bundle): they must all resolve.
+    #[arg(long)]
+    pub gold: bool,
+    /// The run's name: reports go to <ark>/runs/<run-id>/; a run with the same id resumes.
+    #[arg(long)]
+    pub run_id: Option<String>,
+    /// Only these instances.
+    #[arg(long, value_delimiter = ',', value_name = "ID")]
+    pub instance_ids: Vec<String>,
+    #[arg(long, default_value_t = 1)]
+    pub jobs: usize,
+    /// Seconds the test command may run.
+    #[arg(long, default_value_t = 1800)]
+    pub timeout: u64,
+    /// Replay again instances that already have a report in this run.
+    #[arg(long)]
+    pub force: bool,
+    /// Let the tests reach the network (each report records it).
+    #[arg(long)]
+    pub allow_network: bool,
+    /// Keep each instance's work directory (under <ark>/tmp).
+    #[arg(long)]
+    pub keep_workdir: bool,
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn valid_run_id(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 100
+        && s != "."
+        && s != ".."
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+}
+
+pub fn run(ctx: &Context, args: ReplayArgs) -> anyhow::Result<ExitCode> {
+    if args.jobs == 0 {
+        bail!("--jobs must be at least 1");
+    }
+    let ark = Ark::open(&ctx.ark)?;
+    let run_id = match &args.run_id {
+        Some(r) if valid_run_id(r) => r.clone(),
+        Some(r) => bail!("--run-id `{r}` must be letters, digits, `-`, `_` or `.`"),
+        None => {
+            let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+            format!("run-{}", now.replace([':', '-'], "").trim_end_matches('Z'))
+        }
+    };
+    let mut preds: Vec<Prediction> = match (&args.predictions, args.gold) {
+        (Some(path), _) => predictions::read(path)?,
+        (None, true) => {
+            let mut out = Vec::new();
+            for b in ark.index().bundles()? {
+                if out
+                    .iter()
+                    .any(|p: &Prediction| p.instance_id == b.instance_id)
+                {
+                    continue;
+                }
+                if let Some(i) = ark.index().instance(&b.instance_id)? {
+                    out.push(Prediction {
+                        instance_id: i.instance_id,
+                        model: "gold".into(),
+                        patch: Some(i.patch),
+                    });
+                }
+            }
+            out
+        }
+        (None, false) => bail!("give --predictions FILE or --gold"),
+    };
+    if !args.instance_ids.is_empty() {
+        preds.retain(|p| args.instance_ids.contains(&p.instance_id));
+    }
+    // Each prediction's bundle: the newest of its instance.
+    let mut jobs = VecDeque::new();
+    let mut unknown = Vec::new();
+    for p in preds {
+        match ark.index().bundles_of_instance(&p.instance_id)?.first() {
+            Some(b) => jobs.push_back((p, Some(b.id))),
+            None => {
+                unknown.push(p.instance_id.clone());
+                jobs.push_back((p, None));
+            }
+        }
+    }
+    if !unknown.is_empty() {
+        ctx.note(format!(
+            "no bundle in the archive for {} instance(s): {}",
+            unknown.len(),
+            unknown.join(", ")
+        ));
+    }
+    let runs = ark.root().join("runs");
+    let tmp = ark.root().join("tmp");
+    std::fs::create_dir_all(&tmp).with_context(|| tmp.display().to_string())?;
+    let opts = ValidateOptions {
+        runs: 1,
+        timeout: Duration::from_secs(args.timeout),
+        allow_network: args.allow_network,
+        memory_limit: None,
+        keep_workdir: args.keep_workdir,
+    };
+    let total = jobs.len();
+    ctx.note(format!("run {run_id}: {total} prediction(s)"));
+    let bar = ctx.progress.then(|| {
+        let b = indicatif::ProgressBar::new(total as u64);
+        if let Ok(style) = indicatif::ProgressStyle::with_template(
+            "replaying [{wide_bar}] {pos}/{len} eta {eta} {msg}",
+        ) {
+            b.set_style(style.progress_chars("=> "));
+        }
+        b
+    });
+    let queue = Mutex::new(jobs);
+    let reports = Mutex::new(Vec::new());
+    let objects = ark.objects();
+    let root = ark.root().to_path_buf();
+    let failures = Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..args.jobs.min(total.max(1)) {
+            s.spawn(|| {
+                loop {
+                    let next = queue.lock().unwrap_or_else(|p| p.into_inner()).pop_front();
+                    let Some((p, bundle)) = next else { break };
+                    if let Some(b) = &bar {
+                        b.set_message(p.instance_id.clone());
+                    }
+                    let dir = replay::instance_dir(&runs, &run_id, &p.model, &p.instance_id);
+                    let report_path = dir.join("report.json");
+                    let resumed = (!args.force)
+                        .then(|| std::fs::read(&report_path).ok())
+                        .flatten()
+                        .and_then(|b| {
+                            serde_json::from_slice::<BTreeMap<String, InstanceReport>>(&b).ok()
+                        })
+                        .and_then(|m| m.into_values().next());
+                    let report = match (resumed, bundle) {
+                        (Some(r), _) => r,
+                        (None, None) => {
+                            let mut r = replay::blank_report(&p, "");
+                            r.error = "unknown_instance".into();
+                            r.error_detail = "no bundle of this instance in the archive".into();
+                            r
+                        }
+                        (None, Some(id)) => {
+                            let path = root.join("bundles").join(format!(
+                                "{}{}",
+                                id.hex(),
+                                crate::bundle::FILE_SUFFIX
+                            ));
+                            let inputs = ReplayInputs {
+                                bundle_path: &path,
+                                bundle_id: Some(id),
+                                objects: &objects,
+                                cache_root: &root,
+                                work_root: &tmp,
+                                opts: &opts,
+                            };
+                            let (r, output) = replay::replay_one(&inputs, &p);
+                            if let Err(e) = write_instance(&dir, &r, &p, &output) {
+                                failures
+                                    .lock()
+                                    .unwrap_or_else(|p| p.into_inner())
+                                    .push(format!("{}: {e}", p.instance_id));
+                            }
+                            r
+                        }
+                    };
+                    let line = if report.resolved {
+                        format!("{}: resolved", report.instance_id)
+                    } else if report.error.is_empty() {
+                        format!("{}: not resolved", report.instance_id)
+                    } else {
+                        format!(
+                            "{}: {} ({})",
+                            report.instance_id,
+                            report.error,
+                            report.error_detail.lines().next().unwrap_or("")
+                        )
+                    };
+                    match &bar {
+                        Some(b) => {
+                            b.println(line);
+                            b.inc(1);
+                        }
+                        None => ctx.note(line),
+                    }
+                    reports
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push(report);
+                }
+            });
+        }
+    });
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    let mut reports = reports.into_inner().unwrap_or_else(|p| p.into_inner());
+    reports.sort_by(|a, b| a.instance_id.cmp(&b.instance_id));
+    let mut by_model: BTreeMap<String, Vec<&InstanceReport>> = BTreeMap::new();
+    for r in &reports {
+        by_model
+            .entry(r.model_name_or_path.clone())
+            .or_default()
+            .push(r);
+    }
+    let mut summaries = Vec::new();
+    for (model, rs) in &by_model {
+        let summary = summarize(rs);
+        let path = runs
+            .join(&run_id)
+            .join(format!("{}.{run_id}.json", model.replace('/', "__")));
+        std::fs::create_dir_all(runs.join(&run_id))?;
+        fsutil::write_atomic(&path, &serde_json::to_vec_pretty(&summary)?)
+            .with_context(|| path.display().to_string())?;
+        let resolved = rs.iter().filter(|r| r.resolved).count();
+        ctx.note(format!(
+            "{model}: resolved {resolved} of {} ({:.1} %); report {}",
+            rs.len(),
+            100.0 * resolved as f64 / rs.len().max(1) as f64,
+            path.display()
+        ));
+        summaries.push(summary);
+    }
+    if args.json {
+        out!("{}", serde_json::to_string_pretty(&summaries)?);
+    } else {
+        out!("{}", runs.join(&run_id).display());
+    }
+    let failures = failures.into_inner().unwrap_or_else(|p| p.into_inner());
+    if !failures.is_empty() {
+        for f in failures {
+            eprintln!("swe-ark: error: {f}");
+        }
+        return Ok(ExitCode::from(2));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// report.json (SWE-bench's shape: a map from the instance id), test_output.txt, patch.diff;
+/// report.json last, so a report on disk means the instance is complete.
+fn write_instance(
+    dir: &std::path::Path,
+    r: &InstanceReport,
+    p: &Prediction,
+    output: &[u8],
+) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| dir.display().to_string())?;
+    fsutil::write_atomic(&dir.join("test_output.txt"), output)?;
+    fsutil::write_atomic(
+        &dir.join("patch.diff"),
+        p.patch.as_deref().unwrap_or("").as_bytes(),
+    )?;
+    let mut map = BTreeMap::new();
+    map.insert(r.instance_id.clone(), r);
+    fsutil::write_atomic(&dir.join("report.json"), &serde_json::to_vec_pretty(&map)?)?;
+    Ok(())
+}
+
+/// SWE-bench's run report (schema_version 2), with the reasons, bundles, overhead and network
+/// of each instance.
+fn summarize(rs: &[&InstanceReport]) -> serde_json::Value {
+    let ids = |f: &dyn Fn(&InstanceReport) -> bool| -> Vec<String> {
+        rs.iter()
+            .filter(|r| f(r))
+            .map(|r| r.instance_id.clone())
+            .collect()
+    };
+    let completed = |r: &InstanceReport| r.error.is_empty();
+    let empty = |r: &InstanceReport| r.error == "empty_patch";
+    let error = |r: &InstanceReport| !r.error.is_empty() && r.error != "empty_patch";
+    let resolved = ids(&|r| r.resolved);
+    let unresolved = ids(&|r| completed(r) && !r.resolved);
+    serde_json::json!({
+        "total_instances": rs.len(),
+        "submitted_instances": rs.len(),
+        "completed_instances": ids(&completed).len(),
+        "resolved_instances": resolved.len(),
+        "unresolved_instances": unresolved.len(),
+        "empty_patch_instances": ids(&empty).len(),
+        "error_instances": ids(&error).len(),
+        "completed_ids": ids(&completed),
+        "incomplete_ids": ids(&|r| !completed(r)),
+        "empty_patch_ids": ids(&empty),
+        "submitted_ids": ids(&|_| true),
+        "resolved_ids": resolved,
+        "unresolved_ids": unresolved,
+        "error_ids": ids(&error),
+        "errors": rs.iter().filter(|r| !r.error.is_empty())
+            .map(|r| (r.instance_id.clone(), serde_json::json!({"reason": r.error, "detail": r.error_detail})))
+            .collect::<BTreeMap<_, _>>(),
+        "bundles": rs.iter().map(|r| (r.instance_id.clone(), r.bundle.clone())).collect::<BTreeMap<_, _>>(),
+        "locks": rs.iter().map(|r| (r.instance_id.clone(), r.lock.clone())).collect::<BTreeMap<_, _>>(),
+        "overhead_seconds": rs.iter().map(|r| (r.instance_id.clone(), r.overhead_seconds)).collect::<BTreeMap<_, _>>(),
+        "test_seconds": rs.iter().map(|r| (r.instance_id.clone(), r.test_seconds)).collect::<BTreeMap<_, _>>(),
+        "network": rs.iter().map(|r| (r.instance_id.clone(), r.network.clone())).collect::<BTreeMap<_, _>>(),
+        "schema_version": 2,
+        "tool": format!("swe-ark {}", env!("CARGO_PKG_VERSION")),
+    })
+}

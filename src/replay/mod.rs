@@ -1,0 +1,277 @@
+//! Replaying evaluation from bundles, offline: predictions in, SWE-bench's reports out.
+//!
+//! Per instance: the bundle checked and unpacked into a fresh work directory (its codebase made
+//! a git work tree), the environment built from the bundle's lock with objects only, the
+//! prediction's patch checked and applied (three ways, in order), the install, the test files
+//! reset and the test patch applied, the test command run in the sandbox, the log parsed and
+//! graded as SWE-bench grades ([`grade`]). docs/REPLAY.md tells it for users.
+
+pub mod grade;
+pub mod patch;
+pub mod predictions;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use crate::bundle::{self, Limits};
+use crate::dataset::Instance;
+use crate::digest::Sha256Digest;
+use crate::env::build::{self, BuildOptions};
+use crate::env::lock::is_system_command;
+use crate::env::pylock::PyLock;
+use crate::logparse;
+use crate::manifest::Context;
+use crate::progress::NoProgress;
+use crate::store::ObjectStore;
+use crate::validate::{self, Runner, Stop, ValidateOptions};
+
+pub use predictions::Prediction;
+
+/// SWE-bench's `report.json` of one instance, with what swe-ark adds.
+#[allow(non_snake_case)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct InstanceReport {
+    pub instance_id: String,
+    pub model_name_or_path: String,
+    pub patch_is_None: bool,
+    pub patch_exists: bool,
+    pub patch_successfully_applied: bool,
+    pub resolved: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tests_status: Option<grade::TestsStatus>,
+    /// FULL, PARTIAL or NO (absent when the tests did not run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolution: Option<grade::Resolution>,
+    /// Why the instance could not be evaluated (`empty_patch`, `patch_apply_failed`,
+    /// `patch_unsafe`, `bundle_corrupt`, `env_build_failed`, `timeout`, …), empty otherwise.
+    pub error: String,
+    pub error_detail: String,
+    /// How the patch went in.
+    pub applied_with: String,
+    pub bundle: String,
+    pub lock: String,
+    /// `isolated` or `allowed`.
+    pub network: String,
+    /// Seconds: the test command, and everything else.
+    pub test_seconds: f64,
+    pub overhead_seconds: f64,
+}
+
+/// Where a replay's files go: `runs/<run-id>/<model>/<instance>/`.
+pub fn instance_dir(runs: &Path, run_id: &str, model: &str, instance_id: &str) -> PathBuf {
+    runs.join(run_id)
+        .join(model.replace('/', "__"))
+        .join(instance_id)
+}
+
+/// Everything one replay needs besides the prediction.
+pub struct ReplayInputs<'a> {
+    pub bundle_path: &'a Path,
+    pub bundle_id: Option<Sha256Digest>,
+    pub objects: &'a ObjectStore,
+    /// Where environments are cached (an archive's root).
+    pub cache_root: &'a Path,
+    pub work_root: &'a Path,
+    pub opts: &'a ValidateOptions,
+}
+
+/// A report of `p` before anything ran.
+pub fn blank_report(p: &Prediction, bundle: &str) -> InstanceReport {
+    InstanceReport {
+        instance_id: p.instance_id.clone(),
+        model_name_or_path: p.model.clone(),
+        patch_is_None: p.patch.is_none(),
+        patch_exists: p.patch.as_deref().is_some_and(|s| !s.trim().is_empty()),
+        patch_successfully_applied: false,
+        resolved: false,
+        tests_status: None,
+        resolution: None,
+        error: String::new(),
+        error_detail: String::new(),
+        applied_with: String::new(),
+        bundle: bundle.to_string(),
+        lock: String::new(),
+        network: String::new(),
+        test_seconds: 0.0,
+        overhead_seconds: 0.0,
+    }
+}
+
+/// Replays one prediction; returns the report and the test output (when the tests ran).
+pub fn replay_one(inputs: &ReplayInputs, p: &Prediction) -> (InstanceReport, Vec<u8>) {
+    let started = Instant::now();
+    let bundle_shown = inputs
+        .bundle_id
+        .map(|b| b.hex())
+        .unwrap_or_else(|| inputs.bundle_path.display().to_string());
+    let mut report = blank_report(p, &bundle_shown);
+    if !report.patch_exists {
+        report.error = "empty_patch".into();
+        report.error_detail = "the prediction has no patch".into();
+        return (report, Vec::new());
+    }
+    let work = match tempfile::Builder::new()
+        .prefix(".tmp-replay-")
+        .tempdir_in(inputs.work_root)
+    {
+        Ok(w) => w,
+        Err(e) => {
+            report.error = "io".into();
+            report.error_detail = format!("{}: {e}", inputs.work_root.display());
+            return (report, Vec::new());
+        }
+    };
+    let mut output = Vec::new();
+    if let Err(Stop(kind, detail)) = run_steps(inputs, p, work.path(), &mut report, &mut output) {
+        report.error = kind.to_string();
+        report.error_detail = detail;
+    }
+    let total = started.elapsed().as_secs_f64();
+    report.overhead_seconds = (total - report.test_seconds).max(0.0);
+    if inputs.opts.keep_workdir {
+        let _ = work.keep();
+    }
+    (report, output)
+}
+
+fn run_steps(
+    inputs: &ReplayInputs,
+    p: &Prediction,
+    work: &Path,
+    report: &mut InstanceReport,
+    output: &mut Vec<u8>,
+) -> Result<(), Stop> {
+    // 1. The bundle, every member checked against its manifest, the whole against its id.
+    let unpacked = work.join("bundle");
+    bundle::unpack(
+        inputs.bundle_path,
+        &unpacked,
+        inputs.bundle_id,
+        &Limits::default(),
+        &NoProgress,
+    )
+    .map_err(|e| Stop("bundle_corrupt", e.to_string()))?;
+    let read = |rel: &str| {
+        std::fs::read(unpacked.join(rel))
+            .map_err(|e| Stop("bundle_incomplete", format!("the bundle has no {rel}: {e}")))
+    };
+    let instance = Instance::from_json(&read("instance.json")?)
+        .map_err(|e| Stop("bundle_incomplete", e.to_string()))?;
+    if instance.instance_id != p.instance_id {
+        return Err(Stop(
+            "bundle_mismatch",
+            format!(
+                "the bundle holds instance {}, not {}",
+                instance.instance_id, p.instance_id
+            ),
+        ));
+    }
+    let spec = read("env/spec.toml")?;
+    let ctx: Context = toml::from_str(&String::from_utf8_lossy(&spec))
+        .map_err(|e| Stop("bundle_incomplete", format!("env/spec.toml: {e}")))?;
+    let lock_bytes = read("env/pylock.toml")?;
+    let lock_id = Sha256Digest::of(&lock_bytes);
+    report.lock = lock_id.hex();
+    let lock = PyLock::parse(&lock_bytes).map_err(|e| Stop("bundle_incomplete", e))?;
+
+    // 2. The codebase as a git work tree, the environment from objects only.
+    let src = work.join("src");
+    std::fs::rename(unpacked.join("codebase"), &src)
+        .map_err(|e| Stop("io", format!("{}: {e}", src.display())))?;
+    patch::init_tree(&src).map_err(|e| Stop("io", e))?;
+    let built = build::build(
+        inputs.objects,
+        inputs.cache_root,
+        &lock_id,
+        &lock,
+        &BuildOptions::default(),
+    )
+    .map_err(|e| Stop("env_build_failed", e.to_string()))?;
+    let venv = build::instance_copy(&built, &work.join("venv"))
+        .map_err(|e| Stop("env_build_failed", e.to_string()))?;
+
+    // 3. The prediction's patch: checked, then applied one way or another.
+    let patch_text = p.patch.clone().unwrap_or_default();
+    if let Some(why) = patch::unsafe_path(&patch_text, &src) {
+        return Err(Stop("patch_unsafe", why));
+    }
+    let patch_file = work.join("model.diff");
+    std::fs::write(&patch_file, &patch_text).map_err(|e| Stop("io", e.to_string()))?;
+    let (way, transcript) = patch::apply(&src, &patch_file);
+    let Some(way) = way else {
+        return Err(Stop("patch_apply_failed", transcript));
+    };
+    report.patch_successfully_applied = true;
+    report.applied_with = way.to_string();
+
+    // 4. As SWE-bench's evaluation script: install, reset the test files, the test patch,
+    // the test command.
+    let mut env = ctx.env.clone();
+    env.extend(build::offline_install_env(&built));
+    env.insert("VIRTUAL_ENV".into(), venv.dir.display().to_string());
+    env.insert(
+        "PATH".into(),
+        format!("{}:/usr/local/bin:/usr/bin:/bin", venv.bin().display()),
+    );
+    env.insert("PIP_CONFIG_FILE".into(), "/dev/null".into());
+    env.insert("PIP_DISABLE_PIP_VERSION_CHECK".into(), "1".into());
+    std::fs::create_dir_all(work.join("logs")).map_err(|e| Stop("io", e.to_string()))?;
+    let mut runner = Runner {
+        work,
+        src: src.clone(),
+        env,
+        opts: inputs.opts,
+        exit_codes: BTreeMap::new(),
+        timings: BTreeMap::new(),
+        network: "isolated",
+    };
+    let prelude: String = ctx
+        .eval_commands
+        .iter()
+        .filter(|c| !is_system_command(c))
+        .map(|c| format!("{c}\n"))
+        .collect();
+    if !ctx.install.is_empty() {
+        // A failed install is not an error of the run: the tests say what it cost.
+        runner.run("install", &format!("{prelude}{}\n", ctx.install))?;
+    }
+    // The files the test patch touches, back to the base commit (a model may have edited
+    // them); one at a time, since new ones are not in the base commit.
+    for f in patch::touched_paths(&instance.test_patch) {
+        let _ = std::process::Command::new("git")
+            .args(["checkout", "-q", "HEAD", "--", &f])
+            .current_dir(&src)
+            .output();
+    }
+    runner
+        .apply("test-patch", &instance.test_patch)
+        .map_err(|Stop(_, d)| Stop("test_patch_apply_failed", d))?;
+    let directives = validate::directives::test_directives(&instance.test_patch, &ctx.test_cmd);
+    let script = format!(
+        "{prelude}{}{} {}\n",
+        validate::services_script(&ctx.services, &work.join("logs")),
+        ctx.test_cmd,
+        directives
+            .iter()
+            .map(|d| validate::directives::shell_quote(d))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    let t = Instant::now();
+    let result = runner.run("test", &script);
+    report.test_seconds = t.elapsed().as_secs_f64();
+    report.network = runner.network.to_string();
+    let (log, _) = result?;
+    *output = log;
+    let map = logparse::parse(&ctx.log_parser, &String::from_utf8_lossy(output))
+        .map_err(|e| Stop("log_parse_failed", e.to_string()))?;
+    let status = grade::tests_status(&map, &instance.fail_to_pass, &instance.pass_to_pass);
+    let resolution = grade::resolution(&status);
+    report.resolved = resolution == grade::Resolution::Full;
+    report.resolution = Some(resolution);
+    report.tests_status = Some(status);
+    Ok(())
+}
