@@ -198,14 +198,6 @@ const LIST: &str = "import json,sys,sysconfig,os; \
     d=sysconfig.get_paths()['purelib']; \
     print(json.dumps(sorted(e for e in os.listdir(d) if e.endswith('.dist-info'))))";
 
-/// `unshare -n` works here (root, or unprivileged user namespaces).
-fn can_unshare() -> bool {
-    Command::new("unshare")
-        .args(["-n", "true"])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
 #[test]
 fn locks_as_of_then_and_builds_offline_from_objects_only() {
     let Some(f) = Fixture::new("") else { return };
@@ -302,7 +294,7 @@ fn locks_as_of_then_and_builds_offline_from_objects_only() {
 
     // Built from objects with the network cut: no index, no route anywhere.
     let build_args = ["env", "build", &id[..16], "--offline", "--force", "--json"];
-    let out = if can_unshare() {
+    let out = if common::can_unshare() {
         let mut c = Command::new("unshare");
         c.args(["-n", "--"]).arg(env!("CARGO_BIN_EXE_swe-ark"));
         c.arg("--ark").arg(f.t.ark()).arg("--no-progress");

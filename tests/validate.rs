@@ -10,6 +10,8 @@
 mod common;
 
 use common::pyindex::PyIndex;
+use std::path::PathBuf;
+
 use common::{TestContext, git, git_commit_all, pyfix, stderr, stdout};
 
 const BASE_DATE: &str = "2021-06-01T00:00:00Z";
@@ -449,4 +451,83 @@ fn validation_proves_instances_and_replay_grades_predictions_from_their_bundles(
         e.contains("line 2:") && e.contains("line 3 (x): no `model_name_or_path`"),
         "{e}"
     );
+
+    // Anywhere: a fresh directory holding only the bundle file and the objects its lock names,
+    // no index, an empty HOME, no network — the same report.
+    if !common::can_unshare() {
+        eprintln!("note: unshare -n is not available; the isolated replay is skipped");
+        return;
+    }
+    let fresh = t.path("fresh");
+    let objects = fresh.join("objects");
+    let bundle = fresh.join(format!("{id6}.tar.zst"));
+    std::fs::create_dir_all(&objects).unwrap();
+    std::fs::copy(
+        t.ark().join("bundles").join(format!("{id6}.tar.zst")),
+        &bundle,
+    )
+    .unwrap();
+    let lock: toml::Value =
+        toml::from_str(&std::fs::read_to_string(unpacked.join("env/pylock.toml")).unwrap())
+            .unwrap();
+    let mut shas = Vec::new();
+    for p in lock["packages"].as_array().unwrap() {
+        for w in p
+            .get("wheels")
+            .and_then(|w| w.as_array())
+            .into_iter()
+            .flatten()
+        {
+            shas.push(w["hashes"]["sha256"].as_str().unwrap().to_string());
+        }
+        if let Some(sd) = p.get("sdist") {
+            shas.push(sd["hashes"]["sha256"].as_str().unwrap().to_string());
+        }
+        if let Some(b) = p["tool"]["swe-ark"].get("built-wheel") {
+            shas.push(b["hashes"]["sha256"].as_str().unwrap().to_string());
+        }
+    }
+    for sha in &shas {
+        let rel = format!("sha256/{}/{}", &sha[..2], &sha[2..]);
+        std::fs::create_dir_all(objects.join(&rel).parent().unwrap()).unwrap();
+        std::fs::copy(t.ark().join("objects").join(&rel), objects.join(&rel)).unwrap();
+    }
+    let gold6 = fresh.join("gold.jsonl");
+    std::fs::write(&gold6, format!("{}\n", pred("acme__widget-6", GOLD))).unwrap();
+    let home = fresh.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let python_dir = python.parent().unwrap();
+    let mut c = std::process::Command::new("unshare");
+    c.args(["-n", "--"])
+        .arg(env!("CARGO_BIN_EXE_swe-ark"))
+        .arg("--ark")
+        .arg(fresh.join("ark"))
+        .args(["--no-progress", "replay"])
+        .arg(&bundle)
+        .arg("--objects")
+        .arg(&objects)
+        .arg("--predictions")
+        .arg(&gold6)
+        .args(["--run-id", "iso"])
+        .env_clear()
+        .env("HOME", &home)
+        .env("PATH", format!("{}:/usr/bin:/bin", python_dir.display()));
+    if let Some(root) = python
+        .ancestors()
+        .nth(4)
+        .filter(|r| r.join("versions").is_dir())
+    {
+        c.env("PYENV_ROOT", root);
+    }
+    let out = c.output().unwrap();
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    let read_report = |path: PathBuf| -> serde_json::Value {
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+        v["acme__widget-6"].clone()
+    };
+    let here = read_report(t.ark().join("runs/gold/gold/acme__widget-6/report.json"));
+    let there = read_report(fresh.join("ark/runs/iso/m/acme__widget-6/report.json"));
+    assert_eq!(there["resolved"].as_bool(), Some(true), "{there}");
+    assert_eq!(there["tests_status"], here["tests_status"]);
+    assert_eq!(there["network"].as_str(), Some("isolated"));
 }

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 
+use crate::digest::Sha256Digest;
 use crate::fsutil;
 use crate::replay::{self, InstanceReport, Prediction, ReplayInputs, predictions};
 use crate::store::Ark;
@@ -15,6 +16,14 @@ use super::Context;
 #[derive(Debug, clap::Args)]
 #[command(group(clap::ArgGroup::new("what").required(true).args(["predictions", "gold"])))]
 pub struct ReplayArgs {
+    /// Bundle files to replay with no index (with --objects); without them, the archive's
+    /// bundles.
+    #[arg(value_name = "BUNDLE", requires = "objects", conflicts_with = "gold")]
+    pub bundles: Vec<std::path::PathBuf>,
+    /// The object store holding what the bundles' locks need (a directory laid out as an
+    /// archive's `objects/`).
+    #[arg(long, value_name = "DIR", requires = "bundles")]
+    pub objects: Option<std::path::PathBuf>,
     /// Predictions in SWE-bench's format (.json list or map, or .jsonl).
     #[arg(long, value_name = "FILE")]
     pub predictions: Option<std::path::PathBuf>,
@@ -58,7 +67,13 @@ pub fn run(ctx: &Context, args: ReplayArgs) -> anyhow::Result<ExitCode> {
     if args.jobs == 0 {
         bail!("--jobs must be at least 1");
     }
-    let ark = Ark::open(&ctx.ark)?;
+    // With bundle files, the archive directory is only a home for the environment cache, the
+    // work directories and the reports: no index is read.
+    let ark = if args.bundles.is_empty() {
+        Some(Ark::open(&ctx.ark)?)
+    } else {
+        None
+    };
     let run_id = match &args.run_id {
         Some(r) if valid_run_id(r) => r.clone(),
         Some(r) => bail!("--run-id `{r}` must be letters, digits, `-`, `_` or `.`"),
@@ -67,9 +82,9 @@ pub fn run(ctx: &Context, args: ReplayArgs) -> anyhow::Result<ExitCode> {
             format!("run-{}", now.replace([':', '-'], "").trim_end_matches('Z'))
         }
     };
-    let mut preds: Vec<Prediction> = match (&args.predictions, args.gold) {
-        (Some(path), _) => predictions::read(path)?,
-        (None, true) => {
+    let mut preds: Vec<Prediction> = match (&args.predictions, args.gold, &ark) {
+        (Some(path), _, _) => predictions::read(path)?,
+        (None, true, Some(ark)) => {
             let mut out = Vec::new();
             for b in ark.index().bundles()? {
                 if out
@@ -88,22 +103,37 @@ pub fn run(ctx: &Context, args: ReplayArgs) -> anyhow::Result<ExitCode> {
             }
             out
         }
-        (None, false) => bail!("give --predictions FILE or --gold"),
+        _ => bail!("give --predictions FILE, or --gold with an archive"),
     };
     if !args.instance_ids.is_empty() {
         preds.retain(|p| args.instance_ids.contains(&p.instance_id));
     }
-    // Each prediction's bundle: the newest of its instance.
+    // Each prediction's bundle: the newest of its instance, or the bundle file given for it.
+    let root = ctx.ark.clone();
+    let mut given: BTreeMap<String, (std::path::PathBuf, Option<Sha256Digest>)> = BTreeMap::new();
+    for path in &args.bundles {
+        let manifest = crate::bundle::read_manifest(path)
+            .with_context(|| format!("bundle `{}`", path.display()))?;
+        given.insert(
+            manifest.instance_id,
+            (path.clone(), crate::bundle::id_from_file_name(path)),
+        );
+    }
     let mut jobs = VecDeque::new();
     let mut unknown = Vec::new();
     for p in preds {
-        match ark.index().bundles_of_instance(&p.instance_id)?.first() {
-            Some(b) => jobs.push_back((p, Some(b.id))),
-            None => {
-                unknown.push(p.instance_id.clone());
-                jobs.push_back((p, None));
-            }
+        let found = match &ark {
+            Some(ark) => ark
+                .index()
+                .bundles_of_instance(&p.instance_id)?
+                .first()
+                .map(|b| (ark.bundle_path(&b.id), Some(b.id))),
+            None => given.get(&p.instance_id).cloned(),
+        };
+        if found.is_none() {
+            unknown.push(p.instance_id.clone());
         }
+        jobs.push_back((p, found));
     }
     if !unknown.is_empty() {
         ctx.note(format!(
@@ -112,8 +142,8 @@ pub fn run(ctx: &Context, args: ReplayArgs) -> anyhow::Result<ExitCode> {
             unknown.join(", ")
         ));
     }
-    let runs = ark.root().join("runs");
-    let tmp = ark.root().join("tmp");
+    let runs = root.join("runs");
+    let tmp = root.join("tmp");
     std::fs::create_dir_all(&tmp).with_context(|| tmp.display().to_string())?;
     let opts = ValidateOptions {
         runs: 1,
@@ -135,8 +165,11 @@ pub fn run(ctx: &Context, args: ReplayArgs) -> anyhow::Result<ExitCode> {
     });
     let queue = Mutex::new(jobs);
     let reports = Mutex::new(Vec::new());
-    let objects = ark.objects();
-    let root = ark.root().to_path_buf();
+    let objects = match (&args.objects, &ark) {
+        (Some(dir), _) => crate::store::ObjectStore::new(dir),
+        (None, Some(ark)) => ark.objects(),
+        (None, None) => bail!("give --objects DIR with bundle files"),
+    };
     let failures = Mutex::new(Vec::new());
     std::thread::scope(|s| {
         for _ in 0..args.jobs.min(total.max(1)) {
@@ -164,15 +197,10 @@ pub fn run(ctx: &Context, args: ReplayArgs) -> anyhow::Result<ExitCode> {
                             r.error_detail = "no bundle of this instance in the archive".into();
                             r
                         }
-                        (None, Some(id)) => {
-                            let path = root.join("bundles").join(format!(
-                                "{}{}",
-                                id.hex(),
-                                crate::bundle::FILE_SUFFIX
-                            ));
+                        (None, Some((path, id))) => {
                             let inputs = ReplayInputs {
                                 bundle_path: &path,
-                                bundle_id: Some(id),
+                                bundle_id: id,
                                 objects: &objects,
                                 cache_root: &root,
                                 work_root: &tmp,

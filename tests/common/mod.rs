@@ -309,3 +309,11 @@ pub fn tree_listing(root: &Path) -> Vec<(Vec<u8>, &'static str, Vec<u8>)> {
     out.sort();
     out
 }
+
+/// `unshare -n` works here (root, or unprivileged user namespaces).
+pub fn can_unshare() -> bool {
+    Command::new("unshare")
+        .args(["-n", "true"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
