@@ -437,6 +437,36 @@ fn validation_proves_instances_and_replay_grades_predictions_from_their_bundles(
         "p1",
     ]);
     assert_eq!(std::fs::read(&report_path).unwrap(), before);
+    // Saved output graded again, nothing run: here the output is edited to stand for a
+    // parser that reads it differently.
+    let out_path = t.ark().join("runs/p1/m/acme__widget-2/test_output.txt");
+    let text = std::fs::read_to_string(&out_path).unwrap();
+    let edited: String = text
+        .lines()
+        .map(|l| {
+            if l.starts_with("FAILED tests/test_core.py::test_add") {
+                "PASSED tests/test_core.py::test_add".to_string()
+            } else {
+                l.to_string()
+            }
+        })
+        .map(|l| l + "\n")
+        .collect();
+    assert_ne!(edited, text, "{text}");
+    std::fs::write(&out_path, edited).unwrap();
+    ok(&["replay", "--rewrite-reports", "--run-id", "p1"]);
+    let m = summary("p1", "m");
+    assert_eq!(
+        m["resolved_ids"],
+        serde_json::json!(["acme__widget-1", "acme__widget-2"]),
+        "{m}"
+    );
+    assert_eq!(
+        m["empty_patch_ids"],
+        serde_json::json!(["acme__widget-6"]),
+        "{m}"
+    );
+
     // Malformed predictions are refused, naming each bad line.
     let bad = t.path("bad.jsonl");
     std::fs::write(

@@ -14,7 +14,7 @@ use crate::validate::ValidateOptions;
 use super::Context;
 
 #[derive(Debug, clap::Args)]
-#[command(group(clap::ArgGroup::new("what").required(true).args(["predictions", "gold"])))]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["predictions", "gold", "rewrite_reports"])))]
 pub struct ReplayArgs {
     /// Bundle files to replay with no index (with --objects); without them, the archive's
     /// bundles.
@@ -44,6 +44,10 @@ pub struct ReplayArgs {
     /// Replay again instances that already have a report in this run.
     #[arg(long)]
     pub force: bool,
+    /// Grade the saved test output of run --run-id again (after a parser fix, say): nothing
+    /// runs, the reports are rewritten.
+    #[arg(long, requires = "run_id", conflicts_with_all = ["predictions", "gold", "bundles"])]
+    pub rewrite_reports: bool,
     /// Let the tests reach the network (each report records it).
     #[arg(long)]
     pub allow_network: bool,
@@ -66,6 +70,9 @@ fn valid_run_id(s: &str) -> bool {
 pub fn run(ctx: &Context, args: ReplayArgs) -> anyhow::Result<ExitCode> {
     if args.jobs == 0 {
         bail!("--jobs must be at least 1");
+    }
+    if args.rewrite_reports {
+        return rewrite_reports(ctx, &args);
     }
     // With bundle files, the archive directory is only a home for the environment cache, the
     // work directories and the reports: no index is read.
@@ -248,31 +255,7 @@ pub fn run(ctx: &Context, args: ReplayArgs) -> anyhow::Result<ExitCode> {
     }
     let mut reports = reports.into_inner().unwrap_or_else(|p| p.into_inner());
     reports.sort_by(|a, b| a.instance_id.cmp(&b.instance_id));
-    let mut by_model: BTreeMap<String, Vec<&InstanceReport>> = BTreeMap::new();
-    for r in &reports {
-        by_model
-            .entry(r.model_name_or_path.clone())
-            .or_default()
-            .push(r);
-    }
-    let mut summaries = Vec::new();
-    for (model, rs) in &by_model {
-        let summary = summarize(rs);
-        let path = runs
-            .join(&run_id)
-            .join(format!("{}.{run_id}.json", model.replace('/', "__")));
-        std::fs::create_dir_all(runs.join(&run_id))?;
-        fsutil::write_atomic(&path, &serde_json::to_vec_pretty(&summary)?)
-            .with_context(|| path.display().to_string())?;
-        let resolved = rs.iter().filter(|r| r.resolved).count();
-        ctx.note(format!(
-            "{model}: resolved {resolved} of {} ({:.1} %); report {}",
-            rs.len(),
-            100.0 * resolved as f64 / rs.len().max(1) as f64,
-            path.display()
-        ));
-        summaries.push(summary);
-    }
+    let summaries = write_summaries(ctx, &runs, &run_id, &reports)?;
     if args.json {
         out!("{}", serde_json::to_string_pretty(&summaries)?);
     } else {
@@ -284,6 +267,99 @@ pub fn run(ctx: &Context, args: ReplayArgs) -> anyhow::Result<ExitCode> {
             eprintln!("swe-ark: error: {f}");
         }
         return Ok(ExitCode::from(2));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The run report of each model, written beside its instances; returns them.
+fn write_summaries(
+    ctx: &Context,
+    runs: &std::path::Path,
+    run_id: &str,
+    reports: &[InstanceReport],
+) -> anyhow::Result<Vec<serde_json::Value>> {
+    let mut by_model: BTreeMap<String, Vec<&InstanceReport>> = BTreeMap::new();
+    for r in reports {
+        by_model
+            .entry(r.model_name_or_path.clone())
+            .or_default()
+            .push(r);
+    }
+    let mut summaries = Vec::new();
+    for (model, rs) in &by_model {
+        let summary = summarize(rs);
+        let path = runs
+            .join(run_id)
+            .join(format!("{}.{run_id}.json", model.replace('/', "__")));
+        std::fs::create_dir_all(runs.join(run_id))?;
+        fsutil::write_atomic(&path, &serde_json::to_vec_pretty(&summary)?)
+            .with_context(|| path.display().to_string())?;
+        let resolved = rs.iter().filter(|r| r.resolved).count();
+        ctx.note(format!(
+            "{model}: resolved {resolved} of {} ({:.1} %); report {}",
+            rs.len(),
+            100.0 * resolved as f64 / rs.len().max(1) as f64,
+            path.display()
+        ));
+        summaries.push(summary);
+    }
+    Ok(summaries)
+}
+
+/// `--rewrite-reports`: every finished instance of the run graded again from its saved test
+/// output and grading inputs; nothing runs.
+fn rewrite_reports(ctx: &Context, args: &ReplayArgs) -> anyhow::Result<ExitCode> {
+    let run_id = args.run_id.clone().unwrap_or_default();
+    if !valid_run_id(&run_id) {
+        bail!("--run-id `{run_id}` must be letters, digits, `-`, `_` or `.`");
+    }
+    let runs = ctx.ark.join("runs");
+    let dir = runs.join(&run_id);
+    if !dir.is_dir() {
+        bail!("there is no run {run_id} in `{}`", runs.display());
+    }
+    let mut reports = Vec::new();
+    let mut regraded = 0;
+    let mut models: Vec<_> = std::fs::read_dir(&dir)?
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .collect();
+    models.sort_by_key(|e| e.file_name());
+    for model in models {
+        let mut instances: Vec<_> = std::fs::read_dir(model.path())?.flatten().collect();
+        instances.sort_by_key(|e| e.file_name());
+        for inst in instances {
+            let path = inst.path().join("report.json");
+            let Ok(bytes) = std::fs::read(&path) else {
+                continue;
+            };
+            let map: BTreeMap<String, InstanceReport> = serde_json::from_slice(&bytes)
+                .with_context(|| format!("`{}` is not a replay report", path.display()))?;
+            for (_, mut r) in map {
+                if r.grading.is_some() {
+                    let output = std::fs::read(inst.path().join("test_output.txt"))
+                        .with_context(|| format!("the test output of {}", r.instance_id))?;
+                    if let Err(e) = replay::grade_output(&mut r, &output) {
+                        r.error = "log_parse_failed".into();
+                        r.error_detail = e;
+                    }
+                    let mut out = BTreeMap::new();
+                    out.insert(r.instance_id.clone(), &r);
+                    fsutil::write_atomic(&path, &serde_json::to_vec_pretty(&out)?)?;
+                    regraded += 1;
+                }
+                reports.push(r);
+            }
+        }
+    }
+    ctx.note(format!(
+        "graded {regraded} saved test output(s) of run {run_id} again"
+    ));
+    let summaries = write_summaries(ctx, &runs, &run_id, &reports)?;
+    if args.json {
+        out!("{}", serde_json::to_string_pretty(&summaries)?);
+    } else {
+        out!("{}", dir.display());
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -58,6 +58,38 @@ pub struct InstanceReport {
     /// Seconds: the test command, and everything else.
     pub test_seconds: f64,
     pub overhead_seconds: f64,
+    /// What the grade was computed from besides the log: `--rewrite-reports` grades again
+    /// from this and `test_output.txt`, with no bundle.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grading: Option<GradingInputs>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct GradingInputs {
+    pub log_parser: String,
+    #[serde(rename = "FAIL_TO_PASS")]
+    pub fail_to_pass: Vec<String>,
+    #[serde(rename = "PASS_TO_PASS")]
+    pub pass_to_pass: Vec<String>,
+}
+
+/// Parses `output` and grades it into `report` (the tests ran: `report.grading` is set).
+pub fn grade_output(report: &mut InstanceReport, output: &[u8]) -> Result<(), String> {
+    let Some(g) = &report.grading else {
+        return Err("the report keeps no grading inputs (the tests did not run)".into());
+    };
+    let map = logparse::parse(&g.log_parser, &String::from_utf8_lossy(output))
+        .map_err(|e| e.to_string())?;
+    let status = grade::tests_status(&map, &g.fail_to_pass, &g.pass_to_pass);
+    let resolution = grade::resolution(&status);
+    report.resolved = resolution == grade::Resolution::Full;
+    report.resolution = Some(resolution);
+    report.tests_status = Some(status);
+    if report.error == "log_parse_failed" {
+        report.error.clear();
+        report.error_detail.clear();
+    }
+    Ok(())
 }
 
 /// Where a replay's files go: `runs/<run-id>/<model>/<instance>/`.
@@ -97,6 +129,7 @@ pub fn blank_report(p: &Prediction, bundle: &str) -> InstanceReport {
         network: String::new(),
         test_seconds: 0.0,
         overhead_seconds: 0.0,
+        grading: None,
     }
 }
 
@@ -266,12 +299,10 @@ fn run_steps(
     report.network = runner.network.to_string();
     let (log, _) = result?;
     *output = log;
-    let map = logparse::parse(&ctx.log_parser, &String::from_utf8_lossy(output))
-        .map_err(|e| Stop("log_parse_failed", e.to_string()))?;
-    let status = grade::tests_status(&map, &instance.fail_to_pass, &instance.pass_to_pass);
-    let resolution = grade::resolution(&status);
-    report.resolved = resolution == grade::Resolution::Full;
-    report.resolution = Some(resolution);
-    report.tests_status = Some(status);
-    Ok(())
+    report.grading = Some(GradingInputs {
+        log_parser: ctx.log_parser.clone(),
+        fail_to_pass: instance.fail_to_pass.clone(),
+        pass_to_pass: instance.pass_to_pass.clone(),
+    });
+    grade_output(report, output).map_err(|e| Stop("log_parse_failed", e))
 }
