@@ -295,10 +295,23 @@ fn write_summaries(
         fsutil::write_atomic(&path, &serde_json::to_vec_pretty(&summary)?)
             .with_context(|| path.display().to_string())?;
         let resolved = rs.iter().filter(|r| r.resolved).count();
+        let mut reasons: BTreeMap<&str, usize> = BTreeMap::new();
+        for r in rs.iter().filter(|r| !r.error.is_empty()) {
+            *reasons.entry(r.error.as_str()).or_default() += 1;
+        }
+        let reasons: Vec<String> = reasons.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        let isolated = rs.iter().filter(|r| r.network == "isolated").count();
+        let ran = rs.iter().filter(|r| !r.network.is_empty()).count();
         ctx.note(format!(
-            "{model}: resolved {resolved} of {} ({:.1} %); report {}",
+            "{model}: resolved {resolved} of {} ({:.1} %){}; tests ran with the network cut \
+             for {isolated} of {ran}; report {}",
             rs.len(),
             100.0 * resolved as f64 / rs.len().max(1) as f64,
+            if reasons.is_empty() {
+                String::new()
+            } else {
+                format!("; not evaluated: {}", reasons.join(", "))
+            },
             path.display()
         ));
         summaries.push(summary);
