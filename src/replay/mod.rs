@@ -58,6 +58,10 @@ pub struct InstanceReport {
     /// Seconds: the test command, and everything else.
     pub test_seconds: f64,
     pub overhead_seconds: f64,
+    /// Seconds per step (unpack, worktree, environment, patch, install, test-patch, test,
+    /// parse): where the overhead goes.
+    #[serde(default)]
+    pub timings: BTreeMap<String, f64>,
     /// What the grade was computed from besides the log: `--rewrite-reports` grades again
     /// from this and `test_output.txt`, with no bundle.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -130,6 +134,7 @@ pub fn blank_report(p: &Prediction, bundle: &str) -> InstanceReport {
         test_seconds: 0.0,
         overhead_seconds: 0.0,
         grading: None,
+        timings: BTreeMap::new(),
     }
 }
 
@@ -178,6 +183,13 @@ fn run_steps(
     output: &mut Vec<u8>,
 ) -> Result<(), Stop> {
     // 1. The bundle, every member checked against its manifest, the whole against its id.
+    let mut clock = Instant::now();
+    let mut lap = |report: &mut InstanceReport, step: &str| {
+        report
+            .timings
+            .insert(step.to_string(), clock.elapsed().as_secs_f64());
+        clock = Instant::now();
+    };
     let unpacked = work.join("bundle");
     bundle::unpack(
         inputs.bundle_path,
@@ -214,7 +226,9 @@ fn run_steps(
     let src = work.join("src");
     std::fs::rename(unpacked.join("codebase"), &src)
         .map_err(|e| Stop("io", format!("{}: {e}", src.display())))?;
+    lap(report, "unpack");
     patch::init_tree(&src).map_err(|e| Stop("io", e))?;
+    lap(report, "worktree");
     let built = build::build(
         inputs.objects,
         inputs.cache_root,
@@ -233,7 +247,9 @@ fn run_steps(
     }
     let patch_file = work.join("model.diff");
     std::fs::write(&patch_file, &patch_text).map_err(|e| Stop("io", e.to_string()))?;
+    lap(report, "environment");
     let (way, transcript) = patch::apply(&src, &patch_file);
+    lap(report, "patch");
     let Some(way) = way else {
         return Err(Stop("patch_apply_failed", transcript));
     };
@@ -271,6 +287,7 @@ fn run_steps(
         // A failed install is not an error of the run: the tests say what it cost.
         runner.run("install", &format!("{prelude}{}\n", ctx.install))?;
     }
+    lap(report, "install");
     // The files the test patch touches, back to the base commit (a model may have edited
     // them); one at a time, since new ones are not in the base commit.
     for f in patch::touched_paths(&instance.test_patch) {
@@ -293,9 +310,10 @@ fn run_steps(
             .collect::<Vec<_>>()
             .join(" ")
     );
-    let t = Instant::now();
+    lap(report, "test-patch");
     let result = runner.run("test", &script);
-    report.test_seconds = t.elapsed().as_secs_f64();
+    lap(report, "test");
+    report.test_seconds = report.timings.get("test").copied().unwrap_or(0.0);
     report.network = runner.network.to_string();
     let (log, _) = result?;
     *output = log;
@@ -304,5 +322,7 @@ fn run_steps(
         fail_to_pass: instance.fail_to_pass.clone(),
         pass_to_pass: instance.pass_to_pass.clone(),
     });
-    grade_output(report, output).map_err(|e| Stop("log_parse_failed", e))
+    let graded = grade_output(report, output).map_err(|e| Stop("log_parse_failed", e));
+    lap(report, "parse");
+    graded
 }
