@@ -1,0 +1,227 @@
+#!/usr/bin/env python3
+"""Per-instance overhead of `swe-ark replay` with a warm environment cache, on a codebase of
+more than 5,000 files: everything but the test command itself (unpacking and checking the
+bundle, the git work tree, the environment copy, applying the patch, the context's install,
+the test patch, parsing), printed beside the test command's own time. Target: at most 2 s.
+
+The fixture is generated: a Python project built with the `tinybuild` backend
+(tests/fixtures/mkdists.py) with FILES generated modules, a buggy function, a test file of 40
+tests, one instance whose test patch adds a failing test and whose gold patch fixes the bug.
+It is mirrored, its context locked from a local package index on 127.0.0.1 (tinybuild and the
+pytest wheels that scripts/fetch-test-wheels.sh keeps in .tools/test-wheels), validated and
+packed; then `replay --gold --force` runs --runs times (after one untimed warm-up that fills
+the environment cache) and each report's `timings` give the figures. No network is used.
+
+Exit 0 when the measurement completed (a missed target prints TARGET MISSED), 1 when a
+command or check failed. Standard library only.
+
+Usage: python3 bench/bench_replay.py --swe-ark target/release/swe-ark [--runs 5]
+           [--files 5000] [--workdir DIR] [--json FILE]
+"""
+
+import argparse
+import functools
+import glob
+import hashlib
+import http.server
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+
+import benchlib
+from benchlib import BenchError, log, run
+
+TARGET = 2.0  # seconds of overhead per instance, median
+DATE = "2021-06-01T00:00:00Z"
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+CORE = "def add(a, b):\n    return a - b\n"
+TESTS = "".join(f"def test_{i}():\n    assert {i} + 1 == {i + 1}\n\n\n" for i in range(40))
+GOLD = ("diff --git a/bench/core.py b/bench/core.py\n--- a/bench/core.py\n+++ b/bench/core.py\n"
+        "@@ -1,2 +1,2 @@\n def add(a, b):\n-    return a - b\n+    return a + b\n")
+
+
+def test_patch():
+    n = TESTS.count("\n")
+    added = "\n\ndef test_add():\n    from bench.core import add\n    assert add(1, 2) == 3\n"
+    lines = "".join(f"+{l}\n" for l in added.split("\n")[:-1])
+    return ("diff --git a/tests/test_core.py b/tests/test_core.py\n"
+            "--- a/tests/test_core.py\n+++ b/tests/test_core.py\n"
+            f"@@ -{n},0 +{n + 1},{added.count(chr(10))} @@\n{lines}")
+
+
+def python311():
+    root = os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv"))
+    found = sorted(glob.glob(os.path.join(root, "versions", "3.11*", "bin", "python3.11")))
+    return found[-1] if found else None
+
+
+class Index(http.server.ThreadingHTTPServer):
+    """A PEP 503 index of the files in one directory."""
+
+
+def serve(directory):
+    files = sorted(os.listdir(directory))
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_GET(self):
+            path = self.path.split("?")[0]
+            if path.startswith("/simple/"):
+                name = path[len("/simple/"):].strip("/").lower().replace("_", "-")
+                links = []
+                for f in files:
+                    if not f.endswith((".whl", ".tar.gz")):
+                        continue
+                    project = f.split("-")[0].lower().replace("_", "-")
+                    if project == name:
+                        digest = hashlib.sha256(open(os.path.join(directory, f), "rb").read()).hexdigest()
+                        links.append(f'<a href="/files/{f}#sha256={digest}">{f}</a><br/>')
+                if not links:
+                    self.send_error(404)
+                    return
+                body = ("<!DOCTYPE html><html><body>" + "".join(links) + "</body></html>").encode()
+                ctype = "text/html"
+            elif path.startswith("/files/"):
+                f = os.path.join(directory, os.path.basename(path))
+                if not os.path.isfile(f):
+                    self.send_error(404)
+                    return
+                body = open(f, "rb").read()
+                ctype = "application/octet-stream"
+            else:
+                self.send_error(404)
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = Index(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--swe-ark", required=True)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--files", type=int, default=5000)
+    ap.add_argument("--workdir", default=os.path.join(ROOT, "target", "bench", "replay"))
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    swe_ark = os.path.abspath(args.swe_ark)
+    py = python311()
+    if not py:
+        print("SKIPPED: no Python 3.11 under $PYENV_ROOT/versions")
+        return 0
+    subprocess.run(["bash", os.path.join(ROOT, "scripts", "fetch-test-wheels.sh")], check=True)
+    work = os.path.abspath(args.workdir)
+    subprocess.run(["rm", "-rf", work], check=True)
+    os.makedirs(work)
+    dists = os.path.join(work, "dists")
+    os.makedirs(dists)
+    spec = os.path.join(work, "spec.json")
+    with open(spec, "w") as f:
+        json.dump([{"name": "tinybuild", "version": "1.0", "kind": "wheel", "backend": True}], f)
+    mkdists = os.path.join(ROOT, "tests", "fixtures", "mkdists.py")
+    run([py, mkdists, dists, spec], "mkdists")
+    for w in glob.glob(os.path.join(ROOT, ".tools", "test-wheels", "*.whl")):
+        os.link(w, os.path.join(dists, os.path.basename(w)))
+    server = serve(dists)
+    index = f"http://127.0.0.1:{server.server_address[1]}/simple"
+
+    repo = os.path.join(work, "repo")
+    run([py, mkdists, "--project", repo, "bench", "1.0", "[]"], "mkdists --project")
+    with open(os.path.join(repo, "bench", "core.py"), "w") as f:
+        f.write(CORE)
+    os.makedirs(os.path.join(repo, "tests"))
+    with open(os.path.join(repo, "tests", "test_core.py"), "w") as f:
+        f.write(TESTS)
+    for i in range(args.files):
+        d = os.path.join(repo, "bench", "gen", f"p{i // 100:03d}")
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, f"m{i % 100:03d}.py"), "w") as f:
+            f.write(f"VALUE_{i} = {i}\n\n\ndef f_{i}(x):\n    return x + {i}\n")
+    genv = dict(os.environ, GIT_AUTHOR_NAME="b", GIT_AUTHOR_EMAIL="b@b", GIT_COMMITTER_NAME="b",
+                GIT_COMMITTER_EMAIL="b@b", GIT_AUTHOR_DATE=DATE, GIT_COMMITTER_DATE=DATE,
+                GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL="/dev/null")
+    subprocess.run(["git", "init", "-q", "-b", "main", repo], check=True, env=genv)
+    subprocess.run(["git", "-C", repo, "add", "-A"], check=True, env=genv)
+    subprocess.run(["git", "-C", repo, "commit", "-qm", "bench"], check=True, env=genv)
+    base = subprocess.run(["git", "-C", repo, "rev-parse", "HEAD"], check=True,
+                          capture_output=True, text=True).stdout.strip()
+
+    manifests = os.path.join(work, "manifests")
+    os.makedirs(manifests)
+    with open(os.path.join(manifests, "acme__bench.toml"), "w") as f:
+        f.write('repo = "acme/bench"\nsource = "bench"\nlog_parser = "pytest"\n\n[defaults]\n'
+                'python = "3.11"\npip_packages = ["pytest"]\ninstall = "python -m pip install -e ."\n'
+                'test_cmd = "pytest -rA"\n\n[versions."1.0"]\n')
+    env = dict(os.environ, SWE_ARK_MANIFESTS=manifests, SWE_ARK_INDEX_URL=index)
+    ark = os.path.join(work, "ark")
+    sa = [swe_ark, "--ark", ark, "-q", "--no-progress"]
+    run(sa + ["mirror", "add", repo, "--name", "acme/bench"], "mirror add", env=env)
+    run(sa + ["env", "lock", "acme/bench", "1.0", "--commit", base], "env lock", env=env)
+    inst = {"repo": "acme/bench", "instance_id": "acme__bench-1", "base_commit": base,
+            "patch": GOLD, "test_patch": test_patch(), "problem_statement": "add subtracts",
+            "hints_text": "", "created_at": DATE, "version": "1.0", "FAIL_TO_PASS": "[]",
+            "PASS_TO_PASS": "[]", "environment_setup_commit": base}
+    ipath = os.path.join(work, "instances.jsonl")
+    with open(ipath, "w") as f:
+        f.write(json.dumps(inst) + "\n")
+    run(sa + ["import", ipath], "import", env=env)
+    run(sa + ["validate", "--runs", "1"], "validate", env=env)
+    rows = json.loads(run(sa + ["ls", "--validated", "--json"], "ls", env=env)[1])
+    if [r["verdict"] for r in rows] != ["kept"]:
+        raise BenchError(f"the fixture instance was not kept: {rows}")
+    run(sa + ["pack", "--all-validated"], "pack", env=env)
+
+    samples = []
+    for k in range(args.runs + 1):
+        run_id = f"bench-{k}"
+        run(sa + ["replay", "--gold", "--run-id", run_id, "--force"], "replay", env=env)
+        rep = os.path.join(ark, "runs", run_id, "gold", "acme__bench-1", "report.json")
+        r = json.load(open(rep))["acme__bench-1"]
+        if not r["resolved"]:
+            raise BenchError(f"the gold patch did not resolve: {r}")
+        if k > 0:  # the first fills the environment cache
+            samples.append(r)
+    med = lambda key: statistics.median(s["timings"].get(key, 0.0) for s in samples)
+    overhead = statistics.median(s["overhead_seconds"] for s in samples)
+    test = statistics.median(s["test_seconds"] for s in samples)
+    steps = ["unpack", "worktree", "environment", "patch", "install", "test-patch", "parse"]
+    files = sum(len(fs) for d, _, fs in os.walk(repo) if "/.git" not in d + "/")
+    print(f"replay of one instance, codebase of {files} files, warm environment cache, "
+          f"median of {len(samples)}:")
+    print(f"  test command        {test:6.2f} s")
+    print(f"  overhead            {overhead:6.2f} s   (target <= {TARGET:.1f} s: "
+          f"{'PASS' if overhead <= TARGET else 'TARGET MISSED'})")
+    for s in steps:
+        print(f"    {s:<16}  {med(s):6.2f} s")
+    no_install = overhead - med("install")
+    print(f"  overhead without the context's install  {no_install:6.2f} s")
+    summary = {"files": files, "runs": len(samples), "test_seconds": test,
+               "overhead_seconds": overhead, "overhead_without_install": no_install,
+               "steps": {s: med(s) for s in steps}, "target": TARGET}
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(summary, f, indent=2)
+    else:
+        print(json.dumps(summary, indent=2))
+    server.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except BenchError as e:
+        print(f"bench_replay: {e}", file=sys.stderr)
+        sys.exit(1)
