@@ -427,6 +427,53 @@ fn validation_proves_instances_and_replay_grades_predictions_from_their_bundles(
         serde_json::json!([sub]),
         "{r}"
     );
+    // A run killed after its first report resumes where it stopped.
+    let two = t.path("two.jsonl");
+    std::fs::write(&two, format!("{}\n{}\n", preds[0], preds[1])).unwrap();
+    let mut c = t.cmd();
+    c.env("SWE_ARK_FAILPOINT", "replay.after-report").args([
+        "replay",
+        "--predictions",
+        two.to_str().unwrap(),
+        "--run-id",
+        "killed",
+    ]);
+    let killed = c.output().unwrap();
+    assert!(!killed.status.success(), "{}", stderr(&killed));
+    let done: Vec<_> = ["acme__widget-1", "acme__widget-2"]
+        .iter()
+        .filter(|i| {
+            t.ark()
+                .join(format!("runs/killed/m/{i}/report.json"))
+                .is_file()
+        })
+        .collect();
+    assert_eq!(done.len(), 1, "{done:?}");
+    let first = t
+        .ark()
+        .join(format!("runs/killed/m/{}/report.json", done[0]));
+    let first_bytes = std::fs::read(&first).unwrap();
+    let resumed = run(&[
+        "replay",
+        "--predictions",
+        two.to_str().unwrap(),
+        "--run-id",
+        "killed",
+    ]);
+    assert!(resumed.status.success(), "{}", stderr(&resumed));
+    assert_eq!(std::fs::read(&first).unwrap(), first_bytes);
+    let k = summary("killed", "m");
+    assert_eq!(
+        k["resolved_ids"],
+        serde_json::json!(["acme__widget-1"]),
+        "{k}"
+    );
+    assert_eq!(
+        k["unresolved_ids"],
+        serde_json::json!(["acme__widget-2"]),
+        "{k}"
+    );
+
     // A second run with the same id resumes: the finished reports stay as they are.
     let before = std::fs::read(&report_path).unwrap();
     ok(&[

@@ -220,6 +220,7 @@ pub fn run(ctx: &Context, args: ReplayArgs) -> anyhow::Result<ExitCode> {
                                     .unwrap_or_else(|p| p.into_inner())
                                     .push(format!("{}: {e}", p.instance_id));
                             }
+                            crate::failpoint::hit("replay.after-report");
                             r
                         }
                     };
