@@ -20,7 +20,6 @@ use crate::bundle::{self, Limits};
 use crate::dataset::Instance;
 use crate::digest::Sha256Digest;
 use crate::env::build::{self, BuildOptions};
-use crate::env::lock::is_system_command;
 use crate::env::pylock::PyLock;
 use crate::logparse;
 use crate::manifest::Context;
@@ -258,31 +257,8 @@ fn run_steps(
 
     // 4. As SWE-bench's evaluation script: install, reset the test files, the test patch,
     // the test command.
-    let mut env = ctx.env.clone();
-    env.extend(build::offline_install_env(&built));
-    env.insert("VIRTUAL_ENV".into(), venv.dir.display().to_string());
-    env.insert(
-        "PATH".into(),
-        format!("{}:/usr/local/bin:/usr/bin:/bin", venv.bin().display()),
-    );
-    env.insert("PIP_CONFIG_FILE".into(), "/dev/null".into());
-    env.insert("PIP_DISABLE_PIP_VERSION_CHECK".into(), "1".into());
-    std::fs::create_dir_all(work.join("logs")).map_err(|e| Stop("io", e.to_string()))?;
-    let mut runner = Runner {
-        work,
-        src: src.clone(),
-        env,
-        opts: inputs.opts,
-        exit_codes: BTreeMap::new(),
-        timings: BTreeMap::new(),
-        network: "isolated",
-    };
-    let prelude: String = ctx
-        .eval_commands
-        .iter()
-        .filter(|c| !is_system_command(c))
-        .map(|c| format!("{c}\n"))
-        .collect();
+    let mut runner = Runner::new(work, src.clone(), &ctx, &built, &venv, inputs.opts)?;
+    let prelude = validate::eval_prelude(&ctx);
     if !ctx.install.is_empty() {
         // A failed install is not an error of the run: the tests say what it cost.
         runner.run("install", &format!("{prelude}{}\n", ctx.install))?;

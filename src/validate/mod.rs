@@ -170,7 +170,38 @@ pub(crate) struct Runner<'a> {
     pub(crate) network: &'static str,
 }
 
-impl Runner<'_> {
+impl<'a> Runner<'a> {
+    /// A runner for the checkout `src`: the instance's environment copy `venv` first on PATH,
+    /// the context's variables, and installs that see the lock's wheelhouse and no index.
+    pub(crate) fn new(
+        work: &'a Path,
+        src: PathBuf,
+        ctx: &Context,
+        built: &BuiltEnv,
+        venv: &crate::env::venv::Venv,
+        opts: &'a ValidateOptions,
+    ) -> Result<Runner<'a>, Stop> {
+        let mut env = ctx.env.clone();
+        env.extend(build::offline_install_env(built));
+        env.insert("VIRTUAL_ENV".into(), venv.dir.display().to_string());
+        env.insert(
+            "PATH".into(),
+            format!("{}:/usr/local/bin:/usr/bin:/bin", venv.bin().display()),
+        );
+        env.insert("PIP_CONFIG_FILE".into(), "/dev/null".into());
+        env.insert("PIP_DISABLE_PIP_VERSION_CHECK".into(), "1".into());
+        std::fs::create_dir_all(work.join("logs")).map_err(|e| Stop("io", e.to_string()))?;
+        Ok(Runner {
+            work,
+            src,
+            env,
+            opts,
+            exit_codes: BTreeMap::new(),
+            timings: BTreeMap::new(),
+            network: "isolated",
+        })
+    }
+
     /// Runs `script` with bash in the checkout, through the sandbox; returns the log and
     /// whether it exited 0.
     pub(crate) fn run(&mut self, step: &str, script: &str) -> Result<(Vec<u8>, bool), Stop> {
@@ -253,6 +284,16 @@ const SERVICE_PORT: u16 = 18080;
 /// Bash that starts the manifest's services in the background, inside the same sandbox (and
 /// network namespace) as the tests, waits until each accepts connections on its port (30 s at
 /// most), and exports the variables that point the tests at them. They end with the run.
+/// The context's `eval_commands` that run (system package managers are outside the
+/// environment), one per line, to put before an install or a test command.
+pub(crate) fn eval_prelude(ctx: &Context) -> String {
+    ctx.eval_commands
+        .iter()
+        .filter(|c| !is_system_command(c))
+        .map(|c| format!("{c}\n"))
+        .collect()
+}
+
 pub(crate) fn services_script(services: &[crate::manifest::Service], logs: &Path) -> String {
     let mut out = String::new();
     for (i, s) in services.iter().enumerate() {
@@ -434,31 +475,8 @@ fn run_steps(
         .timings
         .insert("environment".into(), t.elapsed().as_secs_f64());
 
-    let mut env = ctx.env.clone();
-    env.extend(build::offline_install_env(&built));
-    env.insert("VIRTUAL_ENV".into(), venv.dir.display().to_string());
-    env.insert(
-        "PATH".into(),
-        format!("{}:/usr/local/bin:/usr/bin:/bin", venv.bin().display()),
-    );
-    env.insert("PIP_CONFIG_FILE".into(), "/dev/null".into());
-    env.insert("PIP_DISABLE_PIP_VERSION_CHECK".into(), "1".into());
-    let mut runner = Runner {
-        work,
-        src: src.clone(),
-        env,
-        opts,
-        exit_codes: BTreeMap::new(),
-        timings: BTreeMap::new(),
-        network: "isolated",
-    };
-    std::fs::create_dir_all(work.join("logs")).map_err(|e| Stop("io", e.to_string()))?;
-    let prelude: String = ctx
-        .eval_commands
-        .iter()
-        .filter(|c| !is_system_command(c))
-        .map(|c| format!("{c}\n"))
-        .collect();
+    let mut runner = Runner::new(work, src.clone(), &ctx, &built, &venv, opts)?;
+    let prelude = eval_prelude(&ctx);
     let directives = directives::test_directives(&instance.test_patch, &ctx.test_cmd);
     results.test_directives = directives.clone();
     let test_script = format!(
