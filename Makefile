@@ -38,6 +38,7 @@ bench: tools build
 	python3 bench/bench.py --swe-ark $(BIN)
 	python3 bench/bench_mirror.py --swe-ark $(BIN)
 	python3 bench/bench_env.py --swe-ark $(BIN)
+	python3 bench/bench_validate.py --swe-ark $(BIN)
 	python3 bench/bench_replay.py --swe-ark $(BIN)
 
 # Real PyPI, end to end: lock a SWE-bench Lite dev context (marshmallow), then build it and
