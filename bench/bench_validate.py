@@ -510,6 +510,7 @@ def validate_once(swe_ark, ark, jobs, args, env, force, n):
         # directory, the command's own start and end. Exact for one job; with several, the
         # idle tail of the last instances counts too.
         "outside_totals_seconds": wall * jobs - total,
+        "per_instance": per_instance,
     }
 
 
