@@ -201,13 +201,17 @@ pub fn tail(out: &Output, lines: usize) -> String {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    let all: Vec<&str> = text.lines().collect();
-    let start = all.len().saturating_sub(lines);
-    all[start..]
+    last_lines(&text, lines)
         .iter()
         .map(|l| format!("  | {l}"))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// The last `n` lines of `text`.
+pub fn last_lines(text: &str, n: usize) -> Vec<&str> {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(n)..].to_vec()
 }
 
 /// Copies `src` to `dest` (a new directory), rewriting `old` to `new` in the text files of
@@ -266,21 +270,25 @@ fn copy_tree(
                 std::fs::write(&to, bytes).map_err(io_err(&to))?;
                 std::fs::set_permissions(&to, perms).map_err(io_err(&to))?;
             } else {
-                // copy_file_range: a reflink where the file system has them.
-                std::fs::copy(&from, &to).map_err(io_err(&to))?;
+                copy_file(&from, &to, e.metadata().ok())?;
             }
-            // Keep modification times: a .pyc is valid only for its source's mtime, and a
-            // copy that lost them would recompile every module on first import.
-            // (Best effort: a read-only file keeps the copy's time, and only costs a compile.)
-            if !ft.is_symlink()
-                && !ft.is_dir()
-                && let Ok(mtime) = e.metadata().and_then(|m| m.modified())
-            {
-                let _ = std::fs::File::options()
-                    .write(true)
-                    .open(&to)
-                    .and_then(|f| f.set_modified(mtime));
-            }
+        }
+    }
+    Ok(())
+}
+
+/// Copies one file (copy_file_range underneath: a reflink where the file system has them),
+/// keeping its permissions and modification time — a .pyc is valid only for its source's
+/// mtime, and a copy that lost them would recompile every module on first import.
+fn copy_file(from: &Path, to: &Path, meta: Option<std::fs::Metadata>) -> Result<(), EnvError> {
+    let mut src = std::fs::File::open(from).map_err(io_err(from))?;
+    let mut dst = std::fs::File::create(to).map_err(io_err(to))?;
+    std::io::copy(&mut src, &mut dst).map_err(io_err(to))?;
+    if let Some(m) = meta {
+        dst.set_permissions(m.permissions()).map_err(io_err(to))?;
+        // Best effort: only costs a compile.
+        if let Ok(t) = m.modified() {
+            let _ = dst.set_modified(t);
         }
     }
     Ok(())

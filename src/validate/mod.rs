@@ -324,9 +324,7 @@ pub(crate) fn services_script(services: &[crate::manifest::Service], logs: &Path
 }
 
 pub(crate) fn tail(bytes: &[u8], lines: usize) -> String {
-    let text = String::from_utf8_lossy(bytes);
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
+    crate::env::venv::last_lines(&String::from_utf8_lossy(bytes), lines).join("\n")
 }
 
 /// Validates one instance. Errors of swe-ark itself (the archive unreadable) are `Err`; every
