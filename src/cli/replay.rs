@@ -295,29 +295,70 @@ fn write_summaries(
         std::fs::create_dir_all(runs.join(run_id))?;
         fsutil::write_atomic(&path, &serde_json::to_vec_pretty(&summary)?)
             .with_context(|| path.display().to_string())?;
-        let resolved = rs.iter().filter(|r| r.resolved).count();
-        let mut reasons: BTreeMap<&str, usize> = BTreeMap::new();
-        for r in rs.iter().filter(|r| !r.error.is_empty()) {
-            *reasons.entry(r.error.as_str()).or_default() += 1;
-        }
-        let reasons: Vec<String> = reasons.iter().map(|(k, n)| format!("{k} {n}")).collect();
-        let isolated = rs.iter().filter(|r| r.network == "isolated").count();
-        let ran = rs.iter().filter(|r| !r.network.is_empty()).count();
-        ctx.note(format!(
-            "{model}: resolved {resolved} of {} ({:.1} %){}; tests ran with the network cut \
-             for {isolated} of {ran}; report {}",
-            rs.len(),
-            100.0 * resolved as f64 / rs.len().max(1) as f64,
-            if reasons.is_empty() {
-                String::new()
-            } else {
-                format!("; not evaluated: {}", reasons.join(", "))
-            },
-            path.display()
-        ));
+        ctx.note(screen_summary(model, rs, &path));
         summaries.push(summary);
     }
     Ok(summaries)
+}
+
+/// The few lines printed at the end of a run for one model: counts, what was not evaluated and
+/// why, which instances did not resolve, the times, and whether the network was cut.
+fn screen_summary(model: &str, rs: &[&InstanceReport], report: &std::path::Path) -> String {
+    const SHOWN: usize = 8;
+    let list = |ids: Vec<&str>| -> String {
+        let more = ids.len().saturating_sub(SHOWN);
+        let mut s = ids.into_iter().take(SHOWN).collect::<Vec<_>>().join(", ");
+        if more > 0 {
+            s.push_str(&format!(", … {more} more"));
+        }
+        s
+    };
+    let median = |mut v: Vec<f64>| -> f64 {
+        v.sort_by(f64::total_cmp);
+        match v.len() {
+            0 => 0.0,
+            n if n % 2 == 1 => v[n / 2],
+            n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+        }
+    };
+    let resolved = rs.iter().filter(|r| r.resolved).count();
+    let unresolved: Vec<&str> = rs
+        .iter()
+        .filter(|r| r.error.is_empty() && !r.resolved)
+        .map(|r| r.instance_id.as_str())
+        .collect();
+    let mut by_reason: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for r in rs.iter().filter(|r| !r.error.is_empty()) {
+        by_reason
+            .entry(r.error.as_str())
+            .or_default()
+            .push(r.instance_id.as_str());
+    }
+    let ran: Vec<&&InstanceReport> = rs.iter().filter(|r| !r.network.is_empty()).collect();
+    let isolated = ran.iter().filter(|r| r.network == "isolated").count();
+    let mut lines = vec![format!(
+        "{model}: {} instances: resolved {resolved} ({:.1} %), unresolved {}, not evaluated {}",
+        rs.len(),
+        100.0 * resolved as f64 / rs.len().max(1) as f64,
+        unresolved.len(),
+        rs.len() - resolved - unresolved.len(),
+    )];
+    if !unresolved.is_empty() {
+        lines.push(format!("  unresolved: {}", list(unresolved)));
+    }
+    for (reason, ids) in by_reason {
+        lines.push(format!("  {reason} {}: {}", ids.len(), list(ids)));
+    }
+    if !ran.is_empty() {
+        lines.push(format!(
+            "  tests {:.1} s and overhead {:.1} s per instance (medians); network cut for {isolated} of {}",
+            median(ran.iter().map(|r| r.test_seconds).collect()),
+            median(ran.iter().map(|r| r.overhead_seconds).collect()),
+            ran.len()
+        ));
+    }
+    lines.push(format!("  report: {}", report.display()));
+    lines.join("\n")
 }
 
 /// `--rewrite-reports`: every finished instance of the run graded again from its saved test

@@ -226,18 +226,37 @@ fn run_steps(
     std::fs::rename(unpacked.join("codebase"), &src)
         .map_err(|e| Stop("io", format!("{}: {e}", src.display())))?;
     lap(report, "unpack");
-    patch::init_tree(&src).map_err(|e| Stop("io", e))?;
-    lap(report, "worktree");
-    let built = build::build(
-        inputs.objects,
-        inputs.cache_root,
-        &lock_id,
-        &lock,
-        &BuildOptions::default(),
-    )
-    .map_err(|e| Stop("env_build_failed", e.to_string()))?;
-    let venv = build::instance_copy(&built, &work.join("venv"))
-        .map_err(|e| Stop("env_build_failed", e.to_string()))?;
+    // The git work tree and the environment side by side: one is mostly git hashing the
+    // codebase, the other mostly copying files.
+    let ((tree, tree_seconds), env) = std::thread::scope(|s| {
+        let tree = s.spawn(|| {
+            let t = Instant::now();
+            (patch::init_tree(&src), t.elapsed().as_secs_f64())
+        });
+        let t = Instant::now();
+        let env = build::build(
+            inputs.objects,
+            inputs.cache_root,
+            &lock_id,
+            &lock,
+            &BuildOptions::default(),
+        )
+        .map_err(|e| e.to_string())
+        .and_then(|built| {
+            let venv =
+                build::instance_copy(&built, &work.join("venv")).map_err(|e| e.to_string())?;
+            Ok((built, venv, t.elapsed().as_secs_f64()))
+        });
+        let tree = tree
+            .join()
+            .unwrap_or_else(|_| (Err("the git work tree thread panicked".into()), 0.0));
+        (tree, env)
+    });
+    tree.map_err(|e| Stop("io", e))?;
+    let (built, venv, env_seconds) = env.map_err(|e| Stop("env_build_failed", e))?;
+    report.timings.insert("worktree".into(), tree_seconds);
+    report.timings.insert("environment".into(), env_seconds);
+    lap(report, "worktree+environment");
 
     // 3. The prediction's patch: checked, then applied one way or another.
     let patch_text = p.patch.clone().unwrap_or_default();
@@ -246,7 +265,6 @@ fn run_steps(
     }
     let patch_file = work.join("model.diff");
     std::fs::write(&patch_file, &patch_text).map_err(|e| Stop("io", e.to_string()))?;
-    lap(report, "environment");
     let (way, transcript) = patch::apply(&src, &patch_file);
     lap(report, "patch");
     let Some(way) = way else {

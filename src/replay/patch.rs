@@ -149,7 +149,17 @@ pub fn apply(src: &Path, patch_file: &Path) -> (Option<&'static str>, String) {
 pub fn init_tree(src: &Path) -> Result<(), String> {
     for args in [
         &["init", "-q"][..],
-        &["add", "-A", "-f"][..],
+        // Every file streamed into one pack (git's bulk check-in) rather than one loose
+        // object each: a third of the time on a 5,000-file codebase, the same blobs.
+        &[
+            "-c",
+            "core.bigFileThreshold=1",
+            "-c",
+            "core.compression=0",
+            "add",
+            "-A",
+            "-f",
+        ][..],
         &[
             "-c",
             "user.name=swe-ark",
