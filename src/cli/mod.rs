@@ -12,6 +12,7 @@ macro_rules! out {
 
 mod collect;
 mod dataset;
+mod demo;
 mod env;
 mod ls;
 mod mirror;
@@ -84,6 +85,8 @@ pub enum Command {
     Validate(validate::ValidateArgs),
     /// Evaluate predictions (or the gold patches) from bundles, offline; SWE-bench's reports.
     Replay(replay::ReplayArgs),
+    /// The whole pipeline on data it makes itself, with its own GitHub API on 127.0.0.1.
+    Demo(demo::DemoArgs),
 }
 
 /// What every command gets besides its own arguments.
@@ -174,6 +177,7 @@ pub fn main() -> ExitCode {
         Command::Env(args) => env::run(&ctx, args),
         Command::Validate(args) => validate::run(&ctx, args),
         Command::Replay(args) => replay::run(&ctx, args),
+        Command::Demo(args) => demo::run(&ctx, args),
     };
     match result {
         Ok(code) => code,

@@ -163,10 +163,8 @@ fn instance_base_commits(
 /// A working tree of `commit` (with its `.git`, which setuptools_scm and friends read).
 pub fn checkout(mirror: &Path, commit: &str, dest: &Path) -> Result<(), EnvError> {
     let git = |args: &[&str], cwd: Option<&Path>| -> Result<(), EnvError> {
-        let mut cmd = Command::new("git");
-        cmd.args(args)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_TERMINAL_PROMPT", "0");
+        let mut cmd = crate::gitcmd::command();
+        cmd.args(args);
         if let Some(d) = cwd {
             cmd.current_dir(d);
         }

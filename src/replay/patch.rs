@@ -70,17 +70,7 @@ pub fn unsafe_path(patch: &str, root: &Path) -> Option<String> {
 }
 
 fn git(src: &Path, args: &[&str]) -> std::process::Output {
-    Command::new("git")
-        .args(args)
-        .current_dir(src)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .output()
-        .unwrap_or_else(|e| std::process::Output {
-            status: std::os::unix::process::ExitStatusExt::from_raw(127 << 8),
-            stdout: Vec::new(),
-            stderr: e.to_string().into_bytes(),
-        })
+    crate::gitcmd::output(src, args)
 }
 
 /// Puts the tree back to its commit: nothing the last attempt changed or added survives.
@@ -118,11 +108,9 @@ pub fn apply(src: &Path, patch_file: &Path) -> (Option<&'static str>, String) {
     let mut transcript = String::new();
     for (name, argv) in ways {
         reset(src);
-        let out = Command::new(argv[0])
+        let out = crate::gitcmd::hermetic(&mut Command::new(argv[0]))
             .args(&argv[1..])
             .current_dir(src)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
             .output();
         let (ok, text) = match out {
             Ok(o) => (
@@ -160,18 +148,7 @@ pub fn init_tree(src: &Path) -> Result<(), String> {
             "-A",
             "-f",
         ][..],
-        &[
-            "-c",
-            "user.name=swe-ark",
-            "-c",
-            "user.email=swe-ark@localhost",
-            "commit",
-            "-q",
-            "--allow-empty",
-            "--no-verify",
-            "-m",
-            "base",
-        ][..],
+        &["commit", "-q", "--allow-empty", "--no-verify", "-m", "base"][..],
     ] {
         let out = git(src, args);
         if !out.status.success() {

@@ -250,11 +250,10 @@ impl<'a> Runner<'a> {
         let file = self.work.join(format!("{step}.diff"));
         std::fs::write(&file, patch).map_err(|e| Stop("io", format!("{}: {e}", file.display())))?;
         let t = Instant::now();
-        let out = std::process::Command::new("git")
+        let out = crate::gitcmd::command()
             .args(["apply", "--verbose"])
             .arg(&file)
             .current_dir(&self.src)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
             .output()
             .map_err(|e| Stop("io", format!("git apply: {e}")))?;
         self.timings

@@ -1,0 +1,55 @@
+//! The `git` program, run hermetically: no system or user configuration, no prompts, a fixed
+//! identity for the commits swe-ark makes itself. Mirrors use libgit2 (`git2`); the git
+//! program is for what libgit2 does not do the way SWE-bench's tooling does (`git apply`,
+//! work trees that build backends read).
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// `git` with the environment every swe-ark call uses.
+pub fn command() -> Command {
+    let mut cmd = Command::new("git");
+    hermetic(&mut cmd);
+    cmd
+}
+
+/// Sets on `cmd` (git, or a program that runs git) what makes git ignore the machine's
+/// configuration and never ask for credentials.
+pub fn hermetic(cmd: &mut Command) -> &mut Command {
+    cmd.env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("GIT_AUTHOR_NAME", "swe-ark")
+        .env("GIT_AUTHOR_EMAIL", "swe-ark@localhost")
+        .env("GIT_COMMITTER_NAME", "swe-ark")
+        .env("GIT_COMMITTER_EMAIL", "swe-ark@localhost")
+}
+
+/// Runs `git args` in `dir`; a git that cannot be started reads as a failed run (status 127)
+/// with the reason on stderr.
+pub fn output(dir: &Path, args: &[&str]) -> Output {
+    command()
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap_or_else(|e| Output {
+            status: std::os::unix::process::ExitStatusExt::from_raw(127 << 8),
+            stdout: Vec::new(),
+            stderr: format!("git could not be started: {e}").into_bytes(),
+        })
+}
+
+/// Runs `git args` in `dir`; its stdout, or an error with the command and git's stderr.
+pub fn run(dir: &Path, args: &[&str]) -> Result<String, String> {
+    let out = output(dir, args);
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(format!(
+            "git {} (in {}): {}",
+            args.join(" "),
+            dir.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
