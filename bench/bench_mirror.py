@@ -496,15 +496,15 @@ def measure_repo(label, upstream, commit, name, swe_ark, scratch, runs, env):
 
     # pack ------------------------------------------------------------------------------
     def prepare_pack():
-        # Packing again into the same ark rewrites the same bundle file: remove it, so that
-        # every run really writes it.
-        if "bundle" in state:
-            scratch.fresh(state["bundle"])
-        else:
-            os.sync()
+        # Packing again into the same ark finds the bundle stored: remove it and collect its
+        # pieces, so that every run really stores it.
+        if "id" in state:
+            run([swe_ark, "--ark", ark, "-q", "rm", state["id"]], "rm", env)
+            run([swe_ark, "--ark", ark, "-q", "gc"], "gc", env)
+        os.sync()
 
     def check_pack(out):
-        bundle_id, path, tar_size = check_bundle(out, ark, state)
+        bundle_id, path, tar_size = check_bundle(out, ark, state, swe_ark, env)
         _, shown = run([swe_ark, "--ark", ark, "show", "--json", bundle_id], "show", env)
         got = json.loads(shown)["manifest"]["codebase_tree"]
         if got != tree:

@@ -149,17 +149,23 @@ def decompressed_digest(path):
     return h.hexdigest(), n
 
 
-def check_bundle(out, ark, state):
-    """Checks what `swe-ark pack` printed (`out`); returns (bundle id, path, tar size).
+def check_bundle(out, ark, state, swe_ark, env=None):
+    """Checks what `swe-ark pack` printed (`out`); returns (bundle id, file, tar size).
 
-    The id must name a bundle in `ark` whose `zstd -dc` hashes to it, and be the id that
+    The id must name a bundle in `ark` that `swe-ark export-bundle` writes as a file whose
+    `zstd -dc` hashes to it (the file goes to `exported/` beside the ark), and be the id that
     earlier runs printed (kept in `state["id"]`).
     """
     lines = out.strip().splitlines()
     bundle_id = lines[-1].strip() if lines else ""
-    path = os.path.join(ark, "bundles", f"{bundle_id}.tar.zst")
+    exported = os.path.join(os.path.dirname(os.path.abspath(ark)), "exported")
+    path = os.path.join(exported, f"{bundle_id}.tar.zst")
+    if os.path.exists(path):
+        os.remove(path)
+    run([swe_ark, "--ark", ark, "-q", "export-bundle", bundle_id, "-o", exported],
+        "export-bundle", env)
     if not os.path.isfile(path):
-        raise BenchError(f"pack printed `{bundle_id}`, but there is no {path}")
+        raise BenchError(f"pack printed `{bundle_id}`, but export-bundle wrote no {path}")
     digest, tar_size = decompressed_digest(path)
     if digest != bundle_id:
         raise BenchError(

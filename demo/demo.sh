@@ -159,14 +159,18 @@ cp -r codebase elsewhere-codebase
 touch -d "2030-01-01" elsewhere-codebase/calc/ops.py
 ID2=$( (umask 077 && "$SWE_ARK" --ark ark2 -q pack --instance instance.json --codebase elsewhere-codebase \
   --spec spec.toml --pre-log pre.log --post-log post.log --results results.json) )
-cmp "ark/bundles/$ID.tar.zst" "ark2/bundles/$ID2.tar.zst" && echo "identical: $ID2"
+"$SWE_ARK" --ark ark -q export-bundle "$ID" -o exported > /dev/null
+"$SWE_ARK" --ark ark2 -q export-bundle "$ID2" -o exported2 > /dev/null
+cmp "exported/$ID.tar.zst" "exported2/$ID2.tar.zst" && echo "identical bundle files: $ID2"
+cmp ark/packs/*.pack ark2/packs/*.pack && echo "identical stored packs: $(basename ark/packs/*.pack)"
 echo "git's tree id of the base commit: $(git -C upstream rev-parse "$BASE^{tree}")"
 
 step "6. List, show, verify"
 run "$SWE_ARK" --ark ark ls
 run "$SWE_ARK" --ark ark show demo__calc-7 | head -n 14
 run "$SWE_ARK" --ark ark verify
-echo "by hand: $(zstd -dc "ark/bundles/$ID.tar.zst" | sha256sum | cut -c1-64)"
+run "$SWE_ARK" --ark ark ls --stats
+echo "by hand: $(zstd -dc "exported/$ID.tar.zst" | sha256sum | cut -c1-64)"
 
 step "7. Unpack and compare with the repository"
 run "$SWE_ARK" --ark ark unpack "${ID:0:12}" -o unpacked > /dev/null
@@ -174,7 +178,7 @@ diff -r codebase unpacked/codebase && echo "unpacked/codebase is exactly the tre
 
 step "8. Tamper with a copy: verify names the member and fails with exit 1"
 mkdir -p tampered/bundles
-zstd -dc "ark/bundles/$ID.tar.zst" | sed 's/return a + b/return a - b/' | zstd -q -o "tampered/$ID.tar.zst"
+zstd -dc "exported/$ID.tar.zst" | sed 's/return a + b/return a - b/' | zstd -q -o "tampered/$ID.tar.zst"
 set +e
 "$SWE_ARK" verify "tampered/$ID.tar.zst"
 code=$?
@@ -198,7 +202,8 @@ printf 'instance      demo__calc-7 (FAIL_TO_PASS %s, PASS_TO_PASS %s)\n' \
   "$(python3 -c 'import json;print(len(json.load(open("results.json"))["FAIL_TO_PASS"]))')" \
   "$(python3 -c 'import json;print(len(json.load(open("results.json"))["PASS_TO_PASS"]))')"
 printf 'bundle        %s\n' "$ID"
-printf 'size          %s bytes compressed, %s bytes of tar\n' \
-  "$(stat -c %s "ark/bundles/$ID.tar.zst")" "$(zstd -dc "ark/bundles/$ID.tar.zst" | wc -c)"
+printf 'size          %s bytes as a bundle file, %s bytes stored in ark/packs, %s bytes of tar\n' \
+  "$(stat -c %s "exported/$ID.tar.zst")" "$(cat ark/packs/*.pack | wc -c)" \
+  "$(zstd -dc "exported/$ID.tar.zst" | wc -c)"
 printf 'took          %.1f s\n' "$(echo "$END - $START" | bc -l 2>/dev/null || python3 -c "print($END - $START)")"
 printf 'archives in   %s (ark: the main one, ark2: packed from a directory, ark3: across the gap)\n' "$ROOT"

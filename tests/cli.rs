@@ -84,45 +84,52 @@ fn pack_prints_only_the_id_when_quiet_and_is_idempotent() {
         serde_json::from_slice(&t.run_expect(&["ls", "--json"], 0).stdout).unwrap();
     assert_eq!(json.as_array().unwrap().len(), 1);
     assert_eq!(json[0]["bundles"].as_array().unwrap().len(), 1);
-    // Bundle files are readable like any file tar would write.
-    let mode = fs::metadata(t.bundle_path(&id))
-        .unwrap()
-        .permissions()
-        .mode();
-    assert_eq!(mode & 0o644, 0o644, "{mode:o}");
+    // Packing it again wrote nothing new.
+    assert_eq!(t.pack_files().len(), 1);
+    // Pack files and exported bundle files are readable like any file tar would write.
+    for p in [t.pack_files()[0].clone(), t.bundle_path(&id)] {
+        let mode = fs::metadata(&p).unwrap().permissions().mode();
+        assert_eq!(mode & 0o644, 0o644, "{}: {mode:o}", p.display());
+    }
 }
 
 #[test]
 fn verify_names_a_corrupted_or_missing_bundle_and_exits_1() {
     let t = TestContext::new();
     let id = pack_fixture(&t);
-    let path = t.bundle_path(&id);
-    let good = fs::read(&path).unwrap();
+    let pack = t.pack_files().remove(0);
+    let good = fs::read(&pack).unwrap();
 
-    // A flipped byte in a member's data, with a valid zstd stream around it.
-    let mut tar = decompress(&path);
-    let needle = b"def f(): return 1\n";
-    let at = tar.windows(needle.len()).position(|w| w == needle).unwrap();
-    tar[at + 15] = b'7';
-    fs::write(&path, compress(&tar)).unwrap();
+    // A flipped byte in the stored frame of one file: its pack, and the bundle with the
+    // member, are named.
+    let (pack_name, frame) = {
+        let index = swe_ark::store::Index::open(&t.ark().join("index.sqlite")).unwrap();
+        let core = swe_ark::digest::Sha256Digest::of(b"def f(): return 1\n");
+        let loc = index.piece_locs(&[core]).unwrap().remove(0).1;
+        (
+            pack.file_stem().unwrap().to_string_lossy().into_owned(),
+            loc,
+        )
+    };
+    flip_byte(&pack, (frame.offset + frame.length / 2) as usize);
     let out = t.run_expect(&["verify"], 1);
     let text = stdout(&out);
+    assert!(text.contains(&format!("BAD pack {pack_name}")), "{text}");
     assert!(text.contains(&format!("BAD bundle {id}")), "{text}");
     assert!(text.contains("codebase/widgets/core.py"), "{text}");
-    assert!(text.contains("does not match bundle.json"), "{text}");
-
-    // A flipped byte in the compressed file.
-    fs::write(&path, &good).unwrap();
-    flip_byte(&path, good.len() / 2);
+    // Checking the one bundle finds it too; unpacking refuses it, writing nothing.
     let text = stdout(&t.run_expect(&["verify", &id[..8]], 1));
     assert!(text.contains("BAD"), "{text}");
+    let err = stderr(&t.run_expect(&["unpack", &id, "-o", "out"], 2));
+    assert!(err.contains("codebase/widgets/core.py"), "{err}");
+    assert!(!t.path("out").exists());
 
-    // The file is gone.
-    fs::remove_file(&path).unwrap();
+    // The pack file is gone.
+    fs::remove_file(&pack).unwrap();
     let text = stdout(&t.run_expect(&["verify"], 1));
-    assert!(text.contains("missing"), "{text}");
+    assert!(text.contains("No such file"), "{text}");
 
-    fs::write(&path, &good).unwrap();
+    fs::write(&pack, &good).unwrap();
     t.run_expect(&["verify"], 0);
 }
 
@@ -273,13 +280,7 @@ fn bad_codebases_and_side_files_are_refused() {
     assert!(status.success());
     let err = refused("cb", &[]);
     assert!(err.contains("pipe") && err.contains("FIFO"), "{err}");
-    assert!(
-        fs::read_dir(t.ark().join("bundles"))
-            .map(|rd| rd.count())
-            .unwrap_or(0)
-            == 0,
-        "no bundle file was left"
-    );
+    assert!(t.pack_files().is_empty(), "no pack file was left");
 }
 
 #[test]

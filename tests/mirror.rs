@@ -608,7 +608,6 @@ fn a_missing_blob_is_named_by_pack_and_verify() {
     let blob = git(&m, &["rev-parse", &format!("{}:widgets/core.py", up.base)]);
     fs::remove_file(m.join("objects").join(&blob[..2]).join(&blob[2..])).unwrap();
 
-    fs::remove_dir_all(t.ark().join("bundles")).unwrap();
     let err = stderr(&pack_repo(&t, "acme/widgets", &inst, 2));
     assert!(
         err.contains("widgets/core.py") && err.contains(&blob),

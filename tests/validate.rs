@@ -539,11 +539,7 @@ fn validation_proves_instances_and_replay_grades_predictions_from_their_bundles(
     let objects = fresh.join("objects");
     let bundle = fresh.join(format!("{id6}.tar.zst"));
     std::fs::create_dir_all(&objects).unwrap();
-    std::fs::copy(
-        t.ark().join("bundles").join(format!("{id6}.tar.zst")),
-        &bundle,
-    )
-    .unwrap();
+    std::fs::copy(t.bundle_path(&id6), &bundle).unwrap();
     let lock: toml::Value =
         toml::from_str(&std::fs::read_to_string(unpacked.join("env/pylock.toml")).unwrap())
             .unwrap();

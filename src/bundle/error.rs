@@ -29,6 +29,8 @@ pub enum BundleError {
     },
     #[error("the zstd stream of `{path}` is corrupt or truncated: {detail}")]
     Zstd { path: PathBuf, detail: String },
+    #[error("the stored pieces of `{path}` cannot be read: {detail}")]
+    Stored { path: PathBuf, detail: String },
     #[error("the tar stream of `{path}` is malformed: {detail}")]
     Tar { path: PathBuf, detail: String },
     #[error("`{path}` is not a swe-ark bundle: {detail}")]

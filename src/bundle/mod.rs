@@ -16,9 +16,15 @@ pub use codebase::{Codebase, CodebaseEntry, EntrySource};
 pub use error::{BundleError, Problem};
 pub use gittree::{GITLINK_MODE, tree_id};
 pub use manifest::{Gitlink, Manifest, ManifestMember, MemberKind};
-pub use pack::{PackInputs, PackOptions, PackedBundle, pack_to_dir};
-pub use read::{Limits, ScanReport, id_from_file_name, read_manifest, unpack, verify_file};
-pub use tarfmt::TarWriter;
+pub use pack::{
+    PackInputs, PackOptions, PackPlan, PackedBundle, PlannedMember, pack_to_dir, plan,
+    write_bundle_file,
+};
+pub use read::{
+    BundleFile, BundleSource, Limits, OnMember, ReadMember, ScanReport, id_from_file_name,
+    read_manifest, read_manifest_from, read_members, unpack, unpack_from, verify, verify_file,
+};
+pub use tarfmt::{END_OF_ARCHIVE, TarWriter, member_header, padding};
 
 /// The `format` field of every `bundle.json`.
 pub const FORMAT: &str = "swe-ark-bundle";

@@ -48,16 +48,20 @@ impl Default for PackOptions {
 #[derive(Debug, Clone)]
 pub struct PackedBundle {
     pub id: Sha256Digest,
-    pub path: PathBuf,
+    /// The bundle file, when the bundle was written as one (not into an archive's store).
+    pub path: Option<PathBuf>,
     pub tar_size: u64,
+    /// The bundle file's size, or what storing the bundle added to an archive.
     pub file_size: u64,
     pub codebase_tree: GitOid,
     pub member_count: usize,
     pub codebase_files: usize,
 }
 
+/// Where a member's bytes come from.
 enum Content<'a> {
     Bytes(&'a [u8]),
+    Owned(Vec<u8>),
     File(&'a Path),
 }
 
@@ -98,28 +102,45 @@ impl<W: Write> Write for Counting<'_, W> {
     }
 }
 
-/// Packs `inputs` into `dir/<id>.tar.zst`. The file appears only when complete; a crash leaves
-/// at most a `.tmp-` file that no reader looks at.
-pub fn pack_to_dir(
-    inputs: &PackInputs,
-    dir: &Path,
-    options: &PackOptions,
-    progress: &dyn Progress,
-) -> Result<PackedBundle, BundleError> {
+/// One member of a planned bundle, as `bundle.json` lists it.
+pub struct PlannedMember<'p> {
+    pub path: &'p [u8],
+    pub kind: MemberKind,
+    /// The content's size (for a symlink, its target's).
+    pub size: u64,
+    pub sha256: Sha256Digest,
+}
+
+/// A bundle decided but not yet written: its manifest and its members in tar order. The tar
+/// it stands for can be hashed (for the id), written out whole (the exchange file), or taken
+/// apart member by member (the archive's deduplicated store).
+pub struct PackPlan<'a> {
+    manifest_bytes: Vec<u8>,
+    members: Vec<Member<'a>>,
+    codebase_tree: GitOid,
+    codebase_files: usize,
+}
+
+/// Lays out the bundle `inputs` make: members sorted by path, `bundle.json` first.
+pub fn plan<'a>(inputs: &'a PackInputs<'_>) -> PackPlan<'a> {
     let instance_json = inputs.instance.to_canonical_json();
-    let mut members: Vec<Member> = vec![
-        fixed("instance.json", &instance_json),
+    let mut members: Vec<Member<'a>> = vec![
+        Member {
+            sha256: Sha256Digest::of(&instance_json),
+            size: instance_json.len() as u64,
+            ..fixed("instance.json", b"")
+        },
         fixed("patches/gold.diff", inputs.instance.patch.as_bytes()),
         fixed("patches/test.diff", inputs.instance.test_patch.as_bytes()),
     ];
-    let optional = [
-        ("env/spec.toml", &inputs.spec),
-        ("env/pylock.toml", &inputs.lock),
-        ("logs/pre.log", &inputs.pre_log),
-        ("logs/post.log", &inputs.post_log),
-        ("results.json", &inputs.results),
-    ];
-    for (name, bytes) in optional {
+    members[0].content = Content::Owned(instance_json);
+    for (name, bytes) in [
+        ("env/spec.toml", inputs.spec.as_deref()),
+        ("env/pylock.toml", inputs.lock.as_deref()),
+        ("logs/pre.log", inputs.pre_log.as_deref()),
+        ("logs/post.log", inputs.post_log.as_deref()),
+        ("results.json", inputs.results.as_deref()),
+    ] {
         if let Some(bytes) = bytes {
             members.push(fixed(name, bytes));
         }
@@ -173,101 +194,198 @@ pub fn pack_to_dir(
             .iter()
             .all(|m| m.path.as_slice() > MANIFEST.as_bytes())
     );
+    PackPlan {
+        manifest_bytes,
+        members,
+        codebase_tree: inputs.codebase.tree,
+        codebase_files: inputs.codebase.entries.len(),
+    }
+}
 
-    std::fs::create_dir_all(dir).map_err(|e| BundleError::io(dir, e))?;
-    let tmp = fsutil::temp_file_in(dir).map_err(|e| BundleError::io(dir, e))?;
-    let tmp_path = tmp.path().to_path_buf();
-    let io_err = |e: io::Error| BundleError::io(&tmp_path, e);
-    let file = tmp.as_file().try_clone().map_err(io_err)?;
-    let mut encoder =
-        zstd::stream::write::Encoder::new(BufWriter::with_capacity(1 << 20, file), options.level)
+impl PackPlan<'_> {
+    /// The bytes of `bundle.json`.
+    pub fn manifest_bytes(&self) -> &[u8] {
+        &self.manifest_bytes
+    }
+
+    pub fn codebase_tree(&self) -> GitOid {
+        self.codebase_tree
+    }
+
+    pub fn codebase_files(&self) -> usize {
+        self.codebase_files
+    }
+
+    /// Members besides `bundle.json`, in tar order.
+    pub fn member_count(&self) -> usize {
+        self.members.len()
+    }
+
+    pub fn member(&self, i: usize) -> PlannedMember<'_> {
+        let m = &self.members[i];
+        PlannedMember {
+            path: &m.path,
+            kind: m.kind,
+            size: m.size,
+            sha256: m.sha256,
+        }
+    }
+
+    /// The content of member `i` as `bundle.json` vouches for it (a symlink's target). A file
+    /// read from disk is checked against its size and sha256: one that changed since it was
+    /// hashed is an error.
+    pub fn content(&self, i: usize) -> Result<std::borrow::Cow<'_, [u8]>, BundleError> {
+        use std::borrow::Cow;
+        let m = &self.members[i];
+        if m.kind == MemberKind::Symlink {
+            return Ok(Cow::Borrowed(m.link));
+        }
+        match &m.content {
+            Content::Bytes(b) => Ok(Cow::Borrowed(b)),
+            Content::Owned(b) => Ok(Cow::Borrowed(b)),
+            Content::File(p) => {
+                let bytes = std::fs::read(p).map_err(|e| BundleError::io(*p, e))?;
+                if bytes.len() as u64 != m.size || Sha256Digest::of(&bytes) != m.sha256 {
+                    return Err(BundleError::BadInput {
+                        path: p.to_path_buf(),
+                        reason: format!(
+                            "the content changed while it was packed ({} bytes expected, {} read, \
+                             or a different sha256)",
+                            m.size,
+                            bytes.len()
+                        ),
+                    });
+                }
+                Ok(Cow::Owned(bytes))
+            }
+        }
+    }
+
+    /// The tar's exact size: headers, padded contents, pax headers, the end marker.
+    pub fn tar_size(&self) -> u64 {
+        let padded = |n: u64| n.div_ceil(512) * 512;
+        let entry = |path: &[u8], link: &[u8], data: u64| {
+            let pax = super::tarfmt::member_header(path, MemberKind::File, 0, link)
+                .map_or(512, |h| h.len() as u64);
+            pax + padded(data)
+        };
+        self.members
+            .iter()
+            .map(|m| {
+                let data = if m.kind == MemberKind::Symlink {
+                    0
+                } else {
+                    m.size
+                };
+                entry(&m.path, m.link, data)
+            })
+            .sum::<u64>()
+            + entry(MANIFEST.as_bytes(), b"", self.manifest_bytes.len() as u64)
+            + 1024
+    }
+
+    /// Writes the tar to `out`, hashing it; returns `out`, the bundle id and the tar's size.
+    pub fn write_tar<W: Write>(
+        &self,
+        out: W,
+        progress: &dyn Progress,
+    ) -> Result<(W, Sha256Digest, u64), BundleError> {
+        let io_err = |e: io::Error| BundleError::io("(tar stream)", e);
+        let hashing = HashingWriter::new(Counting {
+            inner: out,
+            progress,
+        });
+        let mut tar = TarWriter::new(hashing);
+        tar.append(
+            MANIFEST.as_bytes(),
+            MemberKind::File,
+            self.manifest_bytes.len() as u64,
+            b"",
+            &mut &self.manifest_bytes[..],
+        )
+        .map_err(io_err)?;
+        let half = self.members.len() / 2;
+        for (i, m) in self.members.iter().enumerate() {
+            if i == half {
+                failpoint::hit("pack.mid-tar");
+            }
+            let size = if m.kind == MemberKind::Symlink {
+                0
+            } else {
+                m.size
+            };
+            match &m.content {
+                Content::Bytes(b) => tar.append(&m.path, m.kind, size, m.link, &mut &b[..]),
+                Content::Owned(b) => tar.append(&m.path, m.kind, size, m.link, &mut &b[..]),
+                Content::File(p) => {
+                    let f = File::open(p).map_err(|e| BundleError::io(*p, e))?;
+                    let mut f = io::BufReader::with_capacity(256 * 1024, f);
+                    tar.append(&m.path, m.kind, size, m.link, &mut f as &mut dyn Read)
+                        .map_err(|e| {
+                            if matches!(
+                                e.kind(),
+                                io::ErrorKind::InvalidData | io::ErrorKind::InvalidInput
+                            ) {
+                                BundleError::BadInput {
+                                    path: p.to_path_buf(),
+                                    reason: e.to_string(),
+                                }
+                            } else {
+                                BundleError::io(*p, e)
+                            }
+                        })?;
+                    Ok(())
+                }
+            }
             .map_err(io_err)?;
+        }
+        let hashing = tar.finish().map_err(io_err)?;
+        let (counting, id, tar_size) = hashing.finish();
+        Ok((counting.inner, id, tar_size))
+    }
+}
+
+/// A zstd encoder as every bundle file is written: `options.level`, zstd's own worker
+/// threads, the content checksum on. zstd's multithreaded output does not depend on the
+/// number of workers, so the same tar gives the same file on any machine.
+pub fn bundle_encoder<W: Write>(
+    out: W,
+    options: &PackOptions,
+) -> io::Result<zstd::stream::write::Encoder<'static, W>> {
+    let mut encoder = zstd::stream::write::Encoder::new(out, options.level)?;
     let threads = if options.threads == 0 {
         std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
     } else {
         options.threads
     };
-    encoder.multithread(threads).map_err(io_err)?;
-    encoder.include_checksum(true).map_err(io_err)?;
+    encoder.multithread(threads)?;
+    encoder.include_checksum(true)?;
+    Ok(encoder)
+}
 
-    // The tar's size, for progress: headers, padded contents, pax headers (counted as one
-    // block of records), the end marker.
-    let padded = |n: u64| n.div_ceil(512) * 512;
-    let total: u64 = members
-        .iter()
-        .map(|m| {
-            let data = if m.kind == MemberKind::Symlink {
-                0
-            } else {
-                m.size
-            };
-            let pax = if m.path.len() > 100 || m.link.len() > 100 {
-                1024
-            } else {
-                0
-            };
-            512 + padded(data) + pax
-        })
-        .sum::<u64>()
-        + 512
-        + padded(manifest_bytes.len() as u64)
-        + 1024;
-    progress.start("packing", Some(total));
+/// Packs `inputs` into `dir/<id>.tar.zst`, a self-contained bundle file (the exchange
+/// form). The file appears only when complete; a crash leaves at most a `.tmp-` file that no
+/// reader looks at.
+pub fn pack_to_dir(
+    inputs: &PackInputs,
+    dir: &Path,
+    options: &PackOptions,
+    progress: &dyn Progress,
+) -> Result<PackedBundle, BundleError> {
+    let plan = plan(inputs);
+    std::fs::create_dir_all(dir).map_err(|e| BundleError::io(dir, e))?;
+    let tmp = fsutil::temp_file_in(dir).map_err(|e| BundleError::io(dir, e))?;
+    let tmp_path = tmp.path().to_path_buf();
+    let io_err = |e: io::Error| BundleError::io(&tmp_path, e);
+    let file = tmp.as_file().try_clone().map_err(io_err)?;
+    let encoder =
+        bundle_encoder(BufWriter::with_capacity(1 << 20, file), options).map_err(io_err)?;
+    progress.start("packing", Some(plan.tar_size()));
     // zstd's multithreaded stream takes locks on every call: feed it megabytes, not the
     // tar's many small header and file writes.
-    let hashing = HashingWriter::new(Counting {
-        inner: io::BufWriter::with_capacity(1 << 20, encoder),
-        progress,
-    });
-    let mut tar = TarWriter::new(hashing);
-    tar.append(
-        MANIFEST.as_bytes(),
-        MemberKind::File,
-        manifest_bytes.len() as u64,
-        b"",
-        &mut &manifest_bytes[..],
-    )
-    .map_err(io_err)?;
-    let half = members.len() / 2;
-    for (i, m) in members.iter().enumerate() {
-        if i == half {
-            failpoint::hit("pack.mid-tar");
-        }
-        let size = if m.kind == MemberKind::Symlink {
-            0
-        } else {
-            m.size
-        };
-        let result = match &m.content {
-            Content::Bytes(b) => tar.append(&m.path, m.kind, size, m.link, &mut &b[..]),
-            Content::File(p) => {
-                let f = File::open(p).map_err(|e| BundleError::io(*p, e))?;
-                let mut f = io::BufReader::with_capacity(256 * 1024, f);
-                tar.append(&m.path, m.kind, size, m.link, &mut f as &mut dyn Read)
-                    .map_err(|e| {
-                        if matches!(
-                            e.kind(),
-                            io::ErrorKind::InvalidData | io::ErrorKind::InvalidInput
-                        ) {
-                            BundleError::BadInput {
-                                path: p.to_path_buf(),
-                                reason: e.to_string(),
-                            }
-                        } else {
-                            BundleError::io(*p, e)
-                        }
-                    })?;
-                Ok(())
-            }
-        };
-        result.map_err(io_err)?;
-    }
-    let hashing = tar.finish().map_err(io_err)?;
-    let (counting, id, tar_size) = hashing.finish();
-    let encoder = counting
-        .inner
-        .into_inner()
-        .map_err(|e| io_err(e.into_error()))?;
+    let (buffered, id, tar_size) =
+        plan.write_tar(BufWriter::with_capacity(1 << 20, encoder), progress)?;
+    let encoder = buffered.into_inner().map_err(|e| io_err(e.into_error()))?;
     let mut buffered = encoder.finish().map_err(io_err)?;
     buffered.flush().map_err(io_err)?;
     drop(buffered);
@@ -281,11 +399,52 @@ pub fn pack_to_dir(
         .len();
     Ok(PackedBundle {
         id,
-        path: dest,
+        path: Some(dest),
         tar_size,
         file_size,
-        codebase_tree: inputs.codebase.tree,
-        member_count: members.len() + 1,
-        codebase_files: inputs.codebase.entries.len(),
+        codebase_tree: plan.codebase_tree,
+        member_count: plan.members.len() + 1,
+        codebase_files: plan.codebase_files,
     })
+}
+
+/// Compresses the tar that `tar` yields into `dir/<id>.tar.zst`, written as [`pack_to_dir`]
+/// writes it (the same bytes for the same tar). `tar` must fail at its end when the stream
+/// is not the bundle `id`: nothing is left in `dir` then.
+pub fn write_bundle_file(
+    tar: &mut dyn Read,
+    id: &Sha256Digest,
+    dir: &Path,
+    options: &PackOptions,
+) -> Result<PathBuf, BundleError> {
+    std::fs::create_dir_all(dir).map_err(|e| BundleError::io(dir, e))?;
+    let tmp = fsutil::temp_file_in(dir).map_err(|e| BundleError::io(dir, e))?;
+    let tmp_path = tmp.path().to_path_buf();
+    let io_err = |e: io::Error| BundleError::io(&tmp_path, e);
+    let file = tmp.as_file().try_clone().map_err(io_err)?;
+    let encoder =
+        bundle_encoder(BufWriter::with_capacity(1 << 20, file), options).map_err(io_err)?;
+    let mut buffered = BufWriter::with_capacity(1 << 20, encoder);
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = match tar.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                return Err(BundleError::Stored {
+                    path: PathBuf::from(format!("bundle {id}")),
+                    detail: e.to_string(),
+                });
+            }
+        };
+        buffered.write_all(&buf[..n]).map_err(io_err)?;
+    }
+    let encoder = buffered.into_inner().map_err(|e| io_err(e.into_error()))?;
+    let mut inner = encoder.finish().map_err(io_err)?;
+    inner.flush().map_err(io_err)?;
+    drop(inner);
+    let dest = dir.join(format!("{}{FILE_SUFFIX}", id.hex()));
+    fsutil::persist(tmp, &dest).map_err(|e| BundleError::io(&dest, e))?;
+    Ok(dest)
 }

@@ -137,28 +137,17 @@ impl Read for Pipe {
     }
 }
 
-/// Decodes `file`, hashing the decoded bytes, and sends them on in chunks. Stops early if the
-/// reader hangs up.
-fn decode(file: File, tx: SyncSender<Chunk>, progress: &dyn Progress) -> (Sha256Digest, u64) {
+/// Reads the tar stream from `reader`, hashing it, and sends it on in chunks. Stops early if
+/// the reader hangs up.
+fn pump(mut reader: Box<dyn Read + Send + '_>, tx: SyncSender<Chunk>) -> (Sha256Digest, u64) {
     let mut hasher = Sha256Hasher::new();
     let mut len = 0u64;
-    let counted = ProgressReader {
-        inner: BufReader::with_capacity(CHUNK, file),
-        progress,
-    };
-    let mut decoder = match zstd::stream::read::Decoder::with_buffer(BufReader::new(counted)) {
-        Ok(d) => d,
-        Err(e) => {
-            let _ = tx.send(Err(e.to_string()));
-            return (hasher.finish(), len);
-        }
-    };
     loop {
         let mut buf = vec![0u8; CHUNK];
         let mut filled = 0;
         // Fill whole chunks so the reader side sees few, large pieces.
         while filled < CHUNK {
-            match decoder.read(&mut buf[filled..]) {
+            match reader.read(&mut buf[filled..]) {
                 Ok(0) => break,
                 Ok(n) => filled += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -180,6 +169,66 @@ fn decode(file: File, tx: SyncSender<Chunk>, progress: &dyn Progress) -> (Sha256
     }
 }
 
+/// Where a bundle's tar stream comes from: a `.tar.zst` file (the exchange form), or an
+/// archive's deduplicated store. Readers check whatever the source yields: every member
+/// against `bundle.json`, the whole stream against the bundle's id.
+pub trait BundleSource: Sync {
+    /// How messages name the bundle.
+    fn name(&self) -> &Path;
+    /// How many units the reader `open` gives reports to progress in all, if known.
+    fn progress_total(&self) -> Option<u64>;
+    /// The uncompressed tar stream; what it consumes is reported to `progress`.
+    fn open<'p>(
+        &'p self,
+        progress: &'p dyn Progress,
+    ) -> Result<Box<dyn Read + Send + 'p>, BundleError>;
+    /// What a failure of the stream itself (not of the tar in it) becomes.
+    fn stream_error(&self, detail: String) -> BundleError;
+}
+
+/// A bundle file: the tar compressed with zstd (`<id>.tar.zst`, or any name).
+#[derive(Debug, Clone)]
+pub struct BundleFile {
+    path: PathBuf,
+}
+
+impl BundleFile {
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        BundleFile { path: path.into() }
+    }
+}
+
+impl BundleSource for BundleFile {
+    fn name(&self) -> &Path {
+        &self.path
+    }
+
+    fn progress_total(&self) -> Option<u64> {
+        fs::metadata(&self.path).ok().map(|m| m.len())
+    }
+
+    fn open<'p>(
+        &'p self,
+        progress: &'p dyn Progress,
+    ) -> Result<Box<dyn Read + Send + 'p>, BundleError> {
+        let file = open(&self.path)?;
+        let counted = ProgressReader {
+            inner: BufReader::with_capacity(CHUNK, file),
+            progress,
+        };
+        let decoder = zstd::stream::read::Decoder::with_buffer(BufReader::new(counted))
+            .map_err(|e| self.stream_error(e.to_string()))?;
+        Ok(Box::new(decoder))
+    }
+
+    fn stream_error(&self, detail: String) -> BundleError {
+        BundleError::Zstd {
+            path: self.path.clone(),
+            detail,
+        }
+    }
+}
+
 struct ProgressReader<'a, R> {
     inner: R,
     progress: &'a dyn Progress,
@@ -193,10 +242,22 @@ impl<R: Read> Read for ProgressReader<'_, R> {
     }
 }
 
+/// One member as a reader met it: `bundle.json` first, then the rest in tar order. A
+/// symlink's content is its target.
+pub struct ReadMember<'m> {
+    pub path: &'m [u8],
+    pub kind: MemberKind,
+    pub content: &'m [u8],
+}
+
+/// What [`read_members`] hands each member to.
+pub type OnMember<'a> = &'a mut dyn FnMut(ReadMember) -> Result<(), BundleError>;
+
 /// Where checked members go.
 enum Sink<'a> {
     Discard,
     Dir(&'a Path),
+    Collect(OnMember<'a>),
 }
 
 struct Seen {
@@ -220,6 +281,7 @@ fn kind_name(t: EntryType) -> String {
 
 struct Scanner<'a> {
     bundle: &'a Path,
+    source: &'a dyn BundleSource,
     limits: &'a Limits,
     sink: Sink<'a>,
     problems: Vec<Problem>,
@@ -430,10 +492,10 @@ impl Scanner<'_> {
 
     fn scan(
         &mut self,
-        file: File,
         expected: Option<Sha256Digest>,
         progress: &dyn Progress,
     ) -> Result<ScanReport, BundleError> {
+        let reader = self.source.open(progress)?;
         let (tx, rx) = sync_channel::<Chunk>(8);
         let zstd_error = Rc::new(RefCell::new(None));
         let pipe = Pipe {
@@ -443,7 +505,7 @@ impl Scanner<'_> {
             zstd_error: zstd_error.clone(),
         };
         std::thread::scope(|scope| {
-            let decoder = scope.spawn(move || decode(file, tx, progress));
+            let decoder = scope.spawn(move || pump(reader, tx));
             let result = self.scan_tar(pipe, &zstd_error);
             // The decoder thread ends once the pipe is dropped or the stream ends.
             let (id, tar_size) = decoder.join().expect("the decoding thread does not panic");
@@ -467,10 +529,7 @@ impl Scanner<'_> {
 
     fn classify(&self, e: io::Error, zstd_error: &Rc<RefCell<Option<String>>>) -> BundleError {
         match zstd_error.borrow().clone() {
-            Some(detail) => BundleError::Zstd {
-                path: self.bundle.to_path_buf(),
-                detail,
-            },
+            Some(detail) => self.source.stream_error(detail),
             None => BundleError::Tar {
                 path: self.bundle.to_path_buf(),
                 detail: e.to_string(),
@@ -601,6 +660,7 @@ impl Scanner<'_> {
             f.write_all(&manifest_bytes)
                 .map_err(|e| BundleError::io(&p, e))?;
         }
+        self.collect(MANIFEST.as_bytes(), MemberKind::File, &manifest_bytes)?;
         seen.kinds
             .insert(MANIFEST.as_bytes().to_vec(), MemberKind::File);
         let mut buf = vec![0u8; 256 * 1024];
@@ -642,6 +702,7 @@ impl Scanner<'_> {
             let (sha256, blob, content_len, kind) = if kind == MemberKind::Symlink {
                 let target = link.unwrap_or_default();
                 self.write_symlink(&name, &target, &mut seen)?;
+                self.collect(&name, kind, &target)?;
                 let mut b = GitBlobHasher::new(target.len() as u64);
                 b.update(&target);
                 (
@@ -659,6 +720,8 @@ impl Scanner<'_> {
                 let mut out = self.create_file(&name, kind, &mut seen)?;
                 let mut sha = Sha256Hasher::new();
                 let mut blob = in_codebase.then(|| GitBlobHasher::new(size));
+                let mut collected = matches!(self.sink, Sink::Collect(_))
+                    .then(|| Vec::with_capacity(size as usize));
                 let mut n_total = 0u64;
                 loop {
                     let n = match entry.read(&mut buf) {
@@ -675,7 +738,13 @@ impl Scanner<'_> {
                         f.write_all(&buf[..n])
                             .map_err(|e| BundleError::io(&*p, e))?;
                     }
+                    if let Some(c) = collected.as_mut() {
+                        c.extend_from_slice(&buf[..n]);
+                    }
                     n_total += n as u64;
+                }
+                if let Some(c) = collected {
+                    self.collect(&name, kind, &c)?;
                 }
                 if n_total != size {
                     return Err(BundleError::Tar {
@@ -773,6 +842,22 @@ impl Scanner<'_> {
         Ok(manifest)
     }
 
+    fn collect(
+        &mut self,
+        path: &[u8],
+        kind: MemberKind,
+        content: &[u8],
+    ) -> Result<(), BundleError> {
+        if let Sink::Collect(f) = &mut self.sink {
+            f(ReadMember {
+                path,
+                kind,
+                content,
+            })?;
+        }
+        Ok(())
+    }
+
     fn target_path(root: &Path, name: &[u8]) -> PathBuf {
         root.join(OsStr::from_bytes(name))
     }
@@ -837,15 +922,48 @@ pub fn verify_file(
     limits: &Limits,
     progress: &dyn Progress,
 ) -> Result<ScanReport, BundleError> {
-    let file = open(path)?;
-    progress.start("verifying", file.metadata().ok().map(|m| m.len()));
+    verify(&BundleFile::new(path), expected, limits, progress)
+}
+
+/// [`verify_file`] for a bundle from any source.
+pub fn verify(
+    source: &dyn BundleSource,
+    expected: Option<Sha256Digest>,
+    limits: &Limits,
+    progress: &dyn Progress,
+) -> Result<ScanReport, BundleError> {
+    progress.start("verifying", source.progress_total());
     let mut scanner = Scanner {
-        bundle: path,
+        bundle: source.name(),
+        source,
         limits,
         sink: Sink::Discard,
         problems: Vec::new(),
     };
-    let report = scanner.scan(file, expected, progress);
+    let report = scanner.scan(expected, progress);
+    progress.finish();
+    report
+}
+
+/// Reads and checks the whole bundle like [`verify`], handing every member to `on_member` as
+/// it is read (`bundle.json` first). A member is handed over before the checks that need the
+/// whole bundle: a caller keeps nothing unless the report has no problems.
+pub fn read_members(
+    source: &dyn BundleSource,
+    expected: Option<Sha256Digest>,
+    limits: &Limits,
+    progress: &dyn Progress,
+    on_member: OnMember,
+) -> Result<ScanReport, BundleError> {
+    progress.start("reading", source.progress_total());
+    let mut scanner = Scanner {
+        bundle: source.name(),
+        source,
+        limits,
+        sink: Sink::Collect(on_member),
+        problems: Vec::new(),
+    };
+    let report = scanner.scan(expected, progress);
     progress.finish();
     report
 }
@@ -859,11 +977,21 @@ pub fn unpack(
     limits: &Limits,
     progress: &dyn Progress,
 ) -> Result<ScanReport, BundleError> {
+    unpack_from(&BundleFile::new(path), target, expected, limits, progress)
+}
+
+/// [`unpack`] for a bundle from any source.
+pub fn unpack_from(
+    source: &dyn BundleSource,
+    target: &Path,
+    expected: Option<Sha256Digest>,
+    limits: &Limits,
+    progress: &dyn Progress,
+) -> Result<ScanReport, BundleError> {
     let bad_target = |reason: String| BundleError::BadTarget {
         path: target.to_path_buf(),
         reason,
     };
-    let file = open(path)?;
     // The directories this unpack creates (the target and any missing parents), deepest
     // first, so that a refused bundle leaves none of them behind.
     let mut created: Vec<PathBuf> = Vec::new();
@@ -889,19 +1017,20 @@ pub fn unpack(
         .prefix(".swe-ark-unpack-")
         .tempdir_in(target)
         .map_err(|e| BundleError::io(target, e))?;
-    progress.start("unpacking", file.metadata().ok().map(|m| m.len()));
+    progress.start("unpacking", source.progress_total());
     let mut scanner = Scanner {
-        bundle: path,
+        bundle: source.name(),
+        source,
         limits,
         sink: Sink::Dir(staging.path()),
         problems: Vec::new(),
     };
-    let result = scanner.scan(file, expected, progress).and_then(|report| {
+    let result = scanner.scan(expected, progress).and_then(|report| {
         if report.problems.is_empty() {
             Ok(report)
         } else {
             Err(BundleError::Failed {
-                path: path.to_path_buf(),
+                path: source.name().to_path_buf(),
                 problems: report.problems,
             })
         }
@@ -929,12 +1058,14 @@ pub fn unpack(
 
 /// Reads only `bundle.json`, without checking the rest of the bundle: for showing, not trusting.
 pub fn read_manifest(path: &Path) -> Result<Manifest, BundleError> {
-    let file = open(path)?;
-    let decoder = zstd::stream::read::Decoder::new(file).map_err(|e| BundleError::Zstd {
-        path: path.to_path_buf(),
-        detail: e.to_string(),
-    })?;
-    let mut archive = tar::Archive::new(decoder);
+    read_manifest_from(&BundleFile::new(path))
+}
+
+/// [`read_manifest`] for a bundle from any source.
+pub fn read_manifest_from(source: &dyn BundleSource) -> Result<Manifest, BundleError> {
+    let path = source.name();
+    let reader = source.open(&crate::progress::NoProgress)?;
+    let mut archive = tar::Archive::new(reader);
     let mut entries = archive
         .entries()
         .map_err(|e| BundleError::Tar {
@@ -944,11 +1075,12 @@ pub fn read_manifest(path: &Path) -> Result<Manifest, BundleError> {
         .raw(true);
     let scanner = Scanner {
         bundle: path,
+        source,
         limits: &Limits::default(),
         sink: Sink::Discard,
         problems: Vec::new(),
     };
-    // No decoding thread here: a zstd error reaches the tar reader as a read error.
+    // No decoding thread here: a stream error reaches the tar reader as a read error.
     let no_zstd_error = Rc::new(RefCell::new(None));
     match scanner.next_member(&mut entries, &mut 0, &no_zstd_error)? {
         Some((mut e, name, _)) => scanner.read_manifest(&mut e, &name).map(|(m, _)| m),

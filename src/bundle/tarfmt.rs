@@ -52,6 +52,59 @@ fn header(name: &[u8], entry_type: EntryType, mode: u32, size: u64, link: &[u8])
     h
 }
 
+/// What ends every archive: two zero blocks.
+pub const END_OF_ARCHIVE: [u8; 2 * BLOCK] = [0u8; 2 * BLOCK];
+
+/// The zeros that pad `size` bytes of content to a whole block.
+pub fn padding(size: u64) -> &'static [u8] {
+    const ZEROS: [u8; BLOCK] = [0u8; BLOCK];
+    let rem = (size % BLOCK as u64) as usize;
+    if rem == 0 { &[] } else { &ZEROS[..BLOCK - rem] }
+}
+
+/// The bytes before a member's content: a pax extended header when the path or link target
+/// is over 100 bytes, then the ustar header. Readers that rebuild a tar from stored members
+/// use it, so the one layout lives here.
+pub fn member_header(path: &[u8], kind: MemberKind, size: u64, link: &[u8]) -> io::Result<Vec<u8>> {
+    if size > MAX_MEMBER_SIZE {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{size} bytes is over the largest member a bundle holds ({MAX_MEMBER_SIZE})"),
+        ));
+    }
+    let mut out = Vec::with_capacity(BLOCK);
+    let mut pax = Vec::new();
+    let binary = std::str::from_utf8(path).is_err() || std::str::from_utf8(link).is_err();
+    if (path.len() > NAME_FIELD || link.len() > NAME_FIELD) && binary {
+        pax.extend(pax_record("hdrcharset", b"BINARY"));
+    }
+    if path.len() > NAME_FIELD {
+        pax.extend(pax_record("path", path));
+    }
+    if link.len() > NAME_FIELD {
+        pax.extend(pax_record("linkpath", link));
+    }
+    if !pax.is_empty() {
+        let h = header(
+            PAX_HEADER_NAME,
+            EntryType::XHeader,
+            0o644,
+            pax.len() as u64,
+            b"",
+        );
+        out.extend_from_slice(h.as_bytes());
+        out.extend_from_slice(&pax);
+        out.extend_from_slice(padding(pax.len() as u64));
+    }
+    let entry_type = match kind {
+        MemberKind::Symlink => EntryType::Symlink,
+        _ => EntryType::Regular,
+    };
+    let h = header(path, entry_type, kind.tar_mode(), size, link);
+    out.extend_from_slice(h.as_bytes());
+    Ok(out)
+}
+
 impl<W: Write> TarWriter<W> {
     pub fn new(out: W) -> Self {
         TarWriter { out }
@@ -68,43 +121,8 @@ impl<W: Write> TarWriter<W> {
         link: &[u8],
         data: &mut dyn Read,
     ) -> io::Result<()> {
-        if size > MAX_MEMBER_SIZE {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!(
-                    "{size} bytes is over the largest member a bundle holds ({MAX_MEMBER_SIZE})"
-                ),
-            ));
-        }
-        let mut pax = Vec::new();
-        let binary = std::str::from_utf8(path).is_err() || std::str::from_utf8(link).is_err();
-        if (path.len() > NAME_FIELD || link.len() > NAME_FIELD) && binary {
-            pax.extend(pax_record("hdrcharset", b"BINARY"));
-        }
-        if path.len() > NAME_FIELD {
-            pax.extend(pax_record("path", path));
-        }
-        if link.len() > NAME_FIELD {
-            pax.extend(pax_record("linkpath", link));
-        }
-        if !pax.is_empty() {
-            let h = header(
-                PAX_HEADER_NAME,
-                EntryType::XHeader,
-                0o644,
-                pax.len() as u64,
-                b"",
-            );
-            self.out.write_all(h.as_bytes())?;
-            self.out.write_all(&pax)?;
-            self.pad(pax.len() as u64)?;
-        }
-        let entry_type = match kind {
-            MemberKind::Symlink => EntryType::Symlink,
-            _ => EntryType::Regular,
-        };
-        let h = header(path, entry_type, kind.tar_mode(), size, link);
-        self.out.write_all(h.as_bytes())?;
+        self.out
+            .write_all(&member_header(path, kind, size, link)?)?;
         if size > 0 {
             let copied = io::copy(&mut data.take(size), &mut self.out)?;
             let mut probe = [0u8; 1];
@@ -127,16 +145,12 @@ impl<W: Write> TarWriter<W> {
     }
 
     fn pad(&mut self, size: u64) -> io::Result<()> {
-        let rem = (size % BLOCK as u64) as usize;
-        if rem != 0 {
-            self.out.write_all(&[0u8; BLOCK][..BLOCK - rem])?;
-        }
-        Ok(())
+        self.out.write_all(padding(size))
     }
 
     /// Writes the end-of-archive marker (two zero blocks) and returns the writer.
     pub fn finish(mut self) -> io::Result<W> {
-        self.out.write_all(&[0u8; 2 * BLOCK])?;
+        self.out.write_all(&END_OF_ARCHIVE)?;
         Ok(self.out)
     }
 }

@@ -15,6 +15,88 @@ pub struct LsArgs {
     /// FAIL_TO_PASS, PASS_TO_PASS and flaky counts.
     #[arg(long)]
     pub validated: bool,
+    /// Storage per repository instead: bundles, logical size (their tars), stored size
+    /// (packs, and whole files kept from before), dedup ratio.
+    #[arg(long, conflicts_with = "validated")]
+    pub stats: bool,
+}
+
+fn stats(ctx: &Context, ark: &Ark, json: bool) -> anyhow::Result<ExitCode> {
+    let repos = ark.index().storage_by_repo()?;
+    let stored = |r: &crate::store::RepoStorage| r.pack_bytes + r.whole_file_bytes;
+    let ratio = |logical: u64, stored: u64| {
+        if stored == 0 {
+            0.0
+        } else {
+            logical as f64 / stored as f64
+        }
+    };
+    let total_logical: u64 = repos.iter().map(|r| r.logical).sum();
+    let total_stored: u64 = repos.iter().map(stored).sum();
+    let pieces = ark.index().all_pieces()?.len();
+    if json {
+        let list: Vec<_> = repos
+            .iter()
+            .map(|r| {
+                serde_json::json!({
+                    "repo": r.repo,
+                    "bundles": r.bundles,
+                    "logical_bytes": r.logical,
+                    "stored_bytes": stored(r),
+                    "packs": r.packs,
+                    "pack_bytes": r.pack_bytes,
+                    "whole_files": r.whole_files,
+                    "whole_file_bytes": r.whole_file_bytes,
+                    "dedup_ratio": ratio(r.logical, stored(r)),
+                })
+            })
+            .collect();
+        let v = serde_json::json!({
+            "repos": list,
+            "total": {
+                "bundles": repos.iter().map(|r| r.bundles).sum::<u64>(),
+                "logical_bytes": total_logical,
+                "stored_bytes": total_stored,
+                "pieces": pieces,
+                "dedup_ratio": ratio(total_logical, total_stored),
+            },
+        });
+        out!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let width = repos.iter().map(|r| r.repo.len()).max().unwrap_or(4).max(5);
+    out!(
+        "{:<width$}  {:>7}  {:>10}  {:>10}  {:>7}  WHOLE FILES",
+        "REPO",
+        "BUNDLES",
+        "LOGICAL",
+        "STORED",
+        "RATIO"
+    );
+    for r in &repos {
+        out!(
+            "{:<width$}  {:>7}  {:>10}  {:>10}  {:>6.1}x  {}",
+            if r.repo.is_empty() { "-" } else { &r.repo },
+            r.bundles,
+            human_bytes(r.logical),
+            human_bytes(stored(r)),
+            ratio(r.logical, stored(r)),
+            r.whole_files
+        );
+    }
+    out!(
+        "{:<width$}  {:>7}  {:>10}  {:>10}  {:>6.1}x",
+        "total",
+        repos.iter().map(|r| r.bundles).sum::<u64>(),
+        human_bytes(total_logical),
+        human_bytes(total_stored),
+        ratio(total_logical, total_stored)
+    );
+    ctx.note(format!(
+        "logical: the bundles' uncompressed tars; stored: {pieces} pieces in packs, plus whole \
+         files from before (gc moves them into the store)"
+    ));
+    Ok(ExitCode::SUCCESS)
 }
 
 fn validated(ctx: &Context, ark: &Ark, json: bool) -> anyhow::Result<ExitCode> {
@@ -71,6 +153,9 @@ pub fn run(ctx: &Context, args: LsArgs) -> anyhow::Result<ExitCode> {
     if args.validated {
         return validated(ctx, &ark, args.json);
     }
+    if args.stats {
+        return stats(ctx, &ark, args.json);
+    }
     let instances = ark.index().instances()?;
     let mut bundles: BTreeMap<String, Vec<BundleRow>> = BTreeMap::new();
     for b in ark.index().bundles()? {
@@ -120,7 +205,7 @@ pub fn run(ctx: &Context, args: LsArgs) -> anyhow::Result<ExitCode> {
         "BUNDLE",
         "FILES",
         "TAR",
-        "ZSTD"
+        "STORED"
     );
     let mut total_files = 0;
     let mut total_bundles = 0;
@@ -155,7 +240,8 @@ pub fn run(ctx: &Context, args: LsArgs) -> anyhow::Result<ExitCode> {
         }
     }
     ctx.note(format!(
-        "{} instances, {} bundles, {} on disk",
+        "{} instances, {} bundles, {} stored (STORED: what packing each added; `ls --stats` per \
+         repository)",
         instances.len(),
         total_bundles,
         human_bytes(total_files)

@@ -14,6 +14,7 @@ mod collect;
 mod dataset;
 mod demo;
 mod env;
+mod gc;
 mod ls;
 mod mirror;
 mod output;
@@ -71,6 +72,12 @@ pub enum Command {
     Verify(verify::VerifyArgs),
     /// Check a bundle and unpack it into a directory.
     Unpack(unpack::UnpackArgs),
+    /// Write bundles of the archive as self-contained files, DIR/<id>.tar.zst.
+    ExportBundle(gc::ExportBundleArgs),
+    /// Remove bundles from the archive (by id, prefix or instance id); gc frees their space.
+    Rm(gc::RmArgs),
+    /// Move whole bundle files into the deduplicated store and free what no bundle needs.
+    Gc(gc::GcArgs),
     /// Bare mirrors of repositories with their full history.
     Mirror(mirror::MirrorArgs),
     /// Task instances from a repository's merged pull requests, through the GitHub REST API.
@@ -170,6 +177,9 @@ pub fn main() -> ExitCode {
         Command::Show(args) => show::run(&ctx, args),
         Command::Verify(args) => verify::run(&ctx, args),
         Command::Unpack(args) => unpack::run(&ctx, args),
+        Command::ExportBundle(args) => gc::export_bundle(&ctx, args),
+        Command::Rm(args) => gc::rm(&ctx, args),
+        Command::Gc(args) => gc::gc(&ctx, args),
         Command::Mirror(args) => mirror::run(&ctx, args),
         Command::Collect(args) => collect::run(&ctx, args),
         Command::Import(args) => dataset::import(&ctx, args),

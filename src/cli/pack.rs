@@ -51,6 +51,10 @@ pub struct PackArgs {
     /// The parsed validation results (JSON).
     #[arg(long, value_name = "FILE")]
     pub results: Option<PathBuf>,
+    /// Write the bundle as a self-contained file, DIR/<id>.tar.zst (the exchange form), instead
+    /// of into the archive's store; the index is left as it is.
+    #[arg(short, long, value_name = "DIR", conflicts_with_all = ["instance_ids", "all_validated"])]
+    pub output: Option<PathBuf>,
     /// zstd level (1-22); the bundle id does not depend on it.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(i32).range(1..=22))]
     pub level: i32,
@@ -167,16 +171,18 @@ pub fn run(ctx: &Context, args: PackArgs) -> anyhow::Result<ExitCode> {
 
     let progress = ctx.progress();
     let started = std::time::Instant::now();
-    let mut ark;
+    let mut ark = None;
     let codebase = match (&args.codebase, &args.repo) {
         (Some(dir), _) => {
             let codebase = Codebase::from_dir(dir, progress.as_ref())?;
-            ark = Ark::create(&ctx.ark)?;
+            if args.output.is_none() {
+                ark = Some(Ark::create(&ctx.ark)?);
+            }
             codebase
         }
         (None, Some(repo)) => {
-            ark = Ark::open(&ctx.ark)?;
-            codebase_from_mirror(ctx, &mut ark, &instance, repo, args.commit.as_deref())?
+            let opened = ark.insert(Ark::open(&ctx.ark)?);
+            codebase_from_mirror(ctx, opened, &instance, repo, args.commit.as_deref())?
         }
         (None, None) => bail!("give --codebase DIR or --repo OWNER/NAME"),
     };
@@ -199,8 +205,12 @@ pub fn run(ctx: &Context, args: PackArgs) -> anyhow::Result<ExitCode> {
         threads: args.threads,
     };
     let started = std::time::Instant::now();
-    let packed = ark.pack(&inputs, &options, progress.as_ref())?;
-    tracing::debug!("wrote and indexed the bundle in {:.2?}", started.elapsed());
+    let packed = match (&args.output, &mut ark) {
+        (Some(dir), _) => crate::bundle::pack_to_dir(&inputs, dir, &options, progress.as_ref())?,
+        (None, Some(ark)) => ark.pack(&inputs, &options, progress.as_ref())?,
+        (None, None) => bail!("no archive to pack into"),
+    };
+    tracing::debug!("wrote the bundle in {:.2?}", started.elapsed());
     if args.json {
         let v = serde_json::json!({
             "id": packed.id,
@@ -214,14 +224,21 @@ pub fn run(ctx: &Context, args: PackArgs) -> anyhow::Result<ExitCode> {
         });
         out!("{}", serde_json::to_string_pretty(&v)?);
     } else {
+        let stored = match &packed.path {
+            Some(p) => format!(
+                "{} ({:.1}x) in {}",
+                human_bytes(packed.file_size),
+                packed.tar_size as f64 / packed.file_size.max(1) as f64,
+                p.display()
+            ),
+            None => format!("{} added to the store", human_bytes(packed.file_size)),
+        };
         ctx.note(format!(
-            "packed {}: {} codebase files, tree {}, tar {}, zstd {} ({:.1}x)",
+            "packed {}: {} codebase files, tree {}, tar {}, {stored}",
             instance.instance_id,
             packed.codebase_files,
             packed.codebase_tree,
             human_bytes(packed.tar_size),
-            human_bytes(packed.file_size),
-            packed.tar_size as f64 / packed.file_size.max(1) as f64
         ));
         out!("{}", packed.id);
     }
@@ -306,7 +323,7 @@ fn pack_validated(ctx: &Context, args: &PackArgs) -> anyhow::Result<ExitCode> {
         let progress = ctx.progress();
         let packed = ark.pack(&inputs, &options, progress.as_ref())?;
         ctx.note(format!(
-            "packed {}: {} codebase files, zstd {}",
+            "packed {}: {} codebase files, {} added to the store",
             instance.instance_id,
             packed.codebase_files,
             human_bytes(packed.file_size)

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 
+use crate::bundle::{BundleFile, BundleSource};
 use crate::digest::Sha256Digest;
 use crate::fsutil;
 use crate::replay::{self, InstanceReport, Prediction, ReplayInputs, predictions};
@@ -56,6 +57,24 @@ pub struct ReplayArgs {
     pub keep_workdir: bool,
     #[arg(long)]
     pub json: bool,
+}
+
+/// Where a prediction's bundle is.
+#[derive(Clone)]
+enum Where {
+    File(std::path::PathBuf, Option<Sha256Digest>),
+    Archive(crate::store::BundleRow),
+}
+
+/// The bundle to replay; a worker opens the archive through its own connection.
+fn open_bundle(
+    root: &std::path::Path,
+    place: &Where,
+) -> Result<(Box<dyn BundleSource>, Option<Sha256Digest>), crate::store::ArkError> {
+    Ok(match place {
+        Where::File(path, id) => (Box::new(BundleFile::new(path)), *id),
+        Where::Archive(row) => (Box::new(Ark::open(root)?.bundle(row)?), Some(row.id)),
+    })
 }
 
 fn valid_run_id(s: &str) -> bool {
@@ -117,13 +136,13 @@ pub fn run(ctx: &Context, args: ReplayArgs) -> anyhow::Result<ExitCode> {
     }
     // Each prediction's bundle: the newest of its instance, or the bundle file given for it.
     let root = ctx.ark.clone();
-    let mut given: BTreeMap<String, (std::path::PathBuf, Option<Sha256Digest>)> = BTreeMap::new();
+    let mut given: BTreeMap<String, Where> = BTreeMap::new();
     for path in &args.bundles {
         let manifest = crate::bundle::read_manifest(path)
             .with_context(|| format!("bundle `{}`", path.display()))?;
         given.insert(
             manifest.instance_id,
-            (path.clone(), crate::bundle::id_from_file_name(path)),
+            Where::File(path.clone(), crate::bundle::id_from_file_name(path)),
         );
     }
     let mut jobs = VecDeque::new();
@@ -134,7 +153,7 @@ pub fn run(ctx: &Context, args: ReplayArgs) -> anyhow::Result<ExitCode> {
                 .index()
                 .bundles_of_instance(&p.instance_id)?
                 .first()
-                .map(|b| (ark.bundle_path(&b.id), Some(b.id))),
+                .map(|b| Where::Archive(b.clone())),
             None => given.get(&p.instance_id).cloned(),
         };
         if found.is_none() {
@@ -204,25 +223,33 @@ pub fn run(ctx: &Context, args: ReplayArgs) -> anyhow::Result<ExitCode> {
                             r.error_detail = "no bundle of this instance in the archive".into();
                             r
                         }
-                        (None, Some((path, id))) => {
-                            let inputs = ReplayInputs {
-                                bundle_path: &path,
-                                bundle_id: id,
-                                objects: &objects,
-                                cache_root: &root,
-                                work_root: &tmp,
-                                opts: &opts,
-                            };
-                            let (r, output) = replay::replay_one(&inputs, &p);
-                            if let Err(e) = write_instance(&dir, &r, &p, &output) {
-                                failures
-                                    .lock()
-                                    .unwrap_or_else(|p| p.into_inner())
-                                    .push(format!("{}: {e}", p.instance_id));
+                        (None, Some(place)) => match open_bundle(&root, &place) {
+                            Err(e) => {
+                                let mut r = replay::blank_report(&p, "");
+                                r.error = "bundle_corrupt".into();
+                                r.error_detail = e.to_string();
+                                r
                             }
-                            crate::failpoint::hit("replay.after-report");
-                            r
-                        }
+                            Ok((source, id)) => {
+                                let inputs = ReplayInputs {
+                                    bundle: source.as_ref(),
+                                    bundle_id: id,
+                                    objects: &objects,
+                                    cache_root: &root,
+                                    work_root: &tmp,
+                                    opts: &opts,
+                                };
+                                let (r, output) = replay::replay_one(&inputs, &p);
+                                if let Err(e) = write_instance(&dir, &r, &p, &output) {
+                                    failures
+                                        .lock()
+                                        .unwrap_or_else(|p| p.into_inner())
+                                        .push(format!("{}: {e}", p.instance_id));
+                                }
+                                crate::failpoint::hit("replay.after-report");
+                                r
+                            }
+                        },
                     };
                     let line = if report.resolved {
                         format!("{}: resolved", report.instance_id)

@@ -43,8 +43,11 @@ fn list(name: &str, items: &[String], full: bool) -> anyhow::Result<()> {
 pub fn run(ctx: &Context, args: ShowArgs) -> anyhow::Result<ExitCode> {
     let ark = Ark::open(&ctx.ark)?;
     let row = ark.resolve(&args.id)?;
-    let path = ark.bundle_path(&row.id);
-    let manifest = bundle::read_manifest(&path)?;
+    let manifest = bundle::read_manifest_from(&ark.bundle(&row)?)?;
+    let path = row.manifest_piece.is_none().then(|| {
+        ark.bundles_dir()
+            .join(format!("{}{}", row.id.hex(), bundle::FILE_SUFFIX))
+    });
     let instance = ark.index().instance(&row.instance_id)?;
     if args.json {
         let v = serde_json::json!({
@@ -58,15 +61,22 @@ pub fn run(ctx: &Context, args: ShowArgs) -> anyhow::Result<ExitCode> {
     }
     let codebase_size: u64 = manifest.codebase_members().map(|m| m.size).sum();
     field("bundle", &row.id.hex())?;
-    field(
-        "file",
-        &format!(
+    let stored = match (&path, row.manifest_piece) {
+        (Some(p), _) => format!(
             "{} ({}; tar {})",
-            path.display(),
+            p.display(),
             human_bytes(row.file_size),
             human_bytes(row.tar_size)
         ),
-    )?;
+        (None, Some(m)) => format!(
+            "deduplicated: bundle.json is piece {}; packing it added {}; tar {}",
+            m.short(),
+            human_bytes(row.file_size),
+            human_bytes(row.tar_size)
+        ),
+        (None, None) => String::new(),
+    };
+    field("stored", &stored)?;
     field(
         "format",
         &format!("{} v{}", manifest.format, manifest.version),

@@ -1,9 +1,9 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::bundle::{self, Limits};
+use crate::bundle::{self, BundleFile, Limits};
 use crate::digest::Sha256Digest;
-use crate::store::Ark;
+use crate::store::{Ark, BundleRow};
 
 use super::Context;
 use super::output::{human_bytes, parse_size};
@@ -26,28 +26,59 @@ pub struct UnpackArgs {
     pub max_total_size: u64,
 }
 
-/// A bundle argument: an existing file, or something the archive resolves.
-pub(super) fn locate(ctx: &Context, arg: &str) -> anyhow::Result<(PathBuf, Option<Sha256Digest>)> {
+/// A bundle argument: an existing file, or a bundle the archive resolves.
+pub(super) enum Located {
+    /// A bundle file and the id its name claims.
+    File(PathBuf, Option<Sha256Digest>),
+    Archive(Box<Ark>, BundleRow),
+}
+
+impl Located {
+    /// The id the bundle must have, as far as its name or the index say.
+    pub(super) fn named_id(&self) -> Option<Sha256Digest> {
+        match self {
+            Located::File(_, id) => *id,
+            Located::Archive(_, row) => Some(row.id),
+        }
+    }
+}
+
+pub(super) fn locate(ctx: &Context, arg: &str) -> anyhow::Result<Located> {
     let as_path = PathBuf::from(arg);
     if as_path.is_file() {
         let expected = bundle::id_from_file_name(&as_path);
-        return Ok((as_path, expected));
+        return Ok(Located::File(as_path, expected));
     }
     let ark = Ark::open(&ctx.ark)?;
     let row = ark.resolve(arg)?;
-    Ok((ark.bundle_path(&row.id), Some(row.id)))
+    Ok(Located::Archive(Box::new(ark), row))
 }
 
 pub fn run(ctx: &Context, args: UnpackArgs) -> anyhow::Result<ExitCode> {
-    let (path, named) = locate(ctx, &args.bundle)?;
-    let expected = args.expect.or(named);
+    let located = locate(ctx, &args.bundle)?;
+    let expected = args.expect.or(located.named_id());
     let limits = Limits {
         max_member_size: args.max_member_size,
         max_total_size: args.max_total_size,
         ..Limits::default()
     };
     let progress = ctx.progress();
-    let report = bundle::unpack(&path, &args.output, expected, &limits, progress.as_ref())?;
+    let report = match &located {
+        Located::File(path, _) => bundle::unpack_from(
+            &BundleFile::new(path),
+            &args.output,
+            expected,
+            &limits,
+            progress.as_ref(),
+        )?,
+        Located::Archive(ark, row) => bundle::unpack_from(
+            &ark.bundle(row)?,
+            &args.output,
+            expected,
+            &limits,
+            progress.as_ref(),
+        )?,
+    };
     ctx.note(format!(
         "unpacked {} ({}): {} members, {} into {}",
         report.manifest.instance_id,

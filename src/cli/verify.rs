@@ -1,17 +1,16 @@
-use std::path::Path;
 use std::process::ExitCode;
 
-use crate::bundle::{self, Limits};
+use crate::bundle::{self, BundleFile, BundleSource, Limits};
 use crate::digest::Sha256Digest;
 use crate::store::{Ark, BundleRow};
 
 use super::Context;
-use super::unpack::locate;
+use super::unpack::{Located, locate};
 
 #[derive(Debug, clap::Args)]
 pub struct VerifyArgs {
     /// Bundles to check (ids, unique prefixes, instance ids or bundle files); none: the whole
-    /// archive, objects and index included.
+    /// archive, objects, stored pieces and index included.
     pub ids: Vec<String>,
     /// Print the results as JSON.
     #[arg(long)]
@@ -26,48 +25,61 @@ struct Checked {
     problems: Vec<String>,
 }
 
-fn check_bundle(
-    path: &Path,
+fn check_source(
+    source: &dyn BundleSource,
     expected: Option<Sha256Digest>,
     row: Option<&BundleRow>,
     ctx: &Context,
-) -> Checked {
-    let name = expected.map_or_else(|| path.display().to_string(), |id| id.hex());
-    let mut problems = Vec::new();
-    if !path.exists() {
-        problems.push(format!("the bundle file `{}` is missing", path.display()));
-    } else {
-        let progress = ctx.progress();
-        match bundle::verify_file(path, expected, &Limits::default(), progress.as_ref()) {
-            Ok(report) => {
-                problems.extend(report.problems.iter().map(|p| p.to_string()));
-                if let Some(row) = row {
-                    if report.manifest.instance_id != row.instance_id {
-                        problems.push(format!(
-                            "bundle.json names instance `{}`, the index `{}`",
-                            report.manifest.instance_id, row.instance_id
-                        ));
-                    }
-                    if report.manifest.codebase_tree != row.codebase_tree {
-                        problems.push(format!(
-                            "bundle.json has codebase tree {}, the index {}",
-                            report.manifest.codebase_tree, row.codebase_tree
-                        ));
-                    }
-                    if report.tar_size != row.tar_size {
-                        problems.push(format!(
-                            "the tar is {} bytes, the index says {}",
-                            report.tar_size, row.tar_size
-                        ));
-                    }
+    problems: &mut Vec<String>,
+) {
+    let progress = ctx.progress();
+    match bundle::verify(source, expected, &Limits::default(), progress.as_ref()) {
+        Ok(report) => {
+            problems.extend(report.problems.iter().map(|p| p.to_string()));
+            if let Some(row) = row {
+                if report.manifest.instance_id != row.instance_id {
+                    problems.push(format!(
+                        "bundle.json names instance `{}`, the index `{}`",
+                        report.manifest.instance_id, row.instance_id
+                    ));
+                }
+                if report.manifest.codebase_tree != row.codebase_tree {
+                    problems.push(format!(
+                        "bundle.json has codebase tree {}, the index {}",
+                        report.manifest.codebase_tree, row.codebase_tree
+                    ));
+                }
+                if report.tar_size != row.tar_size {
+                    problems.push(format!(
+                        "the tar is {} bytes, the index says {}",
+                        report.tar_size, row.tar_size
+                    ));
                 }
             }
-            Err(e) => problems.push(e.to_string()),
         }
+        Err(e) => problems.push(e.to_string()),
+    }
+}
+
+/// Checks a bundle of the archive, rebuilt from its pieces or read from its whole file.
+fn check_row(ark: &Ark, row: &BundleRow, ctx: &Context) -> Checked {
+    let mut problems = Vec::new();
+    let whole = (row.manifest_piece.is_none()).then(|| {
+        ark.bundles_dir()
+            .join(format!("{}{}", row.id.hex(), bundle::FILE_SUFFIX))
+    });
+    match &whole {
+        Some(path) if !path.exists() => {
+            problems.push(format!("the bundle file `{}` is missing", path.display()));
+        }
+        _ => match ark.bundle(row) {
+            Ok(b) => check_source(&b, Some(row.id), Some(row), ctx, &mut problems),
+            Err(e) => problems.push(e.to_string()),
+        },
     }
     Checked {
         what: "bundle".into(),
-        name,
+        name: row.id.hex(),
         ok: problems.is_empty(),
         problems,
     }
@@ -86,13 +98,18 @@ pub fn run(ctx: &Context, args: VerifyArgs) -> anyhow::Result<ExitCode> {
                 problems: integrity,
             });
         }
+        // Every piece first, re-hashed; then every bundle rebuilt from them.
+        let progress = ctx.progress();
+        for (name, pieces, problems) in ark.check_store(progress.as_ref())? {
+            results.push(Checked {
+                what: "pack".into(),
+                name: format!("{name} ({pieces} pieces)"),
+                ok: problems.is_empty(),
+                problems,
+            });
+        }
         for row in ark.index().bundles()? {
-            results.push(check_bundle(
-                &ark.bundle_path(&row.id),
-                Some(row.id),
-                Some(&row),
-                ctx,
-            ));
+            results.push(check_row(&ark, &row, ctx));
         }
         let store = ark.objects();
         for obj in ark.index().objects()? {
@@ -110,11 +127,14 @@ pub fn run(ctx: &Context, args: VerifyArgs) -> anyhow::Result<ExitCode> {
         }
         let (unindexed, temps) = ark.strays()?;
         for p in unindexed {
-            ctx.note(format!(
-                "note: `{}` is a bundle file the index does not list (a pack interrupted after \
-                 writing it?); pack the instance again to index it",
-                p.display()
-            ));
+            let hint = if p.extension().is_some_and(|e| e == "pack") {
+                "a pack the index does not name (a pack or gc interrupted after writing it?); \
+                 `swe-ark gc` removes it"
+            } else {
+                "a bundle file the index does not list (a pack interrupted after writing it?); \
+                 pack the instance again to index it"
+            };
+            ctx.note(format!("note: `{}` is {hint}", p.display()));
         }
         for p in temps {
             ctx.note(format!(
@@ -123,18 +143,34 @@ pub fn run(ctx: &Context, args: VerifyArgs) -> anyhow::Result<ExitCode> {
             ));
         }
     } else {
-        let ark = Ark::open(&ctx.ark).ok();
         for id in &args.ids {
-            let (path, expected) = locate(ctx, id)?;
-            let row = match (&ark, expected) {
-                (Some(ark), Some(e)) => ark
-                    .index()
-                    .bundles_with_prefix(&e.hex())?
-                    .into_iter()
-                    .next(),
-                _ => None,
-            };
-            results.push(check_bundle(&path, expected, row.as_ref(), ctx));
+            match locate(ctx, id)? {
+                Located::File(path, expected) => {
+                    let mut problems = Vec::new();
+                    let row = match (Ark::open(&ctx.ark).ok(), expected) {
+                        (Some(ark), Some(e)) => ark
+                            .index()
+                            .bundles_with_prefix(&e.hex())?
+                            .into_iter()
+                            .next(),
+                        _ => None,
+                    };
+                    check_source(
+                        &BundleFile::new(&path),
+                        expected,
+                        row.as_ref(),
+                        ctx,
+                        &mut problems,
+                    );
+                    results.push(Checked {
+                        what: "bundle".into(),
+                        name: expected.map_or_else(|| path.display().to_string(), |id| id.hex()),
+                        ok: problems.is_empty(),
+                        problems,
+                    });
+                }
+                Located::Archive(ark, row) => results.push(check_row(&ark, &row, ctx)),
+            }
         }
     }
     let bad = results.iter().filter(|r| !r.ok).count();

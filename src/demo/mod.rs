@@ -652,8 +652,22 @@ pub fn run(opts: &DemoOptions, say: &dyn Fn(&str)) -> Result<DemoSummary, DemoEr
     // A bundle with one byte changed, as a bad disk or a hand might leave it: caught.
     if let Some(id) = d.summary.bundles.values().next().cloned() {
         let name = format!("{id}.tar.zst");
-        let mut bytes = std::fs::read(dir.join("offline-ark/bundles").join(&name))
-            .map_err(|e| fail("tamper", e))?;
+        d.swe_ark(
+            "export-bundle",
+            &[],
+            &[
+                "--ark",
+                "offline-ark",
+                "export-bundle",
+                &id,
+                "-o",
+                "exported",
+            ],
+            &home_env,
+            &[0],
+        )?;
+        let mut bytes =
+            std::fs::read(dir.join("exported").join(&name)).map_err(|e| fail("tamper", e))?;
         let middle = bytes.len() / 2;
         bytes[middle] ^= 0x01;
         write(&dir.join("tampered").join(&name), "")?;

@@ -104,7 +104,7 @@ pub fn instance_dir(runs: &Path, run_id: &str, model: &str, instance_id: &str) -
 
 /// Everything one replay needs besides the prediction.
 pub struct ReplayInputs<'a> {
-    pub bundle_path: &'a Path,
+    pub bundle: &'a dyn bundle::BundleSource,
     pub bundle_id: Option<Sha256Digest>,
     pub objects: &'a ObjectStore,
     /// Where environments are cached (an archive's root).
@@ -143,7 +143,7 @@ pub fn replay_one(inputs: &ReplayInputs, p: &Prediction) -> (InstanceReport, Vec
     let bundle_shown = inputs
         .bundle_id
         .map(|b| b.hex())
-        .unwrap_or_else(|| inputs.bundle_path.display().to_string());
+        .unwrap_or_else(|| inputs.bundle.name().display().to_string());
     let mut report = blank_report(p, &bundle_shown);
     if !report.patch_exists {
         report.error = "empty_patch".into();
@@ -190,8 +190,8 @@ fn run_steps(
         clock = Instant::now();
     };
     let unpacked = work.join("bundle");
-    bundle::unpack(
-        inputs.bundle_path,
+    bundle::unpack_from(
+        inputs.bundle,
         &unpacked,
         inputs.bundle_id,
         &Limits::default(),

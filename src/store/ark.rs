@@ -1,15 +1,24 @@
 //! An archive directory and the operations that touch both its files and its index.
 
+use std::collections::HashMap;
 use std::fs;
-use std::io;
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
-use crate::bundle::{self, BundleError, PackInputs, PackOptions, PackedBundle};
-use crate::digest::Sha256Digest;
-use crate::progress::Progress;
+use crate::bundle::{
+    self, BundleError, BundleFile, BundleSource, Limits, MANIFEST, PackInputs, PackOptions,
+    PackedBundle,
+};
+use crate::dataset::Instance;
+use crate::digest::{Sha256Digest, Sha256Hasher};
+use crate::progress::{NoProgress, Progress};
 
-use super::index::{BundleRow, Index, IndexError};
+use super::index::{BundleRow, Index, IndexError, StoredParts};
+use super::lock::StoreLock;
 use super::objects::{ObjectError, ObjectStore};
+use super::pieces::PieceError;
+use super::put::{self, Collected};
+use super::stored::{RebuiltTar, StoredBundle};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ArkError {
@@ -33,12 +42,32 @@ pub enum ArkError {
         #[source]
         source: io::Error,
     },
+    #[error(
+        "another swe-ark process is using the archive `{0}` (a pack, a read, a replay); gc needs \
+         it alone: run gc again when that process has ended"
+    )]
+    Busy(PathBuf),
+    #[error(
+        "bundle {bundle} is named by release snapshot(s) {}; a bundle a release names is not removed",
+        .releases.join(", ")
+    )]
+    HeldByRelease {
+        bundle: Sha256Digest,
+        releases: Vec<String>,
+    },
+    #[error("bundle {bundle} cannot be stored: {detail}")]
+    NotStored {
+        bundle: Sha256Digest,
+        detail: String,
+    },
     #[error(transparent)]
     Index(#[from] IndexError),
     #[error(transparent)]
     Bundle(#[from] BundleError),
     #[error(transparent)]
     Object(#[from] ObjectError),
+    #[error(transparent)]
+    Piece(#[from] PieceError),
 }
 
 pub struct Ark {
@@ -46,14 +75,101 @@ pub struct Ark {
     index: Index,
 }
 
+/// A bundle of the archive, ready to read: from the deduplicated store, or a whole file
+/// kept from before. Holds the store lock shared while it lives, so gc leaves it alone.
+pub struct ArkBundle {
+    held: Held,
+    _lock: Option<StoreLock>,
+}
+
+enum Held {
+    Stored(Box<StoredBundle>),
+    File(BundleFile, Sha256Digest),
+}
+
+impl ArkBundle {
+    /// Whether the bundle is in the deduplicated store (not a whole file from before).
+    pub fn is_stored(&self) -> bool {
+        matches!(self.held, Held::Stored(_))
+    }
+
+    /// The uncompressed tar, which fails at its end unless it hashes to the bundle's id.
+    pub fn tar<'a>(
+        &'a self,
+        progress: &'a dyn Progress,
+    ) -> Result<Box<dyn Read + Send + 'a>, BundleError> {
+        match &self.held {
+            Held::Stored(s) => Ok(Box::new(s.tar(progress))),
+            Held::File(f, id) => Ok(Box::new(Checked {
+                inner: f.open(progress)?,
+                hasher: Some(Sha256Hasher::new()),
+                expected: *id,
+            })),
+        }
+    }
+
+    fn source(&self) -> &dyn BundleSource {
+        match &self.held {
+            Held::Stored(s) => s.as_ref(),
+            Held::File(f, _) => f,
+        }
+    }
+}
+
+impl BundleSource for ArkBundle {
+    fn name(&self) -> &Path {
+        self.source().name()
+    }
+    fn progress_total(&self) -> Option<u64> {
+        self.source().progress_total()
+    }
+    fn open<'p>(
+        &'p self,
+        progress: &'p dyn Progress,
+    ) -> Result<Box<dyn Read + Send + 'p>, BundleError> {
+        self.source().open(progress)
+    }
+    fn stream_error(&self, detail: String) -> BundleError {
+        self.source().stream_error(detail)
+    }
+}
+
+/// Hashes as it reads; at the end, a stream that is not the expected bundle is an error.
+struct Checked<R> {
+    inner: R,
+    hasher: Option<Sha256Hasher>,
+    expected: Sha256Digest,
+}
+
+impl<R: Read> Read for Checked<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if n > 0 {
+            if let Some(h) = self.hasher.as_mut() {
+                h.update(&buf[..n]);
+            }
+        } else if !buf.is_empty()
+            && let Some(h) = self.hasher.take()
+        {
+            let actual = h.finish();
+            if actual != self.expected {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "the bundle hashes to {actual}, not to its id {}",
+                        self.expected
+                    ),
+                ));
+            }
+        }
+        Ok(n)
+    }
+}
+
 impl Ark {
     /// Opens the archive at `root`, creating it if it does not exist.
     pub fn create(root: &Path) -> Result<Ark, ArkError> {
-        for dir in [
-            root.to_path_buf(),
-            root.join("bundles"),
-            root.join("objects"),
-        ] {
+        for dir in [root.to_path_buf(), root.join("packs"), root.join("objects")] {
             fs::create_dir_all(&dir).map_err(|source| ArkError::Io { path: dir, source })?;
         }
         Self::open(root)
@@ -62,7 +178,7 @@ impl Ark {
     /// Opens an existing archive.
     pub fn open(root: &Path) -> Result<Ark, ArkError> {
         let index_path = root.join("index.sqlite");
-        if !index_path.is_file() && !root.join("bundles").is_dir() {
+        if !index_path.is_file() && !root.join("bundles").is_dir() && !root.join("packs").is_dir() {
             return Err(ArkError::NotAnArchive(root.to_path_buf()));
         }
         let index = Index::open(&index_path)?;
@@ -93,39 +209,104 @@ impl Ark {
         self.root.join("mirrors")
     }
 
+    /// Pack files of the deduplicated store, `packs/<sha256>.pack`.
+    pub fn packs_dir(&self) -> PathBuf {
+        self.root.join("packs")
+    }
+
+    /// Where bundles were kept as whole files before the deduplicated store:
+    /// `bundles/<id>.tar.zst`. Read while the index names them so; `gc` moves them into the
+    /// store.
     pub fn bundles_dir(&self) -> PathBuf {
         self.root.join("bundles")
     }
 
-    pub fn bundle_path(&self, id: &Sha256Digest) -> PathBuf {
+    pub(crate) fn whole_file_path(&self, id: &Sha256Digest) -> PathBuf {
         self.bundles_dir()
             .join(format!("{}{}", id.hex(), bundle::FILE_SUFFIX))
     }
 
-    /// Packs a bundle into the archive and records it. The bundle file is in place before the
-    /// index names it, so a crash in between leaves a complete but unindexed file, never an
-    /// index row without its file.
+    /// Release snapshots registered in the archive, `releases/<name>.json`: gc never frees
+    /// and `rm` never removes a bundle that one of them names (docs/STORAGE.md).
+    pub fn releases_dir(&self) -> PathBuf {
+        self.root.join(super::gc::RELEASES_DIR)
+    }
+
+    pub(crate) fn lock_shared(&self) -> Result<Option<StoreLock>, ArkError> {
+        StoreLock::shared(&self.root).map_err(|source| ArkError::Io {
+            path: self.root.join(super::lock::LOCK_FILE),
+            source,
+        })
+    }
+
+    /// Packs a bundle into the archive's deduplicated store and records it: the pieces the
+    /// store lacks go into one new pack file, renamed into place before the index names it,
+    /// so a crash in between leaves a pack the index does not name (gc removes it), never a
+    /// row without its pieces.
     pub fn pack(
         &mut self,
         inputs: &PackInputs,
         options: &PackOptions,
         progress: &dyn Progress,
     ) -> Result<PackedBundle, ArkError> {
-        let packed = bundle::pack_to_dir(inputs, &self.bundles_dir(), options, progress)?;
+        let plan = bundle::plan(inputs);
+        progress.start("hashing", Some(plan.tar_size()));
+        let (_, id, tar_size) = plan.write_tar(io::sink(), progress)?;
+        progress.finish();
+        let _lock = self.lock_shared()?;
+        let stored_already = self
+            .index
+            .bundles_with_prefix(&id.hex())?
+            .into_iter()
+            .any(|b| b.manifest_piece.is_some());
+        let parts = if stored_already {
+            StoredParts {
+                pack: None,
+                pieces: Vec::new(),
+                manifest_piece: Sha256Digest::of(plan.manifest_bytes()),
+                sketch: super::pieces::sketch(
+                    (0..plan.member_count())
+                        .map(|i| plan.member(i).sha256)
+                        .collect::<Vec<_>>()
+                        .iter(),
+                ),
+                repo: inputs.instance.repo.clone(),
+            }
+        } else {
+            put::put_members(
+                &self.index,
+                &self.packs_dir(),
+                &inputs.instance.repo,
+                &plan,
+                options.level,
+                options.threads,
+                progress,
+            )?
+        };
         crate::failpoint::hit("pack.before-index");
         let row = BundleRow {
-            id: packed.id,
+            id,
             instance_id: inputs.instance.instance_id.clone(),
             format_version: bundle::VERSION,
-            codebase_tree: packed.codebase_tree,
-            tar_size: packed.tar_size,
-            file_size: packed.file_size,
-            member_count: packed.member_count as u64,
-            codebase_files: packed.codebase_files as u64,
+            codebase_tree: plan.codebase_tree(),
+            tar_size,
+            file_size: 0,
+            member_count: plan.member_count() as u64 + 1,
+            codebase_files: plan.codebase_files() as u64,
             packed_at: 0,
+            manifest_piece: Some(parts.manifest_piece),
         };
-        self.index.record_bundle(inputs.instance, &row)?;
-        Ok(packed)
+        self.index
+            .record_stored_bundle(Some(inputs.instance), &row, &parts)?;
+        Ok(PackedBundle {
+            id,
+            path: None,
+            tar_size,
+            file_size: parts.pack.as_ref().map_or(0, |p| p.1),
+            codebase_tree: plan.codebase_tree(),
+            member_count: plan.member_count() + 1,
+            codebase_files: plan.codebase_files(),
+        })
     }
 
     /// Finds one bundle by full id, unique id prefix (4 hex digits at least) or instance id
@@ -151,35 +332,198 @@ impl Ark {
         Err(ArkError::NoSuchBundle(query.to_string()))
     }
 
-    /// Bundle files in `bundles/` that the index does not name (a crash between the rename and
-    /// the index commit leaves one), and temporary files of interrupted writes.
-    pub fn strays(&self) -> Result<(Vec<PathBuf>, Vec<PathBuf>), ArkError> {
-        let dir = self.bundles_dir();
-        let io_err = |source| ArkError::Io {
-            path: dir.clone(),
-            source,
+    /// The bundle `row` names, ready to read, check or unpack. This is how everything reads
+    /// the archive's bundles, whatever way they are stored.
+    pub fn bundle(&self, row: &BundleRow) -> Result<ArkBundle, ArkError> {
+        let lock = self.lock_shared()?;
+        let held = match row.manifest_piece {
+            Some(m) => Held::Stored(Box::new(StoredBundle::load(
+                &self.index,
+                self.packs_dir(),
+                row.id,
+                row.tar_size,
+                m,
+            )?)),
+            None => Held::File(BundleFile::new(self.whole_file_path(&row.id)), row.id),
         };
+        Ok(ArkBundle { held, _lock: lock })
+    }
+
+    /// Writes bundle `row` as a self-contained file, `dir/<id>.tar.zst` (the exchange form:
+    /// the bytes `pack --output` writes for the same bundle). The stream is checked against
+    /// the id as it is written; a mismatch leaves no file.
+    pub fn export_bundle(
+        &self,
+        row: &BundleRow,
+        dir: &Path,
+        options: &PackOptions,
+    ) -> Result<PathBuf, ArkError> {
+        let b = self.bundle(row)?;
+        let mut tar = b.tar(&NoProgress)?;
+        Ok(bundle::write_bundle_file(&mut tar, &row.id, dir, options)?)
+    }
+
+    /// Stores a bundle file (the exchange form, checked member by member and as a whole)
+    /// in the archive, with the instance its `instance.json` holds; returns its row.
+    pub fn import_bundle_file(
+        &mut self,
+        path: &Path,
+        expected: Option<Sha256Digest>,
+        options: &PackOptions,
+        progress: &dyn Progress,
+    ) -> Result<BundleRow, ArkError> {
+        let _lock = self.lock_shared()?;
+        let (row, parts, instance) = self.store_file(path, expected, options, progress)?;
+        crate::failpoint::hit("pack.before-index");
+        self.index
+            .record_stored_bundle(Some(&instance), &row, &parts)?;
+        Ok(row)
+    }
+
+    /// Reads a bundle file into new pieces (written, not yet indexed). The tar is rebuilt
+    /// from its manifest and contents first and must hash to the file's id: what the store
+    /// keeps gives back exactly these bytes.
+    pub(crate) fn store_file(
+        &self,
+        path: &Path,
+        expected: Option<Sha256Digest>,
+        options: &PackOptions,
+        progress: &dyn Progress,
+    ) -> Result<(BundleRow, StoredParts, Instance), ArkError> {
+        let source = BundleFile::new(path);
+        let mut collected = Collected {
+            manifest_bytes: Vec::new(),
+            members: Vec::new(),
+        };
+        let report = bundle::read_members(
+            &source,
+            expected.or_else(|| bundle::id_from_file_name(path)),
+            &Limits::default(),
+            progress,
+            &mut |m| {
+                if m.path == MANIFEST.as_bytes() {
+                    collected.manifest_bytes = m.content.to_vec();
+                } else {
+                    collected.members.push((
+                        m.path.to_vec(),
+                        Sha256Digest::of(m.content),
+                        m.content.to_vec(),
+                    ));
+                }
+                Ok(())
+            },
+        )?;
+        if !report.problems.is_empty() {
+            return Err(BundleError::Failed {
+                path: path.to_path_buf(),
+                problems: report.problems,
+            }
+            .into());
+        }
+        let id = report.id;
+        let not_stored = |detail: String| ArkError::NotStored { bundle: id, detail };
+        {
+            let mut contents: HashMap<Sha256Digest, &[u8]> = collected
+                .members
+                .iter()
+                .map(|(_, sha, c)| (*sha, &c[..]))
+                .collect();
+            contents.insert(
+                Sha256Digest::of(&collected.manifest_bytes),
+                &collected.manifest_bytes,
+            );
+            let mut rebuilt = RebuiltTar::new(
+                &contents,
+                &collected.manifest_bytes,
+                &report.manifest,
+                Some(id),
+                &NoProgress,
+            );
+            io::copy(&mut rebuilt, &mut io::sink()).map_err(|e| {
+                not_stored(format!(
+                    "its tar is not laid out as swe-ark lays bundles out, so it is kept whole ({e})"
+                ))
+            })?;
+        }
+        let instance_json = collected
+            .members
+            .iter()
+            .find(|(p, _, _)| p == b"instance.json")
+            .map(|(_, _, c)| c.clone())
+            .ok_or_else(|| not_stored("it has no instance.json".into()))?;
+        let instance = Instance::from_json(&instance_json)
+            .map_err(|e| not_stored(format!("its instance.json: {e}")))?;
+        let parts = put::put_members(
+            &self.index,
+            &self.packs_dir(),
+            &instance.repo,
+            &collected,
+            options.level,
+            options.threads,
+            progress,
+        )?;
+        let row = BundleRow {
+            id,
+            instance_id: report.manifest.instance_id.clone(),
+            format_version: bundle::VERSION,
+            codebase_tree: report.manifest.codebase_tree,
+            tar_size: report.tar_size,
+            file_size: 0,
+            member_count: report.manifest.members.len() as u64 + 1,
+            codebase_files: report.manifest.codebase_members().count() as u64,
+            packed_at: 0,
+            manifest_piece: Some(parts.manifest_piece),
+        };
+        Ok((row, parts, instance))
+    }
+
+    /// Pack files in `packs/` and whole bundle files in `bundles/` that the index does not
+    /// name (a crash between writing and indexing leaves one; gc removes the packs), and
+    /// temporary files of interrupted writes.
+    pub fn strays(&self) -> Result<(Vec<PathBuf>, Vec<PathBuf>), ArkError> {
+        let packs: std::collections::HashSet<String> =
+            self.index.packs()?.into_iter().map(|p| p.name).collect();
         let known: std::collections::HashSet<Sha256Digest> =
             self.index.bundles()?.into_iter().map(|b| b.id).collect();
         let mut unindexed = Vec::new();
-        match fs::read_dir(&dir) {
-            Ok(rd) => {
-                for entry in rd {
-                    let path = entry.map_err(io_err)?.path();
-                    if let Some(id) = bundle::id_from_file_name(&path)
-                        && !known.contains(&id)
-                    {
-                        unindexed.push(path);
+        let mut temps = Vec::new();
+        for dir in [self.packs_dir(), self.bundles_dir()] {
+            let io_err = |source| ArkError::Io {
+                path: dir.clone(),
+                source,
+            };
+            match fs::read_dir(&dir) {
+                Ok(rd) => {
+                    for entry in rd {
+                        let path = entry.map_err(io_err)?.path();
+                        let named = if let Some(id) = bundle::id_from_file_name(&path) {
+                            known.contains(&id)
+                        } else if let Some(name) = path
+                            .file_name()
+                            .and_then(|n| n.to_str())
+                            .and_then(|n| n.strip_suffix(super::pieces::PACK_SUFFIX))
+                        {
+                            packs.contains(name)
+                        } else {
+                            true
+                        };
+                        if !named {
+                            unindexed.push(path);
+                        }
                     }
                 }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io_err(e)),
             }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io_err(e)),
+            temps.extend(crate::fsutil::stale_temp_files(&dir).map_err(io_err)?);
         }
         unindexed.sort();
-        let mut temps = crate::fsutil::stale_temp_files(&dir).map_err(io_err)?;
+        let objects = self.root.join("objects/sha256");
         temps.extend(
-            crate::fsutil::stale_temp_files(&self.root.join("objects/sha256")).map_err(io_err)?,
+            crate::fsutil::stale_temp_files(&objects).map_err(|source| ArkError::Io {
+                path: objects.clone(),
+                source,
+            })?,
         );
         Ok((unindexed, temps))
     }

@@ -11,6 +11,10 @@ use crate::dataset::Instance;
 use crate::digest::{GitOid, Sha256Digest};
 use crate::failpoint;
 
+mod pieces;
+
+pub use pieces::{NewPiece, PackRow, PieceLoc, RepoStorage, RewrittenPack, StoredParts};
+
 /// Each entry moves the schema from version `i` to `i + 1`.
 const MIGRATIONS: &[&str] = &[
     // 1: instances, bundles, objects.
@@ -114,6 +118,30 @@ const MIGRATIONS: &[&str] = &[
         seconds REAL NOT NULL,
         validated_at INTEGER NOT NULL
     );",
+    // 6: bundles stored deduplicated (docs/STORAGE.md): each distinct member content is a
+    // piece, kept once in a pack file, whole or as a delta against another piece; a bundle is
+    // its bundle.json piece. Bundles from before (manifest_piece NULL) stay whole files.
+    "CREATE TABLE packs (
+        no INTEGER PRIMARY KEY,        -- what pieces refer to
+        name TEXT NOT NULL UNIQUE,     -- sha256 of the file: packs/<name>.pack
+        size INTEGER NOT NULL,         -- bytes of the file
+        repo TEXT NOT NULL,            -- the repository of the bundle that wrote it
+        created_at INTEGER NOT NULL
+    );
+    CREATE TABLE pieces (
+        id BLOB PRIMARY KEY,           -- sha256 of the content (32 bytes)
+        pack INTEGER NOT NULL REFERENCES packs(no) DEFERRABLE INITIALLY DEFERRED,
+        offset INTEGER NOT NULL,       -- where its zstd frame starts in the pack
+        length INTEGER NOT NULL,       -- the frame's bytes
+        size INTEGER NOT NULL,         -- the content's bytes
+        base BLOB REFERENCES pieces(id) DEFERRABLE INITIALLY DEFERRED, -- delta against this
+        depth INTEGER NOT NULL         -- deltas between it and a whole piece (0: whole)
+    ) WITHOUT ROWID;
+    CREATE INDEX pieces_pack ON pieces(pack);
+    CREATE INDEX pieces_base ON pieces(base);
+    ALTER TABLE bundles ADD COLUMN manifest_piece BLOB
+        REFERENCES pieces(id) DEFERRABLE INITIALLY DEFERRED;
+    ALTER TABLE bundles ADD COLUMN sketch BLOB;   -- the smallest member hashes, for similarity",
 ];
 
 /// The schema version this swe-ark writes.
@@ -162,6 +190,9 @@ pub struct BundleRow {
     pub member_count: u64,
     pub codebase_files: u64,
     pub packed_at: i64,
+    /// The piece holding its `bundle.json`, when the bundle is in the deduplicated store;
+    /// `None` for a whole `.tar.zst` file kept from before (`bundles/<id>.tar.zst`).
+    pub manifest_piece: Option<Sha256Digest>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -259,7 +290,7 @@ fn upsert_instance(conn: &Connection, instance: &Instance, t: i64) -> rusqlite::
 }
 
 const BUNDLE_COLUMNS: &str = "id, instance_id, format_version, codebase_tree, tar_size, \
-                              file_size, member_count, codebase_files, packed_at";
+                              file_size, member_count, codebase_files, packed_at, manifest_piece";
 
 impl Index {
     /// Opens (creating if needed) the index at `path` and brings its schema up to date.
@@ -646,6 +677,7 @@ impl Index {
                 r.get::<_, i64>(6)?,
                 r.get::<_, i64>(7)?,
                 r.get::<_, i64>(8)?,
+                r.get::<_, Option<Vec<u8>>>(9)?,
             ))
         };
         let rows = if clause.contains("?1") {
@@ -656,7 +688,7 @@ impl Index {
         .map_err(self.err())?;
         let mut out = Vec::new();
         for row in rows {
-            let (id, instance_id, fv, tree, tar, file, members, files, packed) =
+            let (id, instance_id, fv, tree, tar, file, members, files, packed, manifest) =
                 row.map_err(self.err())?;
             out.push(BundleRow {
                 id: self.digest(id)?,
@@ -668,6 +700,7 @@ impl Index {
                 member_count: members as u64,
                 codebase_files: files as u64,
                 packed_at: packed,
+                manifest_piece: manifest.map(|b| self.blob_digest(&b)).transpose()?,
             });
         }
         Ok(out)

@@ -1,19 +1,31 @@
-//! The archive directory: its layout, the content-addressed object store and the SQLite index.
+//! The archive directory: its layout, the content-addressed object store, the deduplicated
+//! bundle store and the SQLite index.
 //!
 //! ```text
 //! ark/
-//!   index.sqlite             instances, bundles, objects (WAL; schema version in user_version)
+//!   index.sqlite             instances, bundles, pieces, packs, objects (WAL; schema version
+//!                            in user_version)
+//!   packs/<sha256>.pack      bundle contents, deduplicated (docs/STORAGE.md)
 //!   objects/sha256/ab/cd…    objects by sha256 (first two hex digits, then the other 62)
-//!   bundles/<sha256>.tar.zst
+//!   releases/<name>.json     release snapshots whose bundles gc keeps
+//!   bundles/<sha256>.tar.zst whole bundle files from before the deduplicated store
 //! ```
 
 mod ark;
+mod gc;
 mod index;
+mod lock;
 mod objects;
+mod pieces;
+mod put;
+mod stored;
 
-pub use ark::{Ark, ArkError};
+pub use ark::{Ark, ArkBundle, ArkError};
+pub use gc::{GcReport, RELEASES_DIR, release_names};
 pub use index::{
-    BundleRow, Index, IndexError, InstanceRow, LockRow, MirrorRow, ObjectRow, PinRow,
-    SCHEMA_VERSION, ValidationRow,
+    BundleRow, Index, IndexError, InstanceRow, LockRow, MirrorRow, ObjectRow, PackRow, PieceLoc,
+    PinRow, RepoStorage, SCHEMA_VERSION, ValidationRow,
 };
 pub use objects::{ObjectError, ObjectStore, VerifyingReader};
+pub use pieces::{MAX_DEPTH, PieceError};
+pub use stored::StoredBundle;

@@ -94,8 +94,35 @@ impl TestContext {
         last_line(&out.stdout)
     }
 
+    /// The bundle `id` of the archive as a self-contained file (`swe-ark export-bundle`),
+    /// `<tmp>/exported/<id>.tar.zst`, written anew on each call.
     pub fn bundle_path(&self, id: &str) -> PathBuf {
-        self.ark().join("bundles").join(format!("{id}.tar.zst"))
+        let dir = self.path("exported");
+        let out = self.run_expect(
+            &[
+                OsStr::new("export-bundle"),
+                OsStr::new(id),
+                OsStr::new("-o"),
+                dir.as_os_str(),
+            ],
+            0,
+        );
+        let path = dir.join(format!("{id}.tar.zst"));
+        assert_eq!(last_line(&out.stdout), path.display().to_string());
+        path
+    }
+
+    /// The archive's pack files.
+    pub fn pack_files(&self) -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = fs::read_dir(self.ark().join("packs"))
+            .map(|rd| {
+                rd.map(|e| e.unwrap().path())
+                    .filter(|p| p.extension().is_some_and(|e| e == "pack"))
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
     }
 }
 

@@ -1,0 +1,133 @@
+//! `swe-ark gc`, `swe-ark rm` and `swe-ark export-bundle`: the deduplicated store's upkeep
+//! and its way out (docs/STORAGE.md).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::bail;
+
+use crate::bundle::PackOptions;
+use crate::digest::Sha256Digest;
+use crate::store::Ark;
+
+use super::Context;
+use super::output::human_bytes;
+
+#[derive(Debug, clap::Args)]
+pub struct GcArgs {
+    /// Say what would be freed; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// zstd level for bundles moved from whole files into the store.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(i32).range(1..=22))]
+    pub level: i32,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn gc(ctx: &Context, args: GcArgs) -> anyhow::Result<ExitCode> {
+    let mut ark = Ark::open(&ctx.ark)?;
+    let progress = ctx.progress();
+    let options = PackOptions {
+        level: args.level,
+        threads: 0,
+    };
+    let r = ark.gc(&options, args.dry_run, progress.as_ref())?;
+    if args.json {
+        out!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        let verb = if args.dry_run { "would free" } else { "freed" };
+        for id in &r.migrated {
+            ctx.note(format!("moved the whole bundle file {id} into the store"));
+        }
+        for (id, why) in &r.not_migrated {
+            ctx.note(format!("kept the whole bundle file {id} as it is: {why}"));
+        }
+        for (release, id) in &r.release_bundles_missing {
+            ctx.note(format!(
+                "note: release snapshot `{release}` names {id}, which is neither a bundle nor an object of this archive"
+            ));
+        }
+        let freed = r.bytes_before.saturating_sub(r.bytes_after);
+        out!(
+            "{} pieces live, {} dead; {} packs removed, {} rewritten; {} files removed; {verb} {} ({} -> {})",
+            r.live_pieces,
+            r.dead_pieces,
+            r.packs_removed,
+            r.packs_rewritten,
+            r.files_removed.len(),
+            human_bytes(freed),
+            human_bytes(r.bytes_before),
+            human_bytes(r.bytes_after)
+        );
+    }
+    Ok(if r.not_migrated.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RmArgs {
+    /// Bundle ids, unique prefixes, or instance ids (all of that instance's bundles).
+    #[arg(required = true)]
+    pub ids: Vec<String>,
+}
+
+pub fn rm(ctx: &Context, args: RmArgs) -> anyhow::Result<ExitCode> {
+    let mut ark = Ark::open(&ctx.ark)?;
+    let mut ids: Vec<Sha256Digest> = Vec::new();
+    for q in &args.ids {
+        let of_instance = ark.index().bundles_of_instance(q)?;
+        if of_instance.is_empty() {
+            ids.push(ark.resolve(q)?.id);
+        } else {
+            ids.extend(of_instance.iter().map(|b| b.id));
+        }
+    }
+    ids.sort();
+    ids.dedup();
+    let n = ark.remove_bundles(&ids)?;
+    for id in &ids {
+        out!("{id}");
+    }
+    ctx.note(format!(
+        "removed {n} bundle(s) from the index; `swe-ark gc` frees what only they used"
+    ));
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ExportBundleArgs {
+    /// Bundle ids, unique prefixes, or instance ids (the newest bundle of each).
+    #[arg(required = true)]
+    pub ids: Vec<String>,
+    /// The directory the files go to, as <id>.tar.zst.
+    #[arg(short, long, value_name = "DIR")]
+    pub output: PathBuf,
+    /// zstd level; the bundle id does not depend on it (3 gives the bytes `pack --output` gives).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(i32).range(1..=22))]
+    pub level: i32,
+}
+
+pub fn export_bundle(ctx: &Context, args: ExportBundleArgs) -> anyhow::Result<ExitCode> {
+    let ark = Ark::open(&ctx.ark)?;
+    let options = PackOptions {
+        level: args.level,
+        threads: 0,
+    };
+    let mut rows = Vec::new();
+    for q in &args.ids {
+        rows.push(ark.resolve(q)?);
+    }
+    if rows.is_empty() {
+        bail!("no bundle to export");
+    }
+    for row in rows {
+        let path = ark.export_bundle(&row, &args.output, &options)?;
+        out!("{}", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}

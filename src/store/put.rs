@@ -1,0 +1,344 @@
+//! Storing a bundle: its member contents that the store does not hold yet become pieces in
+//! one new pack, each compressed whole or as a delta against the same path's content in the
+//! most similar bundles already stored (docs/STORAGE.md says why this way).
+
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+
+use rayon::prelude::*;
+
+use crate::bundle::{BundleError, MANIFEST, PackPlan};
+use crate::digest::Sha256Digest;
+use crate::progress::Progress;
+
+use super::ark::ArkError;
+use super::index::{Index, NewPiece, StoredParts};
+use super::pieces::{
+    self, MAX_DEPTH, PackWriter, PieceReader, STREAM_MIN, compress_piece, similarity, sketch,
+};
+use super::stored::parse_manifest;
+
+/// How many similar bundles lend their pieces as delta bases.
+const PARENTS: usize = 4;
+/// How many bases a new piece is tried against.
+const CANDIDATES: usize = 2;
+
+/// A bundle's members as storing needs them: `bundle.json`, then every member in tar order.
+pub trait Members: Sync {
+    fn manifest_bytes(&self) -> &[u8];
+    fn count(&self) -> usize;
+    fn path(&self, i: usize) -> &[u8];
+    fn sha256(&self, i: usize) -> Sha256Digest;
+    fn size(&self, i: usize) -> u64;
+    /// The content, checked against `sha256` when it is read from somewhere that could have
+    /// changed.
+    fn content(&self, i: usize) -> Result<Cow<'_, [u8]>, BundleError>;
+}
+
+impl Members for PackPlan<'_> {
+    fn manifest_bytes(&self) -> &[u8] {
+        PackPlan::manifest_bytes(self)
+    }
+    fn count(&self) -> usize {
+        self.member_count()
+    }
+    fn path(&self, i: usize) -> &[u8] {
+        self.member(i).path
+    }
+    fn sha256(&self, i: usize) -> Sha256Digest {
+        self.member(i).sha256
+    }
+    fn size(&self, i: usize) -> u64 {
+        self.member(i).size
+    }
+    fn content(&self, i: usize) -> Result<Cow<'_, [u8]>, BundleError> {
+        PackPlan::content(self, i)
+    }
+}
+
+/// Members read out of a bundle file, each with the sha256 of what was read.
+pub struct Collected {
+    pub manifest_bytes: Vec<u8>,
+    pub members: Vec<(Vec<u8>, Sha256Digest, Vec<u8>)>,
+}
+
+impl Members for Collected {
+    fn manifest_bytes(&self) -> &[u8] {
+        &self.manifest_bytes
+    }
+    fn count(&self) -> usize {
+        self.members.len()
+    }
+    fn path(&self, i: usize) -> &[u8] {
+        &self.members[i].0
+    }
+    fn sha256(&self, i: usize) -> Sha256Digest {
+        self.members[i].1
+    }
+    fn size(&self, i: usize) -> u64 {
+        self.members[i].2.len() as u64
+    }
+    fn content(&self, i: usize) -> Result<Cow<'_, [u8]>, BundleError> {
+        Ok(Cow::Borrowed(&self.members[i].2))
+    }
+}
+
+/// A compressed piece and the base its delta needs.
+type Frame = (Vec<u8>, Option<Sha256Digest>);
+
+/// Which member a new piece comes from.
+#[derive(Clone, Copy)]
+enum Source {
+    Manifest,
+    Member(usize),
+}
+
+struct NewOne {
+    id: Sha256Digest,
+    from: Source,
+    size: u64,
+}
+
+fn path_of(m: &dyn Members, from: Source) -> &[u8] {
+    match from {
+        Source::Manifest => MANIFEST.as_bytes(),
+        Source::Member(i) => m.path(i),
+    }
+}
+
+fn content_of(m: &dyn Members, from: Source) -> Result<Cow<'_, [u8]>, BundleError> {
+    match from {
+        Source::Manifest => Ok(Cow::Borrowed(m.manifest_bytes())),
+        Source::Member(i) => m.content(i),
+    }
+}
+
+/// Runs `f` on a pool of `threads` workers (0: rayon's global pool, one per core).
+pub fn with_threads<R: Send>(threads: u32, f: impl FnOnce() -> R + Send) -> R {
+    if threads == 0 {
+        return f();
+    }
+    match rayon::ThreadPoolBuilder::new()
+        .num_threads(threads as usize)
+        .build()
+    {
+        Ok(pool) => pool.install(f),
+        Err(_) => f(),
+    }
+}
+
+/// Stores what the store lacks of `members` in a new pack under `packs_dir`; returns what
+/// the index must record. The caller holds the store lock, so no piece it picks as a base can
+/// go before the index names the new ones.
+pub fn put_members(
+    index: &Index,
+    packs_dir: &Path,
+    repo: &str,
+    members: &dyn Members,
+    level: i32,
+    threads: u32,
+    progress: &dyn Progress,
+) -> Result<StoredParts, ArkError> {
+    let manifest_piece = Sha256Digest::of(members.manifest_bytes());
+    let member_sketch = sketch(
+        (0..members.count())
+            .map(|i| members.sha256(i))
+            .collect::<Vec<_>>()
+            .iter(),
+    );
+    // The new pieces, each once, in tar order.
+    let mut all: Vec<(Sha256Digest, Source, u64)> = vec![(
+        manifest_piece,
+        Source::Manifest,
+        members.manifest_bytes().len() as u64,
+    )];
+    all.extend(
+        (0..members.count()).map(|i| (members.sha256(i), Source::Member(i), members.size(i))),
+    );
+    let ids: Vec<Sha256Digest> = all.iter().map(|a| a.0).collect();
+    let existing = index.existing_pieces(&ids)?;
+    let mut seen = HashSet::new();
+    let new: Vec<NewOne> = all
+        .into_iter()
+        .filter(|(id, _, _)| !existing.contains(id) && seen.insert(*id))
+        .map(|(id, from, size)| NewOne { id, from, size })
+        .collect();
+    let mut parts = StoredParts {
+        pack: None,
+        pieces: Vec::new(),
+        manifest_piece,
+        sketch: member_sketch.clone(),
+        repo: repo.to_string(),
+    };
+    if new.is_empty() {
+        return Ok(parts);
+    }
+
+    // The most similar stored bundles of the same repository, and what they hold at the
+    // paths of the new pieces: the bases to try.
+    let mut reader = PieceReader::new(packs_dir.to_path_buf());
+    let mut ranked: Vec<(usize, Sha256Digest, Sha256Digest)> = index
+        .sketches(repo)?
+        .into_iter()
+        .map(|s| {
+            (
+                similarity(&member_sketch, &s.sketch),
+                s.bundle,
+                s.manifest_piece,
+            )
+        })
+        .filter(|(sim, _, _)| *sim > 0)
+        .collect();
+    ranked.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    ranked.truncate(PARENTS);
+    let parent_manifests: Vec<Sha256Digest> = ranked.iter().map(|r| r.2).collect();
+    reader.load(index, &parent_manifests)?;
+    let wanted: HashSet<&[u8]> = new
+        .iter()
+        .filter_map(|n| match n.from {
+            Source::Member(i) => Some(members.path(i)),
+            Source::Manifest => None,
+        })
+        .collect();
+    let mut at_path: HashMap<Vec<u8>, Vec<Sha256Digest>> = HashMap::new();
+    for m in &parent_manifests {
+        let parsed = reader
+            .get_checked(m)
+            .map_err(|e| e.to_string())
+            .and_then(|b| parse_manifest(Path::new("bundle.json"), &b).map_err(|e| e.to_string()));
+        let manifest = match parsed {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::warn!("a stored bundle.json is not usable as a delta base: {e}");
+                continue;
+            }
+        };
+        at_path
+            .entry(MANIFEST.as_bytes().to_vec())
+            .or_default()
+            .push(*m);
+        for mm in manifest.members {
+            if wanted.contains(&mm.path[..]) {
+                let v = at_path.entry(mm.path).or_default();
+                if !v.contains(&mm.sha256) {
+                    v.push(mm.sha256);
+                }
+            }
+        }
+    }
+    let candidate_ids: Vec<Sha256Digest> = {
+        let mut v: Vec<Sha256Digest> = at_path.values().flatten().copied().collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    reader.load(index, &candidate_ids)?;
+    let bases_of = |n: &NewOne| -> Vec<Sha256Digest> {
+        at_path
+            .get(path_of(members, n.from))
+            .map(|v| {
+                v.iter()
+                    .filter(|c| {
+                        **c != n.id
+                            && reader.loc(c).is_some_and(|l| {
+                                l.depth < MAX_DEPTH && l.size <= pieces::DELTA_MAX && l.size >= 64
+                            })
+                    })
+                    .take(CANDIDATES)
+                    .copied()
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let plan: Vec<(usize, Vec<Sha256Digest>)> = new
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let bases = if n.size <= pieces::DELTA_MAX {
+                bases_of(n)
+            } else {
+                Vec::new()
+            };
+            (i, bases)
+        })
+        .collect();
+    let mut needed: Vec<Sha256Digest> = plan.iter().flat_map(|(_, b)| b.iter().copied()).collect();
+    needed.sort();
+    needed.dedup();
+
+    let total: u64 = new.iter().map(|n| n.size).sum();
+    progress.start("storing", Some(total));
+    let frames: Vec<Result<Option<Frame>, ArkError>> =
+        with_threads(threads, || {
+            // Bases are re-hashed before anything is built on them.
+            let base_content: HashMap<Sha256Digest, Vec<u8>> = needed
+                .par_iter()
+                .filter_map(|id| match reader.get_checked(id) {
+                    Ok(c) => Some((*id, c)),
+                    Err(e) => {
+                        tracing::warn!("piece {id} is not usable as a delta base: {e}");
+                        None
+                    }
+                })
+                .collect();
+            plan.par_iter()
+                .map(|(i, bases)| {
+                    let n = &new[*i];
+                    if n.size >= STREAM_MIN {
+                        return Ok(None);
+                    }
+                    let content = content_of(members, n.from)?;
+                    let bases: Vec<(Sha256Digest, &[u8])> = bases
+                        .iter()
+                        .filter_map(|b| base_content.get(b).map(|c| (*b, &c[..])))
+                        .collect();
+                    let frame =
+                        compress_piece(&content, &bases, level).map_err(|e| ArkError::Io {
+                            path: packs_dir.to_path_buf(),
+                            source: e,
+                        })?;
+                    progress.advance(n.size);
+                    Ok(Some(frame))
+                })
+                .collect()
+        });
+    let io_err = |source| ArkError::Io {
+        path: packs_dir.to_path_buf(),
+        source,
+    };
+    let mut pack = PackWriter::create(packs_dir).map_err(io_err)?;
+    let half = new.len() / 2;
+    for (k, (n, frame)) in new.iter().zip(frames).enumerate() {
+        if k == half {
+            crate::failpoint::hit("pack.mid-store");
+        }
+        let (offset, length, base) = match frame? {
+            Some((frame, base)) => (
+                pack.append(&frame).map_err(io_err)?,
+                frame.len() as u64,
+                base,
+            ),
+            None => {
+                let content = content_of(members, n.from)?;
+                let (offset, length) = pack
+                    .append_stream(&mut &content[..], n.size, level, threads)
+                    .map_err(io_err)?;
+                progress.advance(n.size);
+                (offset, length, None)
+            }
+        };
+        let depth = base.and_then(|b| reader.loc(&b)).map_or(0, |l| l.depth + 1);
+        parts.pieces.push(NewPiece {
+            id: n.id,
+            offset,
+            length,
+            size: n.size,
+            base,
+            depth,
+        });
+    }
+    progress.finish();
+    parts.pack = Some(pack.finish().map_err(io_err)?);
+    Ok(parts)
+}
