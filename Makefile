@@ -30,12 +30,19 @@ lint:
 fmt:
 	$(CARGO) fmt --all
 
+# A bare git repository for bench_dedup.py (the archive's size on a real history); it is
+# skipped, with a message, when the path does not exist. Override: make bench
+# SWE_ARK_BENCH_REPO=/path/to/repo.git
+SWE_ARK_BENCH_REPO ?= /work/.mirror/sqlfluff+sqlfluff/repo
+
 # Pack/unpack against tar | zstd on a generated 200 MB / 20,000-file tree; pack from a
 # mirror against git archive | zstd, and mirror add/update, on a generated 2,500-commit repo;
-# an offline environment build from a lock against pip install --no-index of the same wheels
-# (its lock step needs PyPI once).
+# the deduplicated store's size on 60 commits of a real repository against git's own
+# packing; an offline environment build from a lock against pip install --no-index of the
+# same wheels (its lock step needs PyPI once).
 bench: tools build
 	python3 bench/bench.py --swe-ark $(BIN)
+	python3 bench/bench_dedup.py --swe-ark $(BIN) --repo "$(SWE_ARK_BENCH_REPO)"
 	python3 bench/bench_mirror.py --swe-ark $(BIN)
 	python3 bench/bench_env.py --swe-ark $(BIN)
 	python3 bench/bench_validate.py --swe-ark $(BIN)

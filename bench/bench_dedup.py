@@ -28,6 +28,7 @@ Usage: python3 bench/bench_dedup.py --swe-ark target/release/swe-ark [--repo BAR
 import argparse
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -137,7 +138,11 @@ def bench(args):
 
     times = {"pack": [], "pack-file": [], "unpack": [], "unpack-file": []}
     ids = []
-    for i, c in enumerate(new_commits):
+    order_of_packing = list(enumerate(new_commits))
+    if args.order == "shuffled":
+        # SWE-bench's instances are not in history order; a fixed seed keeps runs comparable.
+        random.Random(1).shuffle(order_of_packing)
+    for i, c in order_of_packing:
         inst = os.path.join(scratch.root, f"inst-{i}.json")
         benchlib.write_instance(inst, f"{args.name.replace('/', '__')}-{i}", args.name, c, "src")
         store = [swe_ark, "--ark", ark, "-q", "pack", "--repo", args.name, "--instance", inst]
@@ -156,7 +161,7 @@ def bench(args):
             raise BenchError(f"commit {i}: the store says {printed['pack']}, the file "
                              f"{printed['pack-file']}")
         ids.append(printed["pack"])
-        log(f"commit {i + 1}/{len(new_commits)}: pack {times['pack'][-1]:.2f} s, "
+        log(f"commit {i + 1} ({len(ids)}/{len(new_commits)}): pack {times['pack'][-1]:.2f} s, "
             f"pack --output {times['pack-file'][-1]:.2f} s")
 
     # (a) and (b)
@@ -209,7 +214,7 @@ def bench(args):
 
     summary = {
         "machine": benchlib.machine(swe_ark, ("git", "zstd")),
-        "repo": {"path": repo, "name": args.name, "commits": commits,
+        "repo": {"path": repo, "name": args.name, "commits": commits, "order": args.order,
                  "tree_and_blob_objects": objects.count(b"\n")},
         "sizes": {
             "logical_tar_bytes": logical,
@@ -253,7 +258,8 @@ def report(s):
     print(f"  machine    {m['cores']} cores ({m['usable_cores']} usable), {m['platform']}")
     print(f"  tools      {m['swe_ark']}; {m['git']}; {m['zstd']}")
     print(f"  repository {r['name']} from {r['path']}: {len(r['commits'])} commits spread over "
-          f"its history, {r['tree_and_blob_objects']:,} distinct trees and blobs")
+          f"its history, {r['tree_and_blob_objects']:,} distinct trees and blobs; packed "
+          f"{'oldest first' if r['order'] == 'history' else 'in a shuffled order'}")
     print()
     print(f"  {'':<44}{'bytes':>15}")
     print(f"  {'logical: the bundles uncompressed':<44}{z['logical_tar_bytes']:>15,}")
@@ -288,6 +294,9 @@ def main():
                    help="OWNER/NAME for the mirror (default: from the repository's path, "
                         "`OWNER+NAME/repo` as snapshots are laid out, else bench/real)")
     p.add_argument("--commits", type=int, default=60, help="instances to pack (default 60)")
+    p.add_argument("--order", choices=("history", "shuffled"), default="history",
+                   help="pack the instances oldest first (default), or in a fixed shuffled "
+                        "order, as a dataset lists them")
     p.add_argument("--workdir", default="target/bench", help="where scratch files go")
     p.add_argument("--json", metavar="FILE", help="write the JSON summary here instead of stdout")
     args = p.parse_args()

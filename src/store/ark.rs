@@ -250,30 +250,12 @@ impl Ark {
         progress: &dyn Progress,
     ) -> Result<PackedBundle, ArkError> {
         let plan = bundle::plan(inputs);
-        progress.start("hashing", Some(plan.tar_size()));
-        let (_, id, tar_size) = plan.write_tar(io::sink(), progress)?;
-        progress.finish();
         let _lock = self.lock_shared()?;
-        let stored_already = self
-            .index
-            .bundles_with_prefix(&id.hex())?
-            .into_iter()
-            .any(|b| b.manifest_piece.is_some());
-        let parts = if stored_already {
-            StoredParts {
-                pack: None,
-                pieces: Vec::new(),
-                manifest_piece: Sha256Digest::of(plan.manifest_bytes()),
-                sketch: super::pieces::sketch(
-                    (0..plan.member_count())
-                        .map(|i| plan.member(i).sha256)
-                        .collect::<Vec<_>>()
-                        .iter(),
-                ),
-                repo: inputs.instance.repo.clone(),
-            }
-        } else {
-            put::put_members(
+        // The tar is hashed (for the id) while its new pieces are compressed: nothing in one
+        // depends on the other. A bundle stored already finds every piece there.
+        let (hashed, parts) = std::thread::scope(|s| {
+            let hashing = s.spawn(|| plan.write_tar(io::sink(), &NoProgress));
+            let parts = put::put_members(
                 &self.index,
                 &self.packs_dir(),
                 &inputs.instance.repo,
@@ -281,8 +263,19 @@ impl Ark {
                 options.level,
                 options.threads,
                 progress,
-            )?
+            );
+            (hashing.join(), parts)
+        });
+        let (_, id, tar_size) = match hashed {
+            Ok(h) => h?,
+            Err(_) => {
+                return Err(ArkError::Io {
+                    path: self.packs_dir(),
+                    source: io::Error::other("the thread hashing the tar panicked"),
+                });
+            }
         };
+        let parts = parts?;
         crate::failpoint::hit("pack.before-index");
         let row = BundleRow {
             id,

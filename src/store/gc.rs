@@ -21,7 +21,7 @@ use crate::progress::Progress;
 use super::ark::{Ark, ArkError};
 use super::index::{PieceLoc, RewrittenPack};
 use super::lock::StoreLock;
-use super::pieces::{PACK_MAGIC, PACK_SUFFIX, PackWriter, PieceReader, pack_path};
+use super::pieces::{PACK_MAGIC, PACK_SUFFIX, PackWriter, PieceReader, compress_block, pack_path};
 use super::stored::parse_manifest;
 
 /// Release snapshots registered in an archive: `<ark>/releases/<name>.json`.
@@ -278,24 +278,36 @@ impl Ark {
         let mut dead_pieces = Vec::new();
         let mut dead_packs = Vec::new();
         let mut rewritten = Vec::new();
-        let mut new_files = Vec::new();
         for pack in &packs {
-            let mut pieces = by_pack.remove(&pack.no).unwrap_or_default();
-            pieces.sort_by_key(|(_, l)| l.offset);
-            let (keep, drop): (Vec<_>, Vec<_>) =
-                pieces.into_iter().partition(|(id, _)| live.contains(id));
-            report.live_pieces += keep.len() as u64;
-            report.dead_pieces += drop.len() as u64;
-            dead_pieces.extend(drop.iter().map(|(id, _)| *id));
-            let framed: u64 = keep.iter().map(|(_, l)| l.length).sum::<u64>()
-                + drop.iter().map(|(_, l)| l.length).sum::<u64>();
+            let pieces = by_pack.remove(&pack.no).unwrap_or_default();
+            // The pack's frames (a block holds several pieces), in the order they are in.
+            let mut frames: BTreeMap<u64, Vec<(Sha256Digest, PieceLoc)>> = BTreeMap::new();
+            for (id, loc) in pieces {
+                frames.entry(loc.offset).or_default().push((id, loc));
+            }
+            let framed: u64 = frames.values().map(|f| f[0].1.length).sum();
             let slack = pack.size.saturating_sub(PACK_MAGIC.len() as u64 + framed);
-            if keep.is_empty() {
+            let mut any_live = false;
+            let mut any_dead = false;
+            for f in frames.values_mut() {
+                f.sort_by_key(|(_, l)| l.skip);
+                for (id, _) in f.iter() {
+                    if live.contains(id) {
+                        any_live = true;
+                        report.live_pieces += 1;
+                    } else {
+                        any_dead = true;
+                        report.dead_pieces += 1;
+                        dead_pieces.push(*id);
+                    }
+                }
+            }
+            if !any_live {
                 dead_packs.push(pack.no);
                 report.packs_removed += 1;
                 continue;
             }
-            if drop.is_empty() && slack == 0 {
+            if !any_dead && slack == 0 {
                 continue;
             }
             report.packs_rewritten += 1;
@@ -303,17 +315,39 @@ impl Ark {
             if dry_run {
                 continue;
             }
-            // The live pieces, re-hashed, into a new pack; frames are copied as they are.
+            // The live pieces, re-hashed, into a new pack: a frame whose pieces all live is
+            // copied as it is, a block that lost some is made again from the rest.
             let io_err = io_at(&root);
             let mut w = PackWriter::create(&self.packs_dir()).map_err(&io_err)?;
             let mut moved = Vec::new();
-            for (id, _) in &keep {
-                reader.get_checked(id)?;
-                let frame = reader.frame(id)?;
-                moved.push((*id, w.append(&frame).map_err(&io_err)?));
+            for f in frames.values() {
+                let kept: Vec<&(Sha256Digest, PieceLoc)> =
+                    f.iter().filter(|(id, _)| live.contains(id)).collect();
+                if kept.is_empty() {
+                    continue;
+                }
+                let mut contents = Vec::new();
+                for (id, _) in &kept {
+                    contents.push(reader.get_checked(id)?);
+                }
+                if kept.len() == f.len() {
+                    let frame = reader.frame(&f[0].0)?;
+                    let offset = w.append(&frame).map_err(&io_err)?;
+                    for (id, loc) in &kept {
+                        moved.push((*id, offset, frame.len() as u64, loc.skip));
+                    }
+                } else {
+                    let frame =
+                        compress_block(&contents.concat(), options.level).map_err(&io_err)?;
+                    let offset = w.append(&frame).map_err(&io_err)?;
+                    let mut skip = 0;
+                    for ((id, _), c) in kept.iter().zip(&contents) {
+                        moved.push((*id, offset, frame.len() as u64, skip));
+                        skip += c.len() as u64;
+                    }
+                }
             }
             let (name, size) = w.finish().map_err(&io_err)?;
-            new_files.push(name.clone());
             rewritten.push(RewrittenPack {
                 name,
                 size,
@@ -415,7 +449,11 @@ impl Ark {
                 None => roots.push(*id),
             }
         }
-        roots.sort();
+        // Whole pieces in the order they are stored, so that each block is decoded once.
+        roots.sort_by_key(|id| {
+            let l = &reader.locs()[id];
+            (l.pack, l.offset, l.skip)
+        });
         progress.start("checking pieces", Some(reader.locs().len() as u64));
         let mut checked = 0u64;
         let mut stack: Vec<(Sha256Digest, Option<std::rc::Rc<Vec<u8>>>)> =

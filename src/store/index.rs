@@ -133,6 +133,8 @@ const MIGRATIONS: &[&str] = &[
         pack INTEGER NOT NULL REFERENCES packs(no) DEFERRABLE INITIALLY DEFERRED,
         offset INTEGER NOT NULL,       -- where its zstd frame starts in the pack
         length INTEGER NOT NULL,       -- the frame's bytes
+        skip INTEGER NOT NULL,         -- where it starts in the frame's content (a frame may
+                                       -- hold several whole pieces, one after the other)
         size INTEGER NOT NULL,         -- the content's bytes
         base BLOB REFERENCES pieces(id) DEFERRABLE INITIALLY DEFERRED, -- delta against this
         depth INTEGER NOT NULL         -- deltas between it and a whole piece (0: whole)

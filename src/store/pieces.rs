@@ -1,12 +1,14 @@
 //! Pieces and packs: the deduplicated store under the bundles (docs/STORAGE.md).
 //!
 //! A piece is one distinct member content (a file, a symlink target, a `bundle.json`), named
-//! by its sha256 and kept once, as one zstd frame in a pack file: whole, or as a delta against
-//! another piece (zstd with that piece's content as a raw dictionary, as `zstd --patch-from`
-//! does). A pack holds the new pieces of one bundle. The index says where each piece is.
+//! by its sha256 and kept once in a pack file: as a delta against another piece (a zstd frame
+//! made with that piece's content as a raw dictionary, as `zstd --patch-from` does), or whole,
+//! in a block (one zstd frame holding several whole pieces one after the other, so that small
+//! files compress with their neighbours' context). A pack holds the new pieces of one bundle.
+//! The index says where each piece is.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
 use std::os::unix::fs::FileExt;
@@ -32,6 +34,15 @@ pub const MAX_DEPTH: u32 = 50;
 pub const DELTA_MAX: u64 = 16 << 20;
 /// Pieces at least this large are compressed and read as streams, never whole in memory.
 pub const STREAM_MIN: u64 = 32 << 20;
+/// Whole pieces are gathered into blocks of about this many bytes (content): a reader
+/// decodes a whole block to get one piece of it, and keeps the last few blocks.
+pub const BLOCK: u64 = 1 << 20;
+/// How many bytes of decoded blocks a reader keeps. A bundle's members sit in blocks of every
+/// pack that first stored one of them, visited in path order, so blocks come back often: a
+/// reader that kept only a few decoded most blocks many times over.
+const BLOCK_CACHE: usize = 128 << 20;
+/// Where a block's frame is: (pack number, offset in the pack).
+type BlockKey = (i64, u64);
 /// A base shorter than this is not worth a delta.
 const DELTA_MIN_BASE: usize = 64;
 /// The first bytes of a zstd dictionary: a base that starts with them would be read as a
@@ -69,6 +80,8 @@ pub struct PieceReader {
     locs: HashMap<Sha256Digest, PieceLoc>,
     pack_names: HashMap<i64, String>,
     files: Mutex<HashMap<i64, Arc<File>>>,
+    /// Decoded blocks by (pack, offset), most recent last.
+    blocks: Mutex<VecDeque<(BlockKey, Arc<Vec<u8>>)>>,
 }
 
 impl PieceReader {
@@ -78,6 +91,7 @@ impl PieceReader {
             locs: HashMap::new(),
             pack_names: HashMap::new(),
             files: Mutex::new(HashMap::new()),
+            blocks: Mutex::new(VecDeque::new()),
         }
     }
 
@@ -147,9 +161,13 @@ impl PieceReader {
         Ok(f)
     }
 
-    /// The stored frame of a piece, as it is in its pack.
+    /// The stored frame of a piece, as it is in its pack (a block's frame holds others too).
     pub fn frame(&self, id: &Sha256Digest) -> Result<Vec<u8>, PieceError> {
         let loc = self.locs.get(id).ok_or(PieceError::Missing(*id))?;
+        self.frame_at(loc)
+    }
+
+    fn frame_at(&self, loc: &PieceLoc) -> Result<Vec<u8>, PieceError> {
         let f = self.file(loc.pack)?;
         let mut buf = vec![0u8; loc.length as usize];
         f.read_exact_at(&mut buf, loc.offset)
@@ -226,26 +244,89 @@ impl PieceReader {
             }
             return Ok(out);
         }
-        let frame = self.frame(id)?;
-        let mut out = Vec::with_capacity(loc.size as usize);
-        let result = DCTX.with(|d| {
-            let mut d = d.borrow_mut();
-            match base {
-                None => d.decompress(&mut out, &frame),
-                Some(base) => d.decompress_using_dict(&mut out, &frame, base),
-            }
-        });
-        match result {
-            Ok(n) if n as u64 == loc.size => Ok(out),
-            Ok(n) => Err(self.corrupt(
+        if let Some(base) = base {
+            let frame = self.frame_at(loc)?;
+            let mut out = Vec::with_capacity(loc.size as usize);
+            let result =
+                DCTX.with(|d| d.borrow_mut().decompress_using_dict(&mut out, &frame, base));
+            return match result {
+                Ok(n) if n as u64 == loc.size && loc.skip == 0 => Ok(out),
+                Ok(n) => Err(self.corrupt(
+                    id,
+                    format!("it decodes to {n} bytes, the index says {}", loc.size),
+                )),
+                Err(code) => Err(self.corrupt(
+                    id,
+                    format!("zstd: {}", zstd::zstd_safe::get_error_name(code)),
+                )),
+            };
+        }
+        let block = self.block(id, loc)?;
+        let end = loc
+            .skip
+            .checked_add(loc.size)
+            .filter(|e| *e <= block.len() as u64);
+        match end {
+            Some(end) => Ok(block[loc.skip as usize..end as usize].to_vec()),
+            None => Err(self.corrupt(
                 id,
-                format!("it decodes to {n} bytes, the index says {}", loc.size),
-            )),
-            Err(code) => Err(self.corrupt(
-                id,
-                format!("zstd: {}", zstd::zstd_safe::get_error_name(code)),
+                format!(
+                    "its block holds {} bytes, not the {} from {} the index says",
+                    block.len(),
+                    loc.size,
+                    loc.skip
+                ),
             )),
         }
+    }
+
+    /// The decoded content of the frame (a block of whole pieces) that holds `id`.
+    fn block(&self, id: &Sha256Digest, loc: &PieceLoc) -> Result<Arc<Vec<u8>>, PieceError> {
+        let key = (loc.pack, loc.offset);
+        {
+            let mut cache = self.blocks.lock().unwrap_or_else(|p| p.into_inner());
+            let at = cache.iter().position(|(k, _)| *k == key);
+            if let Some(hit) = at.and_then(|at| cache.remove(at)) {
+                let b = hit.1.clone();
+                cache.push_back(hit);
+                return Ok(b);
+            }
+        }
+        let frame = self.frame_at(loc)?;
+        let len = match zstd::zstd_safe::get_frame_content_size(&frame) {
+            Ok(Some(n)) if n < STREAM_MIN.max(BLOCK * 2) => n as usize,
+            Ok(n) => {
+                return Err(self.corrupt(id, format!("its frame claims {n:?} bytes of content")));
+            }
+            Err(_) => return Err(self.corrupt(id, "its frame has no valid zstd header")),
+        };
+        let mut out = Vec::with_capacity(len);
+        match DCTX.with(|d| d.borrow_mut().decompress(&mut out, &frame)) {
+            Ok(n) if n == len => {}
+            Ok(n) => {
+                return Err(self.corrupt(id, format!("its block decodes to {n} bytes, not {len}")));
+            }
+            Err(code) => {
+                return Err(self.corrupt(
+                    id,
+                    format!("zstd: {}", zstd::zstd_safe::get_error_name(code)),
+                ));
+            }
+        }
+        let block = Arc::new(out);
+        // Only blocks of several pieces are worth keeping.
+        if block.len() as u64 != loc.size {
+            let mut cache = self.blocks.lock().unwrap_or_else(|p| p.into_inner());
+            let mut held: usize = cache.iter().map(|(_, b)| b.len()).sum();
+            while held + block.len() > BLOCK_CACHE {
+                match cache.pop_front() {
+                    Some((_, b)) => held -= b.len(),
+                    None => break,
+                }
+            }
+            cache.push_back((key, block.clone()));
+        }
+        Ok(block)
     }
 
     /// A piece's content, checked against its id.
@@ -261,8 +342,11 @@ impl PieceReader {
     /// A whole (not delta) piece as a stream, for pieces too large to hold in memory.
     pub fn stream(&self, id: &Sha256Digest) -> Result<Box<dyn Read + Send>, PieceError> {
         let loc = self.locs.get(id).ok_or(PieceError::Missing(*id))?;
-        if loc.base.is_some() {
-            return Err(self.corrupt(id, "a delta where a whole piece was expected"));
+        if loc.base.is_some() || loc.skip != 0 {
+            return Err(self.corrupt(
+                id,
+                "a delta or a block where a frame of its own was expected",
+            ));
         }
         let f = self.file(loc.pack)?;
         let region = Region {
@@ -309,44 +393,57 @@ pub fn usable_base(content: &[u8]) -> bool {
         && !content.starts_with(&ZSTD_DICT_MAGIC)
 }
 
-/// Compresses one piece: whole, and as a delta against each of `bases` (tried in order; a
-/// delta under a sixteenth of the content is taken at once), keeping the smallest. Returns
-/// the frame and the base it needs.
-pub fn compress_piece(
+/// The smallest delta of `content` against one of `bases`, if it beats compressing the
+/// content alone (a delta under a sixteenth of the content is taken without that check).
+/// Returns the frame and the base it needs.
+pub fn best_delta(
     content: &[u8],
     bases: &[(Sha256Digest, &[u8])],
     level: i32,
-) -> io::Result<(Vec<u8>, Option<Sha256Digest>)> {
-    let zerr = |code| io::Error::other(format!("zstd: {}", zstd::zstd_safe::get_error_name(code)));
+) -> io::Result<Option<(Vec<u8>, Sha256Digest)>> {
+    if content.len() as u64 > DELTA_MAX {
+        return Ok(None);
+    }
     CCTX.with(|c| {
         let mut c = c.borrow_mut();
         let bound = zstd::zstd_safe::compress_bound(content.len());
-        let mut best: Option<(Vec<u8>, Option<Sha256Digest>)> = None;
-        if content.len() as u64 <= DELTA_MAX {
-            for (id, base) in bases {
-                if !usable_base(base) {
-                    continue;
-                }
-                let mut out = Vec::with_capacity(bound);
-                c.compress_using_dict(&mut out, content, base, level)
-                    .map_err(zerr)?;
-                if best.as_ref().is_none_or(|(b, _)| out.len() < b.len()) {
-                    best = Some((out, Some(*id)));
-                }
+        let mut best: Option<(Vec<u8>, Sha256Digest)> = None;
+        for (id, base) in bases {
+            if !usable_base(base) {
+                continue;
+            }
+            let mut out = Vec::with_capacity(bound);
+            c.compress_using_dict(&mut out, content, base, level)
+                .map_err(zstd_error)?;
+            if best.as_ref().is_none_or(|(b, _)| out.len() < b.len()) {
+                best = Some((out, *id));
             }
         }
-        if let Some((frame, _)) = &best
-            && frame.len() < content.len() / 16
-        {
-            return Ok(best.expect("just matched"));
+        let Some((frame, base)) = best else {
+            return Ok(None);
+        };
+        if frame.len() < content.len() / 16 {
+            return Ok(Some((frame, base)));
         }
         let mut whole = Vec::with_capacity(bound);
-        c.compress(&mut whole, content, level).map_err(zerr)?;
-        Ok(match best {
-            Some((frame, base)) if frame.len() < whole.len() => (frame, base),
-            _ => (whole, None),
-        })
+        c.compress(&mut whole, content, level).map_err(zstd_error)?;
+        Ok((frame.len() < whole.len()).then_some((frame, base)))
     })
+}
+
+/// One zstd frame of `content` (a block of whole pieces, or one).
+pub fn compress_block(content: &[u8], level: i32) -> io::Result<Vec<u8>> {
+    CCTX.with(|c| {
+        let mut out = Vec::with_capacity(zstd::zstd_safe::compress_bound(content.len()));
+        c.borrow_mut()
+            .compress(&mut out, content, level)
+            .map_err(zstd_error)?;
+        Ok(out)
+    })
+}
+
+fn zstd_error(code: usize) -> io::Error {
+    io::Error::other(format!("zstd: {}", zstd::zstd_safe::get_error_name(code)))
 }
 
 /// A pack file being written: a temporary file in the packs directory, named by its sha256
@@ -509,10 +606,10 @@ mod tests {
         new.extend_from_slice(b"    one_more_line()\n");
         new.extend_from_slice(&base[base.len() / 2..]);
         let bid = Sha256Digest::of(&base);
-        let (frame, used) = compress_piece(&new, &[(bid, &base)], 3).unwrap();
-        assert_eq!(used, Some(bid));
-        let (whole, none) = compress_piece(&new, &[], 3).unwrap();
-        assert_eq!(none, None);
+        let (frame, used) = best_delta(&new, &[(bid, &base)], 3).unwrap().unwrap();
+        assert_eq!(used, bid);
+        assert_eq!(best_delta(&new, &[], 3).unwrap(), None);
+        let whole = compress_block(&new, 3).unwrap();
         assert!(
             frame.len() * 10 < whole.len(),
             "{} vs {}",
@@ -527,8 +624,7 @@ mod tests {
         // A base that starts like a zstd dictionary is never used.
         let mut dictish = ZSTD_DICT_MAGIC.to_vec();
         dictish.extend_from_slice(&base);
-        let (_, used) = compress_piece(&new, &[(bid, &dictish)], 3).unwrap();
-        assert_eq!(used, None);
+        assert_eq!(best_delta(&new, &[(bid, &dictish)], 3).unwrap(), None);
     }
 
     #[test]

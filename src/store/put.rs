@@ -15,7 +15,8 @@ use crate::progress::Progress;
 use super::ark::ArkError;
 use super::index::{Index, NewPiece, StoredParts};
 use super::pieces::{
-    self, MAX_DEPTH, PackWriter, PieceReader, STREAM_MIN, compress_piece, similarity, sketch,
+    self, BLOCK, MAX_DEPTH, PackWriter, PieceReader, STREAM_MIN, best_delta, compress_block,
+    similarity, sketch,
 };
 use super::stored::parse_manifest;
 
@@ -84,8 +85,8 @@ impl Members for Collected {
     }
 }
 
-/// A compressed piece and the base its delta needs.
-type Frame = (Vec<u8>, Option<Sha256Digest>);
+/// A delta and the base it needs.
+type Frame = (Vec<u8>, Sha256Digest);
 
 /// Which member a new piece comes from.
 #[derive(Clone, Copy)]
@@ -255,7 +256,7 @@ pub fn put_members(
         .iter()
         .enumerate()
         .map(|(i, n)| {
-            let bases = if n.size <= pieces::DELTA_MAX {
+            let bases = if n.size <= pieces::DELTA_MAX && n.size > 0 {
                 bases_of(n)
             } else {
                 Vec::new()
@@ -269,74 +270,134 @@ pub fn put_members(
 
     let total: u64 = new.iter().map(|n| n.size).sum();
     progress.start("storing", Some(total));
-    let frames: Vec<Result<Option<Frame>, ArkError>> =
-        with_threads(threads, || {
-            // Bases are re-hashed before anything is built on them.
-            let base_content: HashMap<Sha256Digest, Vec<u8>> = needed
-                .par_iter()
-                .filter_map(|id| match reader.get_checked(id) {
-                    Ok(c) => Some((*id, c)),
-                    Err(e) => {
-                        tracing::warn!("piece {id} is not usable as a delta base: {e}");
-                        None
-                    }
-                })
-                .collect();
-            plan.par_iter()
-                .map(|(i, bases)| {
-                    let n = &new[*i];
-                    if n.size >= STREAM_MIN {
-                        return Ok(None);
-                    }
-                    let content = content_of(members, n.from)?;
-                    let bases: Vec<(Sha256Digest, &[u8])> = bases
-                        .iter()
-                        .filter_map(|b| base_content.get(b).map(|c| (*b, &c[..])))
-                        .collect();
-                    let frame =
-                        compress_piece(&content, &bases, level).map_err(|e| ArkError::Io {
-                            path: packs_dir.to_path_buf(),
-                            source: e,
-                        })?;
-                    progress.advance(n.size);
-                    Ok(Some(frame))
-                })
-                .collect()
-        });
     let io_err = |source| ArkError::Io {
         path: packs_dir.to_path_buf(),
         source,
     };
+    // Deltas where one beats compressing the piece alone; every other piece goes whole into
+    // a block with its neighbours (in tar order), each block one zstd frame.
+    let (deltas, blocks) = with_threads(threads, || -> Result<_, ArkError> {
+        // Bases are re-hashed before anything is built on them.
+        let base_content: HashMap<Sha256Digest, Vec<u8>> = needed
+            .par_iter()
+            .filter_map(|id| match reader.get_checked(id) {
+                Ok(c) => Some((*id, c)),
+                Err(e) => {
+                    tracing::warn!("piece {id} is not usable as a delta base: {e}");
+                    None
+                }
+            })
+            .collect();
+        let deltas: Vec<Option<Frame>> = plan
+            .par_iter()
+            .map(|(i, bases)| -> Result<Option<Frame>, ArkError> {
+                let n = &new[*i];
+                if bases.is_empty() {
+                    return Ok(None);
+                }
+                let content = content_of(members, n.from)?;
+                let bases: Vec<(Sha256Digest, &[u8])> = bases
+                    .iter()
+                    .filter_map(|b| base_content.get(b).map(|c| (*b, &c[..])))
+                    .collect();
+                let delta = best_delta(&content, &bases, level).map_err(io_err)?;
+                if delta.is_some() {
+                    progress.advance(n.size);
+                }
+                Ok(delta)
+            })
+            .collect::<Result<_, _>>()?;
+        // Blocks: runs of whole pieces (below the streaming size) of about BLOCK bytes.
+        let mut runs: Vec<Vec<usize>> = Vec::new();
+        let mut filled = 0;
+        for (i, n) in new.iter().enumerate() {
+            if deltas[i].is_some() || n.size >= STREAM_MIN {
+                continue;
+            }
+            // bundle.json gets a frame of its own: damage to a block of files then leaves
+            // the bundle readable enough to name them.
+            if matches!(n.from, Source::Manifest) {
+                runs.push(vec![i]);
+                filled = BLOCK;
+                continue;
+            }
+            if runs.is_empty() || filled >= BLOCK {
+                runs.push(Vec::new());
+                filled = 0;
+            }
+            runs.last_mut().expect("just pushed").push(i);
+            filled += n.size;
+        }
+        let blocks: Vec<(Vec<usize>, Vec<u8>)> = runs
+            .into_par_iter()
+            .map(|run| -> Result<(Vec<usize>, Vec<u8>), ArkError> {
+                let mut content = Vec::new();
+                for i in &run {
+                    content.extend_from_slice(&content_of(members, new[*i].from)?);
+                }
+                let frame = compress_block(&content, level).map_err(io_err)?;
+                progress.advance(content.len() as u64);
+                Ok((run, frame))
+            })
+            .collect::<Result<_, _>>()?;
+        Ok((deltas, blocks))
+    })?;
+
+    // The pack, in tar order: a delta where its piece comes, a block where its first does.
+    let mut block_of: HashMap<usize, usize> = HashMap::new();
+    for (b, (run, _)) in blocks.iter().enumerate() {
+        block_of.insert(run[0], b);
+    }
     let mut pack = PackWriter::create(packs_dir).map_err(io_err)?;
     let half = new.len() / 2;
-    for (k, (n, frame)) in new.iter().zip(frames).enumerate() {
+    for (k, n) in new.iter().enumerate() {
         if k == half {
             crate::failpoint::hit("pack.mid-store");
         }
-        let (offset, length, base) = match frame? {
-            Some((frame, base)) => (
-                pack.append(&frame).map_err(io_err)?,
-                frame.len() as u64,
-                base,
-            ),
-            None => {
-                let content = content_of(members, n.from)?;
-                let (offset, length) = pack
-                    .append_stream(&mut &content[..], n.size, level, threads)
-                    .map_err(io_err)?;
-                progress.advance(n.size);
-                (offset, length, None)
+        if let Some((frame, base)) = &deltas[k] {
+            let offset = pack.append(frame).map_err(io_err)?;
+            let depth = reader.loc(base).map_or(0, |l| l.depth + 1);
+            parts.pieces.push(NewPiece {
+                id: n.id,
+                offset,
+                length: frame.len() as u64,
+                skip: 0,
+                size: n.size,
+                base: Some(*base),
+                depth,
+            });
+        } else if let Some(b) = block_of.get(&k) {
+            let (run, frame) = &blocks[*b];
+            let offset = pack.append(frame).map_err(io_err)?;
+            let mut skip = 0;
+            for i in run {
+                parts.pieces.push(NewPiece {
+                    id: new[*i].id,
+                    offset,
+                    length: frame.len() as u64,
+                    skip,
+                    size: new[*i].size,
+                    base: None,
+                    depth: 0,
+                });
+                skip += new[*i].size;
             }
-        };
-        let depth = base.and_then(|b| reader.loc(&b)).map_or(0, |l| l.depth + 1);
-        parts.pieces.push(NewPiece {
-            id: n.id,
-            offset,
-            length,
-            size: n.size,
-            base,
-            depth,
-        });
+        } else if n.size >= STREAM_MIN {
+            let content = content_of(members, n.from)?;
+            let (offset, length) = pack
+                .append_stream(&mut &content[..], n.size, level, threads)
+                .map_err(io_err)?;
+            progress.advance(n.size);
+            parts.pieces.push(NewPiece {
+                id: n.id,
+                offset,
+                length,
+                skip: 0,
+                size: n.size,
+                base: None,
+                depth: 0,
+            });
+        }
     }
     progress.finish();
     parts.pack = Some(pack.finish().map_err(io_err)?);

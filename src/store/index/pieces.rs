@@ -22,6 +22,9 @@ pub struct PieceLoc {
     pub offset: u64,
     /// The stored frame's bytes.
     pub length: u64,
+    /// Where the piece starts in the frame's content: a frame holds one delta, or one or
+    /// more whole pieces one after the other (a block).
+    pub skip: u64,
     /// The content's bytes.
     pub size: u64,
     /// The piece whose content the frame is a delta against.
@@ -46,6 +49,7 @@ pub struct NewPiece {
     pub id: Sha256Digest,
     pub offset: u64,
     pub length: u64,
+    pub skip: u64,
     pub size: u64,
     pub base: Option<Sha256Digest>,
     pub depth: u32,
@@ -64,13 +68,13 @@ pub struct StoredParts {
 }
 
 /// A pack written by garbage collection to replace others: the live pieces it now holds, at
-/// their new offsets.
+/// their new places (offset, length, skip).
 #[derive(Debug, Clone)]
 pub struct RewrittenPack {
     pub name: String,
     pub size: u64,
     pub repo: String,
-    pub moved: Vec<(Sha256Digest, u64)>,
+    pub moved: Vec<(Sha256Digest, u64, u64, u64)>,
 }
 
 /// A bundle's sketch, for finding similar bundles.
@@ -143,7 +147,8 @@ impl Index {
         let mut out = Vec::with_capacity(ids.len());
         for chunk in ids.chunks(BATCH) {
             let sql = format!(
-                "SELECT id, pack, offset, length, size, base, depth FROM pieces WHERE id IN ({})",
+                "SELECT id, pack, offset, length, skip, size, base, depth FROM pieces \
+                 WHERE id IN ({})",
                 placeholders(chunk.len())
             );
             let args: Vec<Value> = chunk.iter().map(|d| Value::Blob(d.0.to_vec())).collect();
@@ -156,7 +161,7 @@ impl Index {
     pub fn all_pieces(&self) -> Result<Vec<(Sha256Digest, PieceLoc)>, IndexError> {
         let mut out = Vec::new();
         self.collect_locs(
-            "SELECT id, pack, offset, length, size, base, depth FROM pieces ORDER BY id",
+            "SELECT id, pack, offset, length, skip, size, base, depth FROM pieces ORDER BY id",
             Vec::new(),
             &mut out,
         )?;
@@ -178,19 +183,21 @@ impl Index {
                     r.get::<_, i64>(2)?,
                     r.get::<_, i64>(3)?,
                     r.get::<_, i64>(4)?,
-                    r.get::<_, Option<Vec<u8>>>(5)?,
-                    r.get::<_, i64>(6)?,
+                    r.get::<_, i64>(5)?,
+                    r.get::<_, Option<Vec<u8>>>(6)?,
+                    r.get::<_, i64>(7)?,
                 ))
             })
             .map_err(self.err())?;
         for row in rows {
-            let (id, pack, offset, length, size, base, depth) = row.map_err(self.err())?;
+            let (id, pack, offset, length, skip, size, base, depth) = row.map_err(self.err())?;
             out.push((
                 self.blob_digest(&id)?,
                 PieceLoc {
                     pack,
                     offset: offset as u64,
                     length: length as u64,
+                    skip: skip as u64,
                     size: size as u64,
                     base: base.map(|b| self.blob_digest(&b)).transpose()?,
                     depth: depth as u32,
@@ -277,8 +284,8 @@ impl Index {
             let no = tx.last_insert_rowid();
             let mut insert = tx
                 .prepare(
-                    "INSERT INTO pieces (id, pack, offset, length, size, base, depth)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT(id) DO NOTHING",
+                    "INSERT INTO pieces (id, pack, offset, length, skip, size, base, depth)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT(id) DO NOTHING",
                 )
                 .map_err(&sql)?;
             for p in &parts.pieces {
@@ -288,6 +295,7 @@ impl Index {
                         no,
                         p.offset as i64,
                         p.length as i64,
+                        p.skip as i64,
                         p.size as i64,
                         p.base.as_ref().map(|b| b.0.to_vec()),
                         p.depth,
@@ -386,11 +394,20 @@ impl Index {
             .map_err(&sql)?;
             let no = tx.last_insert_rowid();
             let mut update = tx
-                .prepare("UPDATE pieces SET pack = ?2, offset = ?3 WHERE id = ?1")
+                .prepare(
+                    "UPDATE pieces SET pack = ?2, offset = ?3, length = ?4, skip = ?5
+                     WHERE id = ?1",
+                )
                 .map_err(&sql)?;
-            for (id, offset) in &p.moved {
+            for (id, offset, length, skip) in &p.moved {
                 update
-                    .execute(params![&id.0[..], no, *offset as i64])
+                    .execute(params![
+                        &id.0[..],
+                        no,
+                        *offset as i64,
+                        *length as i64,
+                        *skip as i64
+                    ])
                     .map_err(&sql)?;
             }
         }
