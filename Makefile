@@ -47,7 +47,7 @@ e2e: tools build
 	bash scripts/e2e.sh $(BIN)
 
 demo: tools build
-	bash demo/demo.sh $(BIN)
+	$(BIN) demo --dir target/demo
 
 clean:
 	$(CARGO) clean
