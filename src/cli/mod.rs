@@ -19,6 +19,7 @@ mod output;
 mod pack;
 mod replay;
 mod show;
+mod text;
 mod unpack;
 mod validate;
 mod verify;
@@ -84,6 +85,8 @@ pub enum Command {
     Validate(validate::ValidateArgs),
     /// Evaluate predictions (or the gold patches) from bundles, offline; SWE-bench's reports.
     Replay(replay::ReplayArgs),
+    /// SWE-bench's text datasets (BM25 or oracle prompts) from the bundles, offline.
+    Text(text::TextArgs),
 }
 
 /// What every command gets besides its own arguments.
@@ -174,6 +177,7 @@ pub fn main() -> ExitCode {
         Command::Env(args) => env::run(&ctx, args),
         Command::Validate(args) => validate::run(&ctx, args),
         Command::Replay(args) => replay::run(&ctx, args),
+        Command::Text(args) => text::run(&ctx, args),
     };
     match result {
         Ok(code) => code,
