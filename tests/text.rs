@@ -388,6 +388,18 @@ fn bm25_text_ranks_the_code_base_and_stays_in_its_budget() {
         last_files = files;
     }
     assert!(last_files >= 4, "{last_files}");
+    // --count-tokens counts a file as the budget counts.
+    fs::write(t.path("text.txt"), text).unwrap();
+    let out = t.run_expect(
+        &[
+            "text",
+            "--count-tokens",
+            t.path("text.txt").to_str().unwrap(),
+        ],
+        0,
+    );
+    let counted: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(counted["tokens"], text::tokenizer::count(text));
     let out2 = t.path("tiny.jsonl");
     let run = t.run_expect(
         &["text", "--max-tokens", "50", "-o", out2.to_str().unwrap()],

@@ -31,11 +31,37 @@ pub struct TextArgs {
     #[arg(long, num_args = 1.., value_name = "ID")]
     pub instance_ids: Vec<String>,
     /// Where to write: `.jsonl` gives JSON Lines, anything else a JSON list.
-    #[arg(short, long, value_name = "FILE")]
-    pub output: PathBuf,
+    #[arg(
+        short,
+        long,
+        value_name = "FILE",
+        required_unless_present = "count_tokens"
+    )]
+    pub output: Option<PathBuf>,
     /// Also write the BM25 hits, as SWE-bench's retrieval file (JSON Lines).
     #[arg(long, value_name = "FILE")]
     pub hits: Option<PathBuf>,
+    /// Only count the cl100k_base tokens of FILE (UTF-8 text) and print them as JSON, with
+    /// the seconds encoding took; no archive is needed.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["output", "hits", "instance_ids"])]
+    pub count_tokens: Option<PathBuf>,
+}
+
+fn count_tokens(path: &Path) -> anyhow::Result<ExitCode> {
+    let bytes = std::fs::read(path)
+        .map_err(|e| anyhow::anyhow!("cannot read `{}`: {e}", path.display()))?;
+    let text = String::from_utf8(bytes)
+        .map_err(|e| anyhow::anyhow!("`{}` is not UTF-8 text: {e}", path.display()))?;
+    // Load the encoding before the clock starts: only encoding is timed.
+    text::tokenizer::count("");
+    let started = std::time::Instant::now();
+    let tokens = text::tokenizer::count(&text);
+    let seconds = started.elapsed().as_secs_f64();
+    out!(
+        "{}",
+        serde_json::json!({"file": path, "bytes": text.len(), "tokens": tokens, "seconds": seconds})
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 fn records_bytes(path: &Path, records: &[Vec<u8>]) -> Vec<u8> {
@@ -64,6 +90,12 @@ fn write(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
 }
 
 pub fn run(ctx: &Context, args: TextArgs) -> anyhow::Result<ExitCode> {
+    if let Some(path) = &args.count_tokens {
+        return count_tokens(path);
+    }
+    let Some(output) = args.output else {
+        bail!("--output is required");
+    };
     let max_tokens = match (args.retrieval, args.max_tokens) {
         (Retrieval::Oracle, Some(_)) => bail!(
             "--max-tokens applies to --retrieval bm25 only: SWE-bench's oracle datasets show the \
@@ -150,7 +182,7 @@ pub fn run(ctx: &Context, args: TextArgs) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    write(&args.output, &records_bytes(&args.output, &records))?;
+    write(&output, &records_bytes(&output, &records))?;
     if let Some(path) = &args.hits {
         write(path, &records_bytes(Path::new("hits.jsonl"), &hits))?;
     }
@@ -161,7 +193,7 @@ pub fn run(ctx: &Context, args: TextArgs) -> anyhow::Result<ExitCode> {
     ctx.note(format!(
         "wrote {} text(s) ({how}) to {}",
         records.len(),
-        args.output.display()
+        output.display()
     ));
     if !failed.is_empty() {
         eprintln!(

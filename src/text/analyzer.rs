@@ -4,8 +4,7 @@
 //! 33 English stop words, PorterStemFilter. Where it can differ from Lucene is written down
 //! in docs/TEXT.md; `tests/text.rs` compares it with Lucene's own output.
 
-use std::collections::HashMap;
-
+use rustc_hash::FxHashMap;
 use unicode_segmentation::UnicodeSegmentation;
 
 use super::porter;
@@ -24,7 +23,7 @@ const MAX_TOKEN_LENGTH: usize = 255;
 /// Turns texts into terms, remembering the stems it has computed (terms repeat a lot in code).
 #[derive(Default)]
 pub struct Analyzer {
-    stems: HashMap<String, String>,
+    stems: FxHashMap<String, String>,
 }
 
 impl Analyzer {
@@ -116,6 +115,11 @@ fn strip_possessive(token: &str) -> &str {
 /// LowerCaseFilter: Java's `Character.toLowerCase`, one character at a time (no final-sigma
 /// rule; `İ` becomes `i`, as Java's simple case mapping has it).
 fn lowercase_into(token: &str, out: &mut String) {
+    if token.is_ascii() {
+        out.push_str(token);
+        out.make_ascii_lowercase();
+        return;
+    }
     for c in token.chars() {
         if c == '\u{130}' {
             out.push('i');

@@ -4,9 +4,10 @@
 //! every step in 32-bit floats as Lucene computes it, a query term counted n times weighing
 //! n times (Anserini's bag-of-words query), ties broken by document id.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use rayon::prelude::*;
+use rustc_hash::FxHashMap;
 
 use super::analyzer::Analyzer;
 
@@ -50,7 +51,7 @@ pub struct Index {
     ids: Vec<String>,
     /// Each document's length (terms), encoded as Lucene's norm byte.
     norms: Vec<u8>,
-    postings: HashMap<String, Vec<Posting>>,
+    postings: FxHashMap<String, Vec<Posting>>,
     /// Documents with at least one term (Lucene's `docCount`).
     doc_count: u64,
     /// All terms of all documents (Lucene's `sumTotalTermFreq`).
@@ -63,7 +64,7 @@ impl Index {
         let analysed: Vec<(Vec<(String, u32)>, u64)> = docs
             .par_iter()
             .map_init(Analyzer::new, |analyzer, doc| {
-                let mut counts: HashMap<String, u32> = HashMap::new();
+                let mut counts: FxHashMap<String, u32> = FxHashMap::default();
                 let mut len = 0u64;
                 analyzer.for_each_term(&doc.text, |t| {
                     len += 1;
@@ -77,7 +78,7 @@ impl Index {
                 (counts.into_iter().collect(), len)
             })
             .collect();
-        let mut postings: HashMap<String, Vec<Posting>> = HashMap::new();
+        let mut postings: FxHashMap<String, Vec<Posting>> = FxHashMap::default();
         let mut norms = Vec::with_capacity(docs.len());
         let (mut doc_count, mut total_terms) = (0, 0);
         for (doc, (terms, len)) in analysed.into_iter().enumerate() {
@@ -149,7 +150,7 @@ impl Index {
             *slot = 1.0 / (K1 * ((1.0 - B) + B * byte4_to_int(i as u8) as f32 / avgdl));
         }
         // Lucene adds the clauses' float scores in a double.
-        let mut sums: HashMap<u32, f64> = HashMap::new();
+        let mut sums: FxHashMap<u32, f64> = FxHashMap::default();
         for (term, &count) in terms {
             let Some(postings) = self.postings.get(term) else {
                 continue;
