@@ -169,6 +169,15 @@ fn make_codebase(t: &TestContext) -> std::path::PathBuf {
         fs::write(p, content).unwrap();
     }
     std::os::unix::fs::symlink("dumper.py", root.join("widgets/dump_alias.py")).unwrap();
+    // Links to files that are neither README files nor modules: followed all the same.
+    fs::write(root.join("docs/readme-body.txt"), "Body.\n").unwrap();
+    std::os::unix::fs::symlink("docs/readme-body.txt", root.join("readme.txt")).unwrap();
+    fs::write(
+        root.join("docs/shim_src.txt"),
+        "SERIALIZER_SHIM = 'serializer'\n",
+    )
+    .unwrap();
+    std::os::unix::fs::symlink("../docs/shim_src.txt", root.join("widgets/shim.py")).unwrap();
     root
 }
 
@@ -268,6 +277,7 @@ fn oracle_text_is_swe_benchs_prompt_with_the_edited_files() {
     let expected_head = format!(
         "{PREMISE}<issue>\n{ISSUE}\n</issue>\n\n<code>\n\
          [start of README.md]\n1 # widgets\n2 \n3 Widgets that serialize.\n4 \n[end of README.md]\n\
+         [start of readme.txt]\n1 Body.\n2 \n[end of readme.txt]\n\
          [start of /dev/null]\n1 \n[end of /dev/null]\n\
          [start of widgets/serializer.py]\n1 class Serializer:\n2     def __init__(self, timeout=None):\n\
          3         self.timeout = timeout\n4 \n5     def dump(self, obj):\n6         return repr(obj)\n7 \n\
@@ -327,6 +337,7 @@ fn bm25_text_ranks_the_code_base_and_stays_in_its_budget() {
         assert!(!ranked.contains(&left_out), "{left_out} in {ranked:?}");
     }
     assert!(ranked.contains(&"widgets/dump_alias.py"), "{ranked:?}");
+    assert!(ranked.contains(&"widgets/shim.py"), "{ranked:?}");
     let row = &rows(&out)[0];
     let text = row["text"].as_str().unwrap();
     assert!(text.starts_with(PREMISE), "{text}");
@@ -348,7 +359,7 @@ fn bm25_text_ranks_the_code_base_and_stays_in_its_budget() {
     // files. Below what the prompt needs without code, the instance is left out, named.
     let base = {
         let mut no_code = text.to_string();
-        for name in ranked.iter().chain(["README.md"].iter()) {
+        for name in ranked.iter().chain(["README.md", "readme.txt"].iter()) {
             if let Some(start) = no_code.find(&format!("[start of {name}]")) {
                 let end_tag = format!("[end of {name}]\n");
                 let end = no_code[start..].find(&end_tag).unwrap() + start + end_tag.len();

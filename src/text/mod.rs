@@ -294,6 +294,56 @@ impl Codebase {
         None
     }
 
+    /// The first path on the way from `path` through symlinks that was not read into memory,
+    /// if the way leads out of what was read (and not out of the code base).
+    fn unresolved(&self, path: &str) -> Option<String> {
+        let mut path = path.to_string();
+        for _ in 0..40 {
+            match self.entries.get(&path) {
+                None => return Some(path),
+                Some(MemoryMember::File { .. }) => return None,
+                Some(MemoryMember::Symlink { target }) => {
+                    let target = std::str::from_utf8(target).ok()?;
+                    let dir = path.rsplit_once('/').map_or("", |(d, _)| d);
+                    path = normalize(dir, target)?;
+                }
+            }
+        }
+        None
+    }
+
+    /// Reads the bundle again for what `wanted` leads to and the first read did not keep;
+    /// a chain of links out of the kept set takes one more read per link.
+    fn complete(
+        &mut self,
+        wanted: &[String],
+        report: &bundle::ScanReport,
+        path: &Path,
+        progress: &dyn Progress,
+    ) -> Result<(), TextError> {
+        let listed: BTreeSet<&[u8]> = report
+            .manifest
+            .members
+            .iter()
+            .map(|m| m.path.as_slice())
+            .collect();
+        for _ in 0..8 {
+            let missing: BTreeSet<Vec<u8>> = wanted
+                .iter()
+                .filter_map(|p| self.unresolved(p))
+                .map(|p| [CODEBASE_DIR.as_bytes(), p.as_bytes()].concat())
+                .filter(|p| listed.contains(p.as_slice()))
+                .collect();
+            if missing.is_empty() {
+                break;
+            }
+            let keep = |name: &[u8]| missing.contains(name);
+            let (more, _, _) = read(path, Some(report.id), &keep, progress)?;
+            self.entries.extend(more.entries);
+        }
+        Ok(())
+    }
+
     fn text(&self, path: &str) -> Result<Option<String>, TextError> {
         match self.file(path) {
             None => Ok(None),
@@ -362,6 +412,17 @@ pub fn from_bundle(
             source,
         }
     })?;
+    // What the first pass may have left out: the targets of symlinks (README files, modules)
+    // and the files the gold patch edits, which are only known once instance.json is read.
+    let oracle = (options.retrieval == Retrieval::Oracle).then(|| oracle_paths(&instance.patch));
+    let mut wanted: Vec<String> = codebase
+        .entries
+        .iter()
+        .filter(|(p, m)| matches!(m, MemoryMember::Symlink { .. }) && (is_readme(p) || bm25))
+        .map(|(p, _)| p.clone())
+        .collect();
+    wanted.extend(oracle.iter().flatten().cloned());
+    codebase.complete(&wanted, &report, path, progress)?;
     let mut readmes = BTreeMap::new();
     let mut root: Vec<&String> = codebase.entries.keys().filter(|p| is_readme(p)).collect();
     root.sort();
@@ -371,26 +432,8 @@ pub fn from_bundle(
         }
     }
     let ps = &instance.problem_statement;
-    match options.retrieval {
-        Retrieval::Oracle => {
-            let wanted = oracle_paths(&instance.patch);
-            // The patch is only known once the bundle is read: read again for its files.
-            let listed: BTreeSet<Vec<u8>> = report
-                .manifest
-                .members
-                .iter()
-                .map(|m| m.path.clone())
-                .collect();
-            let missing: BTreeSet<Vec<u8>> = wanted
-                .iter()
-                .map(|p| [CODEBASE_DIR.as_bytes(), p.as_bytes()].concat())
-                .filter(|p| listed.contains(p))
-                .collect();
-            if !missing.is_empty() {
-                let keep = |name: &[u8]| missing.contains(name);
-                let (more, _, _) = read(path, Some(report.id), &keep, progress)?;
-                codebase.entries.extend(more.entries);
-            }
+    match oracle {
+        Some(wanted) => {
             let mut files = BTreeMap::new();
             for p in &wanted {
                 let text = if p == "/dev/null" {
@@ -413,7 +456,7 @@ pub fn from_bundle(
                 instance,
             })
         }
-        Retrieval::Bm25 => {
+        None => {
             let mut paths: Vec<&String> = codebase
                 .entries
                 .keys()
