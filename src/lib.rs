@@ -21,4 +21,5 @@ pub mod progress;
 pub mod replay;
 pub mod sandbox;
 pub mod store;
+pub mod text;
 pub mod validate;

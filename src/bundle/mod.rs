@@ -17,7 +17,10 @@ pub use error::{BundleError, Problem};
 pub use gittree::{GITLINK_MODE, tree_id};
 pub use manifest::{Gitlink, Manifest, ManifestMember, MemberKind};
 pub use pack::{PackInputs, PackOptions, PackedBundle, pack_to_dir};
-pub use read::{Limits, ScanReport, id_from_file_name, read_manifest, unpack, verify_file};
+pub use read::{
+    Limits, MemoryMember, MemoryMembers, ScanReport, id_from_file_name, read_manifest,
+    read_members, unpack, verify_file,
+};
 pub use tarfmt::TarWriter;
 
 /// The `format` field of every `bundle.json`.

@@ -197,6 +197,27 @@ impl<R: Read> Read for ProgressReader<'_, R> {
 enum Sink<'a> {
     Discard,
     Dir(&'a Path),
+    /// The members `keep` accepts, held in memory.
+    Memory {
+        keep: &'a dyn Fn(&[u8]) -> bool,
+        members: MemoryMembers,
+    },
+}
+
+/// Members read into memory by [`read_members`]: path inside the bundle, and what it holds.
+pub type MemoryMembers = Vec<(Vec<u8>, MemoryMember)>;
+
+/// A member read into memory by [`read_members`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MemoryMember {
+    File { content: Vec<u8>, executable: bool },
+    Symlink { target: Vec<u8> },
+}
+
+impl Sink<'_> {
+    fn keeps(&self, name: &[u8]) -> bool {
+        matches!(self, Sink::Memory { keep, .. } if keep(name))
+    }
 }
 
 struct Seen {
@@ -639,9 +660,13 @@ impl Scanner<'_> {
                 ));
             }
             let in_codebase = name.starts_with(CODEBASE_DIR.as_bytes());
+            let mut kept = self.sink.keeps(&name).then(Vec::new);
             let (sha256, blob, content_len, kind) = if kind == MemberKind::Symlink {
                 let target = link.unwrap_or_default();
                 self.write_symlink(&name, &target, &mut seen)?;
+                if let Some(k) = kept.as_mut() {
+                    k.extend_from_slice(&target);
+                }
                 let mut b = GitBlobHasher::new(target.len() as u64);
                 b.update(&target);
                 (
@@ -675,6 +700,9 @@ impl Scanner<'_> {
                         f.write_all(&buf[..n])
                             .map_err(|e| BundleError::io(&*p, e))?;
                     }
+                    if let Some(k) = kept.as_mut() {
+                        k.extend_from_slice(&buf[..n]);
+                    }
                     n_total += n as u64;
                 }
                 if n_total != size {
@@ -693,6 +721,16 @@ impl Scanner<'_> {
                     kind,
                 )
             };
+            if let (Some(bytes), Sink::Memory { members, .. }) = (kept, &mut self.sink) {
+                let member = match kind {
+                    MemberKind::Symlink => MemoryMember::Symlink { target: bytes },
+                    _ => MemoryMember::File {
+                        content: bytes,
+                        executable: kind == MemberKind::Executable,
+                    },
+                };
+                members.push((name.clone(), member));
+            }
             seen.kinds.insert(name.clone(), kind);
             if in_codebase {
                 seen.codebase
@@ -925,6 +963,43 @@ pub fn unpack(
         fs::rename(entry.path(), &dest).map_err(|e| BundleError::io(&dest, e))?;
     }
     Ok(report)
+}
+
+/// Reads and checks the whole bundle at `path` like [`unpack`], writing nothing, and returns the
+/// members whose path `keep` accepts (`instance.json`, `codebase/…`), in the bundle's order.
+/// Nothing is returned unless every check passed.
+pub fn read_members(
+    path: &Path,
+    expected: Option<Sha256Digest>,
+    limits: &Limits,
+    keep: &dyn Fn(&[u8]) -> bool,
+    progress: &dyn Progress,
+) -> Result<(ScanReport, MemoryMembers), BundleError> {
+    let file = open(path)?;
+    progress.start("reading", file.metadata().ok().map(|m| m.len()));
+    let mut scanner = Scanner {
+        bundle: path,
+        limits,
+        sink: Sink::Memory {
+            keep,
+            members: Vec::new(),
+        },
+        problems: Vec::new(),
+    };
+    let report = scanner.scan(file, expected, progress);
+    progress.finish();
+    let report = report?;
+    if !report.problems.is_empty() {
+        return Err(BundleError::Failed {
+            path: path.to_path_buf(),
+            problems: report.problems,
+        });
+    }
+    let members = match scanner.sink {
+        Sink::Memory { members, .. } => members,
+        _ => Vec::new(),
+    };
+    Ok((report, members))
 }
 
 /// Reads only `bundle.json`, without checking the rest of the bundle: for showing, not trusting.

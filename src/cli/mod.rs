@@ -20,6 +20,7 @@ mod output;
 mod pack;
 mod replay;
 mod show;
+mod text;
 mod unpack;
 mod validate;
 mod verify;
@@ -85,6 +86,8 @@ pub enum Command {
     Validate(validate::ValidateArgs),
     /// Evaluate predictions (or the gold patches) from bundles, offline; SWE-bench's reports.
     Replay(replay::ReplayArgs),
+    /// SWE-bench's text datasets (BM25 or oracle prompts) from the bundles, offline.
+    Text(text::TextArgs),
     /// The whole pipeline on data it makes itself, with its own GitHub API on 127.0.0.1.
     Demo(demo::DemoArgs),
 }
@@ -177,6 +180,7 @@ pub fn main() -> ExitCode {
         Command::Env(args) => env::run(&ctx, args),
         Command::Validate(args) => validate::run(&ctx, args),
         Command::Replay(args) => replay::run(&ctx, args),
+        Command::Text(args) => text::run(&ctx, args),
         Command::Demo(args) => demo::run(&ctx, args),
     };
     match result {
