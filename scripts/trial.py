@@ -56,6 +56,25 @@ def find_mirror(mirrors, repo):
     return None
 
 
+def partial_mirror(snapshot, repo, records, into):
+    """A bare repository with the history of the base and environment setup commits of
+    `repo`'s instances only, fetched from `snapshot`; None when that history is incomplete."""
+    commits = sorted({c for r in records if r["repo"] == repo
+                      for c in (r["base_commit"], r["environment_setup_commit"])})
+    dest = os.path.join(into, repo.replace("/", "__") + ".git")
+    shutil.rmtree(dest, ignore_errors=True)
+    os.makedirs(dest)
+    env = dict(os.environ, GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL="/dev/null")
+    subprocess.run(["git", "init", "-q", "--bare", dest], check=True, env=env)
+    refspecs = [f"{c}:refs/heads/trial/{c[:12]}" for c in commits]
+    p = subprocess.run(["git", "--git-dir", dest, "fetch", "-q", "--no-tags", snapshot] + refspecs,
+                       capture_output=True, text=True, env=env)
+    if p.returncode != 0:
+        log(f"partial mirror of {repo}: {p.stderr.strip()[:300]}")
+        return None
+    return dest
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--swe-ark", default=os.path.join(ROOT, "target", "release", "swe-ark"))
@@ -101,9 +120,18 @@ def main():
             continue
         code, out = sa(f"mirror {repo}", ["--ark", ark, "mirror", "add", path, "--name", repo],
                        ok=(0, 1, 2))
+        how = "ok"
+        if code != 0:
+            # A snapshot that lacks objects somewhere in its history (large files left out):
+            # mirror only the history of the commits the instances need, when that is complete.
+            partial = partial_mirror(path, repo, records, os.path.join(work, "partial"))
+            if partial:
+                code, out = sa(f"mirror {repo}", ["--ark", ark, "mirror", "add", partial,
+                                                  "--name", repo], ok=(0, 1, 2))
+                how = "ok (history of the needed commits only)"
         for row in rows.values():
             if row["repo"] == repo:
-                row["mirror"] = "ok" if code == 0 else "mirror add failed"
+                row["mirror"] = how if code == 0 else "incomplete snapshot"
         if code == 0:
             mirrored.append(repo)
     data = os.path.join(work, "dataset.jsonl")
