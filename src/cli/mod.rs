@@ -10,6 +10,7 @@ macro_rules! out {
     }};
 }
 
+mod archive;
 mod collect;
 mod dataset;
 mod env;
@@ -17,6 +18,7 @@ mod ls;
 mod mirror;
 mod output;
 mod pack;
+mod release;
 mod replay;
 mod show;
 mod unpack;
@@ -84,6 +86,13 @@ pub enum Command {
     Validate(validate::ValidateArgs),
     /// Evaluate predictions (or the gold patches) from bundles, offline; SWE-bench's reports.
     Replay(replay::ReplayArgs),
+    /// Dataset releases: a snapshot with one root hash (create), checked against the archive
+    /// (verify).
+    Release(release::ReleaseArgs),
+    /// Write a release and everything its evaluation needs as one file, for the air gap.
+    Export(archive::ExportArgs),
+    /// Check a file `export` wrote, all of it, and add it to the archive.
+    ImportArchive(archive::ImportArchiveArgs),
 }
 
 /// What every command gets besides its own arguments.
@@ -174,6 +183,9 @@ pub fn main() -> ExitCode {
         Command::Env(args) => env::run(&ctx, args),
         Command::Validate(args) => validate::run(&ctx, args),
         Command::Replay(args) => replay::run(&ctx, args),
+        Command::Release(args) => release::run(&ctx, args),
+        Command::Export(args) => archive::export(&ctx, args),
+        Command::ImportArchive(args) => archive::import(&ctx, args),
     };
     match result {
         Ok(code) => code,
