@@ -3,10 +3,8 @@
 //! metadata, no times.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::io::{self, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-
-use rayon::prelude::*;
 
 use crate::bundle::{self, MemberKind, TarWriter};
 use crate::dataset::Instance;
@@ -58,22 +56,25 @@ struct Planned {
     source: Source,
 }
 
-fn sha256_of(r: &mut dyn Read) -> io::Result<(Sha256Digest, u64)> {
-    let mut h = Sha256Hasher::new();
-    let mut buf = vec![0u8; 1 << 20];
-    let mut n = 0u64;
-    loop {
-        match r.read(&mut buf) {
-            Ok(0) => break,
-            Ok(k) => {
-                h.update(&buf[..k]);
-                n += k as u64;
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
+/// Start writing the file to disk after this many bytes, so the final fsync waits less.
+const WRITEBACK_EVERY: u64 = 32 << 20;
+
+/// A reader that hands a copy of every chunk it reads to the hashing thread.
+struct Tee<'a, R: Read + ?Sized> {
+    inner: &'a mut R,
+    tx: &'a std::sync::mpsc::SyncSender<Option<Vec<u8>>>,
+}
+
+impl<R: Read + ?Sized> Read for Tee<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if n > 0 {
+            self.tx
+                .send(Some(buf[..n].to_vec()))
+                .map_err(|_| io::Error::other("the hashing thread stopped"))?;
         }
+        Ok(n)
     }
-    Ok((h.finish(), n))
 }
 
 /// Writes `snap`'s release from `ark` to `out` (atomically).
@@ -114,6 +115,7 @@ pub fn export(
     let mut objects: BTreeMap<Sha256Digest, &'static str> = BTreeMap::new();
     let mut repos = BTreeSet::new();
     let mut notes = BTreeSet::new();
+    let mut lock_reader = release::LockReader::new(ark);
     for inst in &snap.instances {
         let id = &inst.instance_id;
         let row = ark
@@ -137,7 +139,7 @@ pub fn export(
         let manifest = bundle::read_manifest(&path)?;
         // The lock: what it needs must be what the snapshot lists.
         let mut needed = BTreeSet::new();
-        if let Some((lock_id, lock)) = release::lock_of_bundle(ark, &row.id)? {
+        if let Some((lock_id, lock)) = lock_reader.lock_of_bundle(&row.id)? {
             let parsed = PyLock::parse(&lock).map_err(|e| {
                 fail(format!(
                     "the lock of {id} (in bundle {}) is not valid: {e}",
@@ -304,112 +306,151 @@ pub fn export(
         });
     }
 
-    // Every file's sha256 and size, in parallel: the manifest comes first. An object must
-    // hash to its id.
-    let open = |s: &Source| -> Result<Box<dyn Read>, ArchiveError> {
-        Ok(match s {
-            Source::Bytes(b) => Box::new(io::Cursor::new(b.clone())),
-            Source::Object(id) => {
-                let p = store.path_of(id);
-                Box::new(std::fs::File::open(&p).map_err(io_err(&p))?)
-            }
-            Source::File(p) => Box::new(std::fs::File::open(p).map_err(io_err(p))?),
-        })
+    // Sizes first (the manifest is written first, with its hashes to come); the hashes are
+    // computed while the file is written, on other threads, and the manifest written over
+    // its placeholder at the end: one pass over the data, two cores busy.
+    let path_of = |s: &Source| -> Option<PathBuf> {
+        match s {
+            Source::Bytes(_) => None,
+            Source::Object(id) => Some(store.path_of(id)),
+            Source::File(p) => Some(p.clone()),
+        }
     };
-    let hashed: Vec<Result<(Sha256Digest, u64), ArchiveError>> = plan
-        .par_iter()
-        .map(|p| match &p.source {
-            Source::Bytes(_) => Ok((Sha256Digest([0; 32]), 0)),
-            s => {
-                let mut r = open(s)?;
-                let (sha, size) = sha256_of(&mut r).map_err(io_err(Path::new(&p.part.path())))?;
-                if let Source::Object(id) = s
-                    && *id != sha
-                {
-                    return Err(ArchiveError::Object(crate::store::ObjectError::Corrupt {
-                        id: *id,
-                        actual: sha,
-                    }));
-                }
-                Ok((sha, size))
-            }
+    let mut sizes = Vec::with_capacity(plan.len());
+    for p in &plan {
+        sizes.push(match path_of(&p.source) {
+            Some(f) => std::fs::metadata(&f).map_err(io_err(&f))?.len(),
+            None => 0,
+        });
+    }
+    let object_sizes: BTreeMap<Sha256Digest, u64> = plan
+        .iter()
+        .zip(&sizes)
+        .filter_map(|(p, n)| match p.source {
+            Source::Object(id) => Some((id, *n)),
+            _ => None,
         })
         .collect();
-    let mut sizes = BTreeMap::new();
-    for (p, h) in plan.iter().zip(&hashed) {
-        if let Source::Object(id) = &p.source {
-            sizes.insert(*id, h.as_ref().map(|x| x.1).unwrap_or(0));
-        }
-    }
     slice.objects = objects
         .iter()
         .map(|(id, kind)| SliceObject {
             id: *id,
-            size: sizes.get(id).copied().unwrap_or(0),
+            size: object_sizes.get(id).copied().unwrap_or(0),
             kind: kind.to_string(),
         })
         .collect();
-    let index_bytes = slice.to_bytes();
-    plan[1].source = Source::Bytes(index_bytes);
-    let mut members = Vec::new();
-    for (p, h) in plan.iter().zip(hashed) {
-        let (sha256, size) = match &p.source {
-            Source::Bytes(b) => (Sha256Digest::of(b), b.len() as u64),
-            _ => h?,
-        };
-        members.push(ArchiveMember {
-            path: p.part.path(),
-            size,
-            sha256,
-        });
+    plan[1].source = Source::Bytes(slice.to_bytes());
+    for (p, n) in plan.iter().zip(sizes.iter_mut()) {
+        if let Source::Bytes(b) = &p.source {
+            *n = b.len() as u64;
+        }
     }
-    let manifest = ArchiveManifest {
+    let mut manifest = ArchiveManifest {
         format: FORMAT.to_string(),
         version: VERSION,
         release: snap.name.clone(),
         root: snap.root,
-        members,
+        members: plan
+            .iter()
+            .zip(&sizes)
+            .map(|(p, n)| ArchiveMember {
+                path: p.part.path(),
+                size: *n,
+                sha256: Sha256Digest([0; 32]),
+            })
+            .collect(),
     };
-    let manifest_bytes = manifest.to_bytes();
-    let parts_bytes =
-        manifest_bytes.len() as u64 + manifest.members.iter().map(|m| m.size).sum::<u64>();
+    let placeholder = manifest.to_bytes();
+    let parts_bytes = placeholder.len() as u64 + sizes.iter().sum::<u64>();
 
-    // The file.
     let dir = fsutil::parent_dir(out);
     let tmp_file = fsutil::temp_file_in(dir).map_err(io_err(dir))?;
-    let write_err = io_err(tmp_file.path());
-    let file = tmp_file.as_file().try_clone().map_err(write_err)?;
-    let mut tar = TarWriter::new(BufWriter::with_capacity(1 << 20, file));
+    let tmp_path = tmp_file.path().to_path_buf();
+    let file = tmp_file.as_file().try_clone().map_err(io_err(&tmp_path))?;
     progress.start("exporting", Some(parts_bytes));
-    let append = |tar: &mut TarWriter<BufWriter<std::fs::File>>,
-                  path: &str,
-                  size: u64,
-                  r: &mut dyn Read|
-     -> Result<(), ArchiveError> {
-        tar.append(path.as_bytes(), MemberKind::File, size, b"", r)
-            .map_err(io_err(Path::new(path)))?;
-        progress.advance(size);
-        Ok(())
-    };
-    append(
-        &mut tar,
-        super::MANIFEST,
-        manifest_bytes.len() as u64,
-        &mut &manifest_bytes[..],
-    )?;
-    for (p, m) in plan.iter().zip(&manifest.members) {
-        match &p.source {
-            Source::Bytes(b) => append(&mut tar, &m.path, m.size, &mut &b[..])?,
-            s => {
-                let r = open(s)?;
-                let mut r = BufReader::with_capacity(1 << 20, r);
-                append(&mut tar, &m.path, m.size, &mut r)?;
+    // The hashes are taken on another thread from the bytes as they are copied (a
+    // `Tee` hands each chunk over): one read of the data, two cores busy.
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Option<Vec<u8>>>(16);
+    let (written, hashed) = std::thread::scope(|scope| {
+        let hasher = scope.spawn(move || {
+            let mut out = Vec::new();
+            let mut h = Sha256Hasher::new();
+            while let Ok(msg) = rx.recv() {
+                match msg {
+                    Some(chunk) => h.update(&chunk),
+                    None => out.push(std::mem::replace(&mut h, Sha256Hasher::new()).finish()),
+                }
             }
-        }
+            out
+        });
+        let written = (|| -> Result<std::fs::File, ArchiveError> {
+            let sync_handle = file.try_clone().map_err(io_err(&tmp_path))?;
+            let mut tar = TarWriter::new(BufWriter::with_capacity(1 << 20, file));
+            tar.append(
+                super::MANIFEST.as_bytes(),
+                MemberKind::File,
+                placeholder.len() as u64,
+                b"",
+                &mut &placeholder[..],
+            )
+            .map_err(io_err(Path::new(super::MANIFEST)))?;
+            let mut unsynced = 0u64;
+            for ((p, m), size) in plan.iter().zip(&manifest.members).zip(&sizes) {
+                let mut source: Box<dyn Read> = match (&p.source, path_of(&p.source)) {
+                    (Source::Bytes(b), _) => Box::new(&b[..]),
+                    (_, Some(f)) => {
+                        let r = std::fs::File::open(&f).map_err(io_err(&f))?;
+                        Box::new(BufReader::with_capacity(1 << 20, r))
+                    }
+                    (_, None) => Box::new(io::empty()),
+                };
+                let mut tee = Tee {
+                    inner: &mut source,
+                    tx: &tx,
+                };
+                tar.append(m.path.as_bytes(), MemberKind::File, *size, b"", &mut tee)
+                    .map_err(io_err(Path::new(&m.path)))?;
+                let _ = tx.send(None);
+                progress.advance(*size);
+                unsynced += size;
+                if unsynced >= WRITEBACK_EVERY {
+                    fsutil::start_writeback(&sync_handle);
+                    unsynced = 0;
+                }
+            }
+            let w = tar.finish().map_err(io_err(&tmp_path))?;
+            w.into_inner()
+                .map_err(|e| io_err(&tmp_path)(e.into_error()))
+        })();
+        drop(tx);
+        let hashed = hasher.join().unwrap_or_default();
+        (written, hashed)
+    });
+    let mut file = written?;
+    if hashed.len() != plan.len() {
+        return Err(fail("the hashing thread stopped early".into()));
     }
-    let mut w = tar.finish().map_err(io_err(out))?;
-    w.flush().map_err(io_err(out))?;
-    drop(w);
+    for ((p, m), sha) in plan.iter().zip(manifest.members.iter_mut()).zip(hashed) {
+        if let Source::Object(id) = &p.source
+            && *id != sha
+        {
+            return Err(ArchiveError::Object(crate::store::ObjectError::Corrupt {
+                id: *id,
+                actual: sha,
+            }));
+        }
+        m.sha256 = sha;
+    }
+    let manifest_bytes = manifest.to_bytes();
+    if manifest_bytes.len() != placeholder.len() {
+        return Err(fail(
+            "the manifest changed length when its hashes were filled in".into(),
+        ));
+    }
+    // The manifest's content starts after its one 512-byte header (its name is short).
+    file.seek(SeekFrom::Start(512)).map_err(io_err(&tmp_path))?;
+    file.write_all(&manifest_bytes).map_err(io_err(&tmp_path))?;
+    drop(file);
     progress.finish();
     fsutil::persist(tmp_file, out).map_err(io_err(out))?;
     let bytes = std::fs::metadata(out).map_err(io_err(out))?.len();

@@ -56,6 +56,8 @@ struct BundleCheck {
     manifest: Manifest,
     tar_size: u64,
     file_size: u64,
+    /// Its `env/pylock.toml`, if it has one.
+    lock: Option<Vec<u8>>,
 }
 
 /// Everything in the file, staged and checked.
@@ -131,31 +133,37 @@ fn copy_hashed(
         f.write_all(&buf[..k])?;
         n += k as u64;
         progress.advance(k as u64);
+        if n % (32 << 20) < k as u64 {
+            // Writing to disk starts now, so the sync below waits less.
+            fsutil::start_writeback(&f);
+        }
     }
     f.sync_all()?;
     Ok((h.finish(), n))
 }
 
-/// Hashes a staged bundle's whole uncompressed tar; on a mismatch, names the bad members.
+/// Reads a staged bundle once: its whole uncompressed tar hashed and compared with its id
+/// (a match vouches for every byte), its manifest and lock kept. On a mismatch, the full
+/// check names the bad members.
 fn check_bundle(path: &Path, id: Sha256Digest) -> Result<BundleCheck, String> {
-    let manifest = bundle::read_manifest(path).map_err(|e| e.to_string())?;
-    let (actual, tar_size) = bundle::tar_id(path).map_err(|e| e.to_string())?;
-    if actual != id {
-        let mut msg = format!(
-            "bundle {id} (instance {}) hashes to {actual}",
-            manifest.instance_id
-        );
-        if let Ok(report) = bundle::verify_file(path, Some(id), &Limits::default(), &NoProgress) {
-            for p in report.problems {
-                msg.push_str(&format!("; {p}"));
+    let mut members = match bundle::read_fixed_members(path, Some(id)) {
+        Ok(m) => m,
+        Err(e) => {
+            let mut msg = format!("bundle {id}: {e}");
+            if let Ok(report) = bundle::verify_file(path, Some(id), &Limits::default(), &NoProgress)
+            {
+                for p in report.problems {
+                    msg.push_str(&format!("; {p}"));
+                }
             }
+            return Err(msg);
         }
-        return Err(msg);
-    }
+    };
     let file_size = fs::metadata(path).map_err(|e| e.to_string())?.len();
     Ok(BundleCheck {
-        manifest,
-        tar_size,
+        lock: members.files.remove("env/pylock.toml"),
+        manifest: members.manifest,
+        tar_size: members.tar_size,
         file_size,
     })
 }
@@ -241,10 +249,8 @@ fn stage(
 
     // Each member in turn, streamed to staging and hashed; bundles are hashed whole by
     // workers while the next members arrive.
-    let workers = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .saturating_sub(1)
-        .max(1);
+    // As many as there are cores: the reading thread mostly waits on I/O.
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
     let failed = AtomicBool::new(false);
     let checked: Mutex<Vec<(Sha256Digest, Result<BundleCheck, String>)>> = Mutex::new(Vec::new());
     let (tx, rx) = mpsc::channel::<(Sha256Digest, PathBuf)>();
@@ -473,8 +479,10 @@ fn stage(
 
     // Each lock's needs must be here, and be what the release lists.
     for inst in &snapshot.instances {
-        let (path, check) = &bundles[&inst.bundle];
-        let Some(member) = check.manifest.member("env/pylock.toml") else {
+        let Some((_, check)) = bundles.get(&inst.bundle) else {
+            continue;
+        };
+        let Some(lock) = &check.lock else {
             if !inst.objects.is_empty() {
                 return Err(refuse(format!(
                     "the release lists objects for {}, whose bundle holds no lock",
@@ -483,14 +491,7 @@ fn stage(
             }
             continue;
         };
-        let lock = match objects.get(&member.sha256) {
-            Some((p, _)) => fs::read(p).map_err(io_err(p))?,
-            None => bundle::read_fixed_members(path, Some(inst.bundle))?
-                .files
-                .remove("env/pylock.toml")
-                .unwrap_or_default(),
-        };
-        let needs = PyLock::parse(&lock)
+        let needs = PyLock::parse(lock)
             .and_then(|l| l.needed_objects())
             .map_err(|e| {
                 refuse(format!(

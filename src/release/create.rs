@@ -24,27 +24,48 @@ pub enum Selection {
     Ids(Vec<String>),
 }
 
-/// The lock bundle `id` holds (`env/pylock.toml`): its id and bytes, from the object store
-/// when the archive keeps it there (as `env lock` does), else read out of the bundle. `None`
-/// for a bundle packed without a lock.
-pub fn lock_of_bundle(
-    ark: &Ark,
-    id: &Sha256Digest,
-) -> Result<Option<(Sha256Digest, Vec<u8>)>, ReleaseError> {
-    let path = ark.bundle_path(id);
-    let manifest = bundle::read_manifest(&path)?;
-    let Some(member) = manifest.member(LOCK_MEMBER) else {
-        return Ok(None);
-    };
-    let lock_id = member.sha256;
-    let objects = ark.objects();
-    if objects.has(&lock_id) {
-        return Ok(Some((lock_id, objects.get(&lock_id)?)));
+/// Reads the locks bundles hold, each lock once: many instances share one.
+pub struct LockReader<'a> {
+    ark: &'a Ark,
+    seen: BTreeMap<Sha256Digest, Vec<u8>>,
+}
+
+impl<'a> LockReader<'a> {
+    pub fn new(ark: &'a Ark) -> Self {
+        LockReader {
+            ark,
+            seen: BTreeMap::new(),
+        }
     }
-    let mut members = bundle::read_fixed_members(&path, Some(*id))?;
-    match members.files.remove(LOCK_MEMBER) {
-        Some(bytes) => Ok(Some((lock_id, bytes))),
-        None => Ok(None),
+
+    /// The lock bundle `id` holds (`env/pylock.toml`): its id and bytes, from the object
+    /// store when the archive keeps it there (as `env lock` does), else read out of the
+    /// bundle. `None` for a bundle packed without a lock.
+    pub fn lock_of_bundle(
+        &mut self,
+        id: &Sha256Digest,
+    ) -> Result<Option<(Sha256Digest, Vec<u8>)>, ReleaseError> {
+        let path = self.ark.bundle_path(id);
+        let manifest = bundle::read_manifest(&path)?;
+        let Some(member) = manifest.member(LOCK_MEMBER) else {
+            return Ok(None);
+        };
+        let lock_id = member.sha256;
+        if let Some(bytes) = self.seen.get(&lock_id) {
+            return Ok(Some((lock_id, bytes.clone())));
+        }
+        let objects = self.ark.objects();
+        let bytes = if objects.has(&lock_id) {
+            objects.get(&lock_id)?
+        } else {
+            let mut members = bundle::read_fixed_members(&path, Some(*id))?;
+            match members.files.remove(LOCK_MEMBER) {
+                Some(bytes) => bytes,
+                None => return Ok(None),
+            }
+        };
+        self.seen.insert(lock_id, bytes.clone());
+        Ok(Some((lock_id, bytes)))
     }
 }
 
@@ -124,6 +145,7 @@ pub fn create(
         )));
     }
     let store = ark.objects();
+    let mut locks = LockReader::new(ark);
     let mut instances = Vec::new();
     let mut missing = Vec::new();
     for id in &ids {
@@ -136,7 +158,7 @@ pub fn create(
             ));
             continue;
         }
-        let objects = match lock_of_bundle(ark, &row.id)? {
+        let objects = match locks.lock_of_bundle(&row.id)? {
             Some((_, lock)) => lock_needs(id, &row.id, &lock)?
                 .into_iter()
                 .map(|o| o.0)

@@ -18,7 +18,7 @@ use crate::digest::Sha256Digest;
 use crate::mirror::MirrorError;
 use crate::store::{ArkError, IndexError, ObjectError};
 
-pub use create::{Selection, create, lock_of_bundle};
+pub use create::{LockReader, Selection, create};
 pub use verify::{Check, verify};
 
 /// The `format` of every snapshot.

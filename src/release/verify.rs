@@ -9,7 +9,7 @@ use crate::digest::Sha256Digest;
 use crate::progress::Progress;
 use crate::store::{Ark, ObjectError};
 
-use super::create::{lock_needs, lock_of_bundle, newest_bundles};
+use super::create::{LockReader, lock_needs, newest_bundles};
 use super::{ReleaseError, ReleaseInstance, Snapshot, root_of};
 
 /// One thing checked: the snapshot file itself, a bundle, an object, or the root.
@@ -56,6 +56,7 @@ pub fn verify(
     ));
     let newest = newest_bundles(ark)?;
     let store = ark.objects();
+    let mut locks = LockReader::new(ark);
     // Object id → (the size a lock states, the instances that need it).
     let mut wanted: BTreeMap<Sha256Digest, (Option<u64>, Vec<String>)> = BTreeMap::new();
     let mut recomputed = Vec::new();
@@ -114,7 +115,7 @@ pub fn verify(
             ));
             continue;
         }
-        let needs = match lock_of_bundle(ark, &inst.bundle) {
+        let needs = match locks.lock_of_bundle(&inst.bundle) {
             Ok(Some((_, lock))) => lock_needs(id, &inst.bundle, &lock),
             Ok(None) => Ok(Vec::new()),
             Err(e) => Err(e),
