@@ -4,6 +4,7 @@
 //! deterministic bundle format, [`store`] the archive directory (object store and SQLite index),
 //! [`dataset`] the SWE-bench instance type. [`cli`] is the command line on top of them.
 
+pub mod archive;
 pub mod bundle;
 pub mod cli;
 pub mod collect;
@@ -18,6 +19,7 @@ pub mod logparse;
 pub mod manifest;
 pub mod mirror;
 pub mod progress;
+pub mod release;
 pub mod replay;
 pub mod sandbox;
 pub mod store;

@@ -5,6 +5,7 @@ mod codebase;
 mod error;
 mod gittree;
 mod manifest;
+mod members;
 mod pack;
 mod path;
 
@@ -16,6 +17,7 @@ pub use codebase::{Codebase, CodebaseEntry, EntrySource};
 pub use error::{BundleError, Problem};
 pub use gittree::{GITLINK_MODE, tree_id};
 pub use manifest::{Gitlink, Manifest, ManifestMember, MemberKind};
+pub use members::{FixedMembers, read_fixed_members, tar_id};
 pub use pack::{PackInputs, PackOptions, PackedBundle, pack_to_dir};
 pub use read::{
     Limits, MemoryMember, MemoryMembers, ScanReport, id_from_file_name, read_manifest,

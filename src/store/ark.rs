@@ -97,9 +97,36 @@ impl Ark {
         self.root.join("bundles")
     }
 
+    /// Where bundle `id`'s bytes are (a `.tar.zst` file). Readers of bundle bytes go through
+    /// this, so the way bundles are stored can change in one place.
     pub fn bundle_path(&self, id: &Sha256Digest) -> PathBuf {
         self.bundles_dir()
             .join(format!("{}{}", id.hex(), bundle::FILE_SUFFIX))
+    }
+
+    /// Moves `staged`, a complete bundle file already checked to be bundle `id` and synced to
+    /// disk, into the archive (on the same filesystem). A bundle the archive already holds is
+    /// kept as it is: the same id is the same content. Returns whether the file was moved.
+    /// The caller records it in the index afterwards (file before row).
+    pub fn install_bundle(&self, staged: &Path, id: &Sha256Digest) -> Result<bool, ArkError> {
+        let dest = self.bundle_path(id);
+        if dest.is_file() {
+            return Ok(false);
+        }
+        let dir = self.bundles_dir();
+        let io_err = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| ArkError::Io { path, source }
+        };
+        fs::create_dir_all(&dir).map_err(io_err(&dir))?;
+        fs::rename(staged, &dest).map_err(io_err(&dest))?;
+        Ok(true)
+    }
+
+    /// Scratch space inside the archive (work directories, staged imports): on the archive's
+    /// filesystem, so what is staged there moves into place by a rename.
+    pub fn tmp_dir(&self) -> PathBuf {
+        self.root.join("tmp")
     }
 
     /// Packs a bundle into the archive and records it. The bundle file is in place before the

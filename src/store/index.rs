@@ -225,6 +225,30 @@ pub struct LockRow {
     pub created_at: i64,
 }
 
+/// A mirror as an imported archive brings it: name, URL, refs (pins left out) and size.
+#[derive(Debug, Clone)]
+pub struct ImportedMirror {
+    pub name: String,
+    pub url: String,
+    pub refs: BTreeMap<String, String>,
+    pub refs_sha256: Sha256Digest,
+    pub size: u64,
+}
+
+/// The rows an imported archive adds (`import-archive`), written in one transaction. Times
+/// are the import's.
+#[derive(Debug, Clone, Default)]
+pub struct ImportRows {
+    pub instances: Vec<Instance>,
+    pub bundles: Vec<BundleRow>,
+    /// id, size, kind.
+    pub objects: Vec<(Sha256Digest, u64, String)>,
+    pub locks: Vec<LockRow>,
+    pub validations: Vec<ValidationRow>,
+    pub mirrors: Vec<ImportedMirror>,
+    pub pins: Vec<PinRow>,
+}
+
 pub struct Index {
     conn: Connection,
     path: PathBuf,
@@ -492,6 +516,143 @@ impl Index {
             ],
         )
         .map_err(&sql)?;
+        tx.commit().map_err(&sql)
+    }
+
+    /// Records what an imported archive brings, all in one transaction: either every row is
+    /// in, or none. Objects and locks already present are kept; instances, bundles,
+    /// validations, mirrors and pins are added or replaced.
+    pub fn import_rows(&mut self, rows: &ImportRows) -> Result<(), IndexError> {
+        let sql = self.sql_err();
+        let t = now();
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(&sql)?;
+        for (id, size, kind) in &rows.objects {
+            tx.execute(
+                "INSERT INTO objects (id, size, kind, added_at) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT(id) DO NOTHING",
+                params![id.hex(), *size as i64, kind, t],
+            )
+            .map_err(&sql)?;
+        }
+        for inst in &rows.instances {
+            upsert_instance(&tx, inst, t).map_err(&sql)?;
+        }
+        for b in &rows.bundles {
+            tx.execute(
+                "INSERT INTO bundles (id, instance_id, format_version, codebase_tree, tar_size,
+                     file_size, member_count, codebase_files, packed_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+                 ON CONFLICT(id) DO UPDATE SET file_size = ?6, packed_at = ?9",
+                params![
+                    b.id.hex(),
+                    b.instance_id,
+                    b.format_version,
+                    b.codebase_tree.hex(),
+                    b.tar_size as i64,
+                    b.file_size as i64,
+                    b.member_count as i64,
+                    b.codebase_files as i64,
+                    t,
+                ],
+            )
+            .map_err(&sql)?;
+        }
+        failpoint::hit("index.mid-transaction");
+        for lock in &rows.locks {
+            tx.execute(
+                "INSERT INTO locks (id, repo, version, commit_id, python, packages, artifacts,
+                                    bytes, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+                 ON CONFLICT(id) DO NOTHING",
+                params![
+                    lock.id.hex(),
+                    lock.repo,
+                    lock.version,
+                    lock.commit_id,
+                    lock.python,
+                    lock.packages as i64,
+                    lock.artifacts as i64,
+                    lock.bytes as i64,
+                    t
+                ],
+            )
+            .map_err(&sql)?;
+        }
+        let hex = |d: &Option<Sha256Digest>| d.map(|d| d.hex()).unwrap_or_default();
+        for v in &rows.validations {
+            tx.execute(
+                "INSERT INTO validations (instance_id, verdict, reason_kind, reason, fail_to_pass,
+                     pass_to_pass, flaky, lock_id, results, log_pre, log_post, seconds,
+                     validated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
+                 ON CONFLICT(instance_id) DO UPDATE SET verdict = ?2, reason_kind = ?3,
+                     reason = ?4, fail_to_pass = ?5, pass_to_pass = ?6, flaky = ?7,
+                     lock_id = ?8, results = ?9, log_pre = ?10, log_post = ?11, seconds = ?12,
+                     validated_at = ?13",
+                params![
+                    v.instance_id,
+                    v.verdict,
+                    v.reason_kind,
+                    v.reason,
+                    v.fail_to_pass as i64,
+                    v.pass_to_pass as i64,
+                    v.flaky as i64,
+                    v.lock_id,
+                    v.results.hex(),
+                    hex(&v.log_pre),
+                    hex(&v.log_post),
+                    v.seconds,
+                    t
+                ],
+            )
+            .map_err(&sql)?;
+        }
+        for m in &rows.mirrors {
+            tx.execute(
+                "INSERT INTO mirrors (name, url, added_at, last_fetch, refs_count, refs_sha256,
+                                      size)
+                 VALUES (?1, ?2, ?3, ?3, ?4, ?5, ?6)
+                 ON CONFLICT(name) DO UPDATE SET url = ?2, last_fetch = ?3, refs_count = ?4,
+                     refs_sha256 = ?5, size = ?6",
+                params![
+                    m.name,
+                    m.url,
+                    t,
+                    m.refs.len() as i64,
+                    m.refs_sha256.hex(),
+                    m.size as i64
+                ],
+            )
+            .map_err(&sql)?;
+            tx.execute("DELETE FROM mirror_refs WHERE mirror = ?1", [&m.name])
+                .map_err(&sql)?;
+            let mut insert = tx
+                .prepare("INSERT INTO mirror_refs (mirror, name, target) VALUES (?1, ?2, ?3)")
+                .map_err(&sql)?;
+            for (r, target) in &m.refs {
+                insert.execute(params![m.name, r, target]).map_err(&sql)?;
+            }
+        }
+        for pin in &rows.pins {
+            tx.execute(
+                "INSERT INTO pins (mirror, ref, commit_id, instance_id, role, pinned_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT(mirror, ref) DO UPDATE SET commit_id = ?3, instance_id = ?4,
+                     role = ?5, pinned_at = ?6",
+                params![
+                    pin.mirror,
+                    pin.reference,
+                    pin.commit,
+                    pin.instance_id,
+                    pin.role,
+                    t
+                ],
+            )
+            .map_err(&sql)?;
+        }
         tx.commit().map_err(&sql)
     }
 

@@ -13,7 +13,7 @@ mod objects;
 
 pub use ark::{Ark, ArkError};
 pub use index::{
-    BundleRow, Index, IndexError, InstanceRow, LockRow, MirrorRow, ObjectRow, PinRow,
-    SCHEMA_VERSION, ValidationRow,
+    BundleRow, ImportRows, ImportedMirror, Index, IndexError, InstanceRow, LockRow, MirrorRow,
+    ObjectRow, PinRow, SCHEMA_VERSION, ValidationRow,
 };
 pub use objects::{ObjectError, ObjectStore, VerifyingReader};
