@@ -261,6 +261,95 @@ fn now() -> i64 {
 }
 
 /// Adds `instance`, or replaces the stored one of the same id.
+/// An object's row; one already there is kept as it is.
+fn insert_object(
+    conn: &Connection,
+    id: &Sha256Digest,
+    size: u64,
+    kind: &str,
+    t: i64,
+) -> rusqlite::Result<()> {
+    conn.execute(
+        "INSERT INTO objects (id, size, kind, added_at) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT(id) DO NOTHING",
+        params![id.hex(), size as i64, kind, t],
+    )
+    .map(|_| ())
+}
+
+/// A bundle's row; packing the same bundle again updates its file size and time.
+fn upsert_bundle(conn: &Connection, b: &BundleRow, t: i64) -> rusqlite::Result<()> {
+    conn.execute(
+        "INSERT INTO bundles (id, instance_id, format_version, codebase_tree, tar_size,
+             file_size, member_count, codebase_files, packed_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+         ON CONFLICT(id) DO UPDATE SET file_size = ?6, packed_at = ?9",
+        params![
+            b.id.hex(),
+            b.instance_id,
+            b.format_version,
+            b.codebase_tree.hex(),
+            b.tar_size as i64,
+            b.file_size as i64,
+            b.member_count as i64,
+            b.codebase_files as i64,
+            t,
+        ],
+    )
+    .map(|_| ())
+}
+
+/// A lock's row; a lock is its content, so one already there is kept.
+fn insert_lock(conn: &Connection, lock: &LockRow, t: i64) -> rusqlite::Result<()> {
+    conn.execute(
+        "INSERT INTO locks (id, repo, version, commit_id, python, packages, artifacts, bytes,
+                            created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+         ON CONFLICT(id) DO NOTHING",
+        params![
+            lock.id.hex(),
+            lock.repo,
+            lock.version,
+            lock.commit_id,
+            lock.python,
+            lock.packages as i64,
+            lock.artifacts as i64,
+            lock.bytes as i64,
+            t
+        ],
+    )
+    .map(|_| ())
+}
+
+/// An instance's validation; a new one replaces the last.
+fn upsert_validation(conn: &Connection, v: &ValidationRow, t: i64) -> rusqlite::Result<()> {
+    let hex = |d: &Option<Sha256Digest>| d.map(|d| d.hex()).unwrap_or_default();
+    conn.execute(
+        "INSERT INTO validations (instance_id, verdict, reason_kind, reason, fail_to_pass,
+             pass_to_pass, flaky, lock_id, results, log_pre, log_post, seconds, validated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
+         ON CONFLICT(instance_id) DO UPDATE SET verdict = ?2, reason_kind = ?3, reason = ?4,
+             fail_to_pass = ?5, pass_to_pass = ?6, flaky = ?7, lock_id = ?8, results = ?9,
+             log_pre = ?10, log_post = ?11, seconds = ?12, validated_at = ?13",
+        params![
+            v.instance_id,
+            v.verdict,
+            v.reason_kind,
+            v.reason,
+            v.fail_to_pass as i64,
+            v.pass_to_pass as i64,
+            v.flaky as i64,
+            v.lock_id,
+            v.results.hex(),
+            hex(&v.log_pre),
+            hex(&v.log_post),
+            v.seconds,
+            t
+        ],
+    )
+    .map(|_| ())
+}
+
 fn upsert_instance(conn: &Connection, instance: &Instance, t: i64) -> rusqlite::Result<()> {
     conn.execute(
         "INSERT INTO instances (instance_id, repo, base_commit, version, created_at,
@@ -379,24 +468,7 @@ impl Index {
             .map_err(&sql)?;
         upsert_instance(&tx, instance, t).map_err(&sql)?;
         failpoint::hit("index.mid-transaction");
-        tx.execute(
-            "INSERT INTO bundles (id, instance_id, format_version, codebase_tree, tar_size,
-                 file_size, member_count, codebase_files, packed_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
-             ON CONFLICT(id) DO UPDATE SET file_size = ?6, packed_at = ?9",
-            params![
-                bundle.id.hex(),
-                bundle.instance_id,
-                bundle.format_version,
-                bundle.codebase_tree.hex(),
-                bundle.tar_size as i64,
-                bundle.file_size as i64,
-                bundle.member_count as i64,
-                bundle.codebase_files as i64,
-                t,
-            ],
-        )
-        .map_err(&sql)?;
+        upsert_bundle(&tx, bundle, t).map_err(&sql)?;
         tx.commit().map_err(&sql)
     }
 
@@ -437,32 +509,10 @@ impl Index {
         let tx = self.conn.transaction().map_err(&sql)?;
         let t = now();
         for (id, size, kind) in objects {
-            tx.execute(
-                "INSERT INTO objects (id, size, kind, added_at) VALUES (?1, ?2, ?3, ?4)
-                 ON CONFLICT(id) DO NOTHING",
-                params![id.hex(), *size as i64, kind, t],
-            )
-            .map_err(&sql)?;
+            insert_object(&tx, id, *size, kind, t).map_err(&sql)?;
         }
         failpoint::hit("index.mid-transaction");
-        tx.execute(
-            "INSERT INTO locks (id, repo, version, commit_id, python, packages, artifacts, bytes,
-                                created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
-             ON CONFLICT(id) DO NOTHING",
-            params![
-                lock.id.hex(),
-                lock.repo,
-                lock.version,
-                lock.commit_id,
-                lock.python,
-                lock.packages as i64,
-                lock.artifacts as i64,
-                lock.bytes as i64,
-                t
-            ],
-        )
-        .map_err(&sql)?;
+        insert_lock(&tx, lock, t).map_err(&sql)?;
         tx.commit().map_err(&sql)
     }
 
@@ -481,41 +531,12 @@ impl Index {
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
             .map_err(&sql)?;
         for (id, size, kind) in objects {
-            tx.execute(
-                "INSERT INTO objects (id, size, kind, added_at) VALUES (?1, ?2, ?3, ?4)
-                 ON CONFLICT(id) DO NOTHING",
-                params![id.hex(), *size as i64, kind, t],
-            )
-            .map_err(&sql)?;
+            insert_object(&tx, id, *size, kind, t).map_err(&sql)?;
         }
         if let Some(inst) = instance {
             upsert_instance(&tx, inst, t).map_err(&sql)?;
         }
-        let hex = |d: &Option<Sha256Digest>| d.map(|d| d.hex()).unwrap_or_default();
-        tx.execute(
-            "INSERT INTO validations (instance_id, verdict, reason_kind, reason, fail_to_pass,
-                 pass_to_pass, flaky, lock_id, results, log_pre, log_post, seconds, validated_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
-             ON CONFLICT(instance_id) DO UPDATE SET verdict = ?2, reason_kind = ?3, reason = ?4,
-                 fail_to_pass = ?5, pass_to_pass = ?6, flaky = ?7, lock_id = ?8, results = ?9,
-                 log_pre = ?10, log_post = ?11, seconds = ?12, validated_at = ?13",
-            params![
-                v.instance_id,
-                v.verdict,
-                v.reason_kind,
-                v.reason,
-                v.fail_to_pass as i64,
-                v.pass_to_pass as i64,
-                v.flaky as i64,
-                v.lock_id,
-                v.results.hex(),
-                hex(&v.log_pre),
-                hex(&v.log_post),
-                v.seconds,
-                t
-            ],
-        )
-        .map_err(&sql)?;
+        upsert_validation(&tx, v, t).map_err(&sql)?;
         tx.commit().map_err(&sql)
     }
 
@@ -530,85 +551,20 @@ impl Index {
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
             .map_err(&sql)?;
         for (id, size, kind) in &rows.objects {
-            tx.execute(
-                "INSERT INTO objects (id, size, kind, added_at) VALUES (?1, ?2, ?3, ?4)
-                 ON CONFLICT(id) DO NOTHING",
-                params![id.hex(), *size as i64, kind, t],
-            )
-            .map_err(&sql)?;
+            insert_object(&tx, id, *size, kind, t).map_err(&sql)?;
         }
         for inst in &rows.instances {
             upsert_instance(&tx, inst, t).map_err(&sql)?;
         }
         for b in &rows.bundles {
-            tx.execute(
-                "INSERT INTO bundles (id, instance_id, format_version, codebase_tree, tar_size,
-                     file_size, member_count, codebase_files, packed_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
-                 ON CONFLICT(id) DO UPDATE SET file_size = ?6, packed_at = ?9",
-                params![
-                    b.id.hex(),
-                    b.instance_id,
-                    b.format_version,
-                    b.codebase_tree.hex(),
-                    b.tar_size as i64,
-                    b.file_size as i64,
-                    b.member_count as i64,
-                    b.codebase_files as i64,
-                    t,
-                ],
-            )
-            .map_err(&sql)?;
+            upsert_bundle(&tx, b, t).map_err(&sql)?;
         }
         failpoint::hit("index.mid-transaction");
         for lock in &rows.locks {
-            tx.execute(
-                "INSERT INTO locks (id, repo, version, commit_id, python, packages, artifacts,
-                                    bytes, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
-                 ON CONFLICT(id) DO NOTHING",
-                params![
-                    lock.id.hex(),
-                    lock.repo,
-                    lock.version,
-                    lock.commit_id,
-                    lock.python,
-                    lock.packages as i64,
-                    lock.artifacts as i64,
-                    lock.bytes as i64,
-                    t
-                ],
-            )
-            .map_err(&sql)?;
+            insert_lock(&tx, lock, t).map_err(&sql)?;
         }
-        let hex = |d: &Option<Sha256Digest>| d.map(|d| d.hex()).unwrap_or_default();
         for v in &rows.validations {
-            tx.execute(
-                "INSERT INTO validations (instance_id, verdict, reason_kind, reason, fail_to_pass,
-                     pass_to_pass, flaky, lock_id, results, log_pre, log_post, seconds,
-                     validated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
-                 ON CONFLICT(instance_id) DO UPDATE SET verdict = ?2, reason_kind = ?3,
-                     reason = ?4, fail_to_pass = ?5, pass_to_pass = ?6, flaky = ?7,
-                     lock_id = ?8, results = ?9, log_pre = ?10, log_post = ?11, seconds = ?12,
-                     validated_at = ?13",
-                params![
-                    v.instance_id,
-                    v.verdict,
-                    v.reason_kind,
-                    v.reason,
-                    v.fail_to_pass as i64,
-                    v.pass_to_pass as i64,
-                    v.flaky as i64,
-                    v.lock_id,
-                    v.results.hex(),
-                    hex(&v.log_pre),
-                    hex(&v.log_post),
-                    v.seconds,
-                    t
-                ],
-            )
-            .map_err(&sql)?;
+            upsert_validation(&tx, v, t).map_err(&sql)?;
         }
         for m in &rows.mirrors {
             tx.execute(
@@ -774,14 +730,7 @@ impl Index {
         size: u64,
         kind: &str,
     ) -> Result<(), IndexError> {
-        self.conn
-            .execute(
-                "INSERT INTO objects (id, size, kind, added_at) VALUES (?1, ?2, ?3, ?4)
-                 ON CONFLICT(id) DO NOTHING",
-                params![id.hex(), size as i64, kind, now()],
-            )
-            .map(|_| ())
-            .map_err(self.err())
+        insert_object(&self.conn, id, size, kind, now()).map_err(self.err())
     }
 
     fn digest<T: std::str::FromStr>(&self, s: String) -> Result<T, IndexError> {
