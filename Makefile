@@ -33,13 +33,15 @@ fmt:
 # Pack/unpack against tar | zstd on a generated 200 MB / 20,000-file tree; pack from a
 # mirror against git archive | zstd, and mirror add/update, on a generated 2,500-commit repo;
 # an offline environment build from a lock against pip install --no-index of the same wheels
-# (its lock step needs PyPI once).
+# (its lock step needs PyPI once); release export and import against tar | zstd and
+# zstd -dc | tar of the same files.
 bench: tools build
 	python3 bench/bench.py --swe-ark $(BIN)
 	python3 bench/bench_mirror.py --swe-ark $(BIN)
 	python3 bench/bench_env.py --swe-ark $(BIN)
 	python3 bench/bench_validate.py --swe-ark $(BIN)
 	python3 bench/bench_replay.py --swe-ark $(BIN)
+	python3 bench/bench_release.py --swe-ark $(BIN)
 
 # Real PyPI, end to end: lock a SWE-bench Lite dev context (marshmallow), then build it and
 # run a test file with no network (unshare -n).
