@@ -105,6 +105,14 @@ pub fn import(
     result
 }
 
+/// The first line of an error from the tar reader, at most 100 characters: it may quote
+/// whatever bytes it found.
+fn first_line(e: &io::Error) -> String {
+    let text = e.to_string();
+    let line = text.lines().next().unwrap_or_default();
+    line.chars().take(100).collect()
+}
+
 /// Reads a member into memory.
 fn read_small(entry: &mut impl Read, size: u64) -> io::Result<Vec<u8>> {
     let mut out = Vec::with_capacity(size.min(MAX_METADATA) as usize);
@@ -188,7 +196,12 @@ fn stage(
     // The manifest, first.
     let mut first = match entries.next() {
         None => return Err(refuse("it is empty".into())),
-        Some(Err(e)) => return Err(refuse(format!("it is not a tar archive: {e}"))),
+        Some(Err(e)) => {
+            return Err(refuse(format!(
+                "it is not a swe-ark archive file (not a tar archive: {})",
+                first_line(&e)
+            )));
+        }
         Some(Ok(e)) => e,
     };
     let name = String::from_utf8_lossy(&first.path_bytes()).into_owned();
@@ -296,7 +309,8 @@ fn stage(
                     }
                     Some(Err(e)) => {
                         return Err(refuse(format!(
-                            "{what} cannot be read ({e}): the file is truncated or damaged"
+                            "{what} cannot be read ({}): the file is truncated or damaged",
+                            first_line(&e)
                         )));
                     }
                     Some(Ok(e)) => e,

@@ -39,9 +39,9 @@ pub struct CreateArgs {
     /// Every instance that validation kept.
     #[arg(long)]
     pub all_validated: bool,
-    /// Where to write the snapshot.
-    #[arg(short, long, value_name = "FILE", default_value_t = String::from("snapshots/NAME.json"))]
-    pub output: String,
+    /// Where to write the snapshot (default: snapshots/NAME.json).
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
     /// Replace a snapshot file that holds another release.
     #[arg(long)]
     pub force: bool,
@@ -75,7 +75,10 @@ fn create(ctx: &Context, args: CreateArgs) -> anyhow::Result<ExitCode> {
     };
     let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
     let snap = release::create(&ark, &args.name, &selection, Some(now))?;
-    let path = PathBuf::from(args.output.replace("NAME", &args.name));
+    let path = args
+        .output
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("snapshots").join(format!("{}.json", args.name)));
     let mut kept = false;
     if path.exists() {
         let old = Snapshot::read(&path);
