@@ -39,7 +39,10 @@ SWE_ARK_BENCH_REPO ?= /work/.mirror/sqlfluff+sqlfluff/repo
 # mirror against git archive | zstd, and mirror add/update, on a generated 2,500-commit repo;
 # the deduplicated store's size on 60 commits of a real repository against git's own
 # packing; an offline environment build from a lock against pip install --no-index of the
-# same wheels (its lock step needs PyPI once).
+# same wheels (its lock step needs PyPI once); validation throughput; replay overhead; `text`
+# (BM25 and prompt) on a 6,000-file code base, and its tokenizer against Python tiktoken
+# (installed into .tools/ from PyPI when it can be); release export and import against
+# tar | zstd and zstd -dc | tar of the same files.
 bench: tools build
 	python3 bench/bench.py --swe-ark $(BIN)
 	python3 bench/bench_dedup.py --swe-ark $(BIN) --repo "$(SWE_ARK_BENCH_REPO)"
@@ -47,6 +50,8 @@ bench: tools build
 	python3 bench/bench_env.py --swe-ark $(BIN)
 	python3 bench/bench_validate.py --swe-ark $(BIN)
 	python3 bench/bench_replay.py --swe-ark $(BIN)
+	python3 bench/bench_text.py --swe-ark $(BIN)
+	python3 bench/bench_release.py --swe-ark $(BIN)
 
 # Real PyPI, end to end: lock a SWE-bench Lite dev context (marshmallow), then build it and
 # run a test file with no network (unshare -n).
@@ -54,7 +59,7 @@ e2e: tools build
 	bash scripts/e2e.sh $(BIN)
 
 demo: tools build
-	bash demo/demo.sh $(BIN)
+	$(BIN) demo --dir target/demo
 
 clean:
 	$(CARGO) clean

@@ -4,6 +4,7 @@
 //! deterministic bundle format, [`store`] the archive directory (object store and SQLite index),
 //! [`dataset`] the SWE-bench instance type. [`cli`] is the command line on top of them.
 
+pub mod archive;
 pub mod bundle;
 pub mod cli;
 pub mod collect;
@@ -18,7 +19,9 @@ pub mod logparse;
 pub mod manifest;
 pub mod mirror;
 pub mod progress;
+pub mod release;
 pub mod replay;
 pub mod sandbox;
 pub mod store;
+pub mod text;
 pub mod validate;

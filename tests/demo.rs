@@ -97,6 +97,7 @@ fn the_demo_runs_the_whole_pipeline_and_every_check_holds() {
     assert_eq!(s["release_verified"], true);
     assert_eq!(s["verified"], true);
     assert_eq!(s["tamper_caught"], true);
+    assert_eq!(s["rebuilt_identical"], true);
     // The narration shows each command as a user would type it.
     assert!(stderr.contains("$ swe-ark --ark ark collect demo/calc --api-url http://127.0.0.1:"));
 }

@@ -9,30 +9,10 @@
 
 mod common;
 
-use common::pyindex::PyIndex;
 use std::path::PathBuf;
 
-use common::{TestContext, git, git_commit_all, pyfix, stderr, stdout};
-
-const BASE_DATE: &str = "2021-06-01T00:00:00Z";
-
-const CORE: &str = "def add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n";
-const TESTS: &str = "from widget.core import sub\n\n\ndef test_sub():\n    assert sub(3, 1) == 2\n";
-
-/// A diff that appends `body` to tests/test_core.py (as it is at the base commit).
-fn test_patch(body: &str) -> String {
-    let added: String = body.lines().map(|l| format!("+{l}\n")).collect();
-    let n = body.lines().count();
-    format!(
-        "diff --git a/tests/test_core.py b/tests/test_core.py\n\
-         --- a/tests/test_core.py\n+++ b/tests/test_core.py\n\
-         @@ -3,3 +3,{} @@ from widget.core import sub\n \n def test_sub():\n     assert sub(3, 1) == 2\n{added}",
-        3 + n
-    )
-}
-
-const GOLD: &str = "diff --git a/widget/core.py b/widget/core.py\n--- a/widget/core.py\n+++ b/widget/core.py\n\
-@@ -1,5 +1,5 @@\n def add(a, b):\n-    return a - b\n+    return a + b\n \n \n def sub(a, b):\n";
+use common::widget::{ADD_TEST, GOLD, Widget, instance, offline_swe_ark, test_patch};
+use common::{TestContext, stderr, stdout};
 
 const NEW_MODULE: &str = "diff --git a/widget/newmod.py b/widget/newmod.py\nnew file mode 100644\n\
 --- /dev/null\n+++ b/widget/newmod.py\n@@ -0,0 +1 @@\n+VALUE = 1\n";
@@ -40,102 +20,24 @@ const NEW_MODULE: &str = "diff --git a/widget/newmod.py b/widget/newmod.py\nnew 
 const README_ONLY: &str = "diff --git a/README.txt b/README.txt\nnew file mode 100644\n\
 --- /dev/null\n+++ b/README.txt\n@@ -0,0 +1 @@\n+hello\n";
 
-fn instance(
-    n: u32,
-    test_patch: &str,
-    patch: &str,
-    f2p: &[&str],
-    p2p: &[&str],
-    commit: &str,
-) -> serde_json::Value {
-    serde_json::json!({
-        "repo": "acme/widget",
-        "instance_id": format!("acme__widget-{n}"),
-        "base_commit": commit,
-        "patch": patch,
-        "test_patch": test_patch,
-        "problem_statement": format!("issue {n}"),
-        "hints_text": "",
-        "created_at": "2021-07-01T00:00:00Z",
-        "version": "1.0",
-        "FAIL_TO_PASS": serde_json::to_string(f2p).unwrap(),
-        "PASS_TO_PASS": serde_json::to_string(p2p).unwrap(),
-        "environment_setup_commit": commit,
-    })
-}
-
 #[test]
 fn validation_proves_instances_and_replay_grades_predictions_from_their_bundles() {
-    let Some((version, python)) = pyfix::python() else {
-        eprintln!("skipped: no Python 3.9-3.13 on this machine");
-        return;
-    };
-    let Some(wheels) = pyfix::test_wheels() else {
-        eprintln!("skipped: no pytest wheels in .tools/test-wheels (`make test` fetches them)");
-        return;
-    };
     let t = TestContext::new();
-    let dists = t.path("dists");
-    pyfix::mkdists(
-        &python,
-        &dists,
-        r#"[{"name": "tinybuild", "version": "1.0", "kind": "wheel", "backend": true}]"#,
-    );
-    for e in std::fs::read_dir(&wheels).unwrap().flatten() {
-        std::fs::copy(e.path(), dists.join(e.file_name())).unwrap();
-    }
-    let index = PyIndex::start(&dists);
-
-    let repo = t.path("repo");
-    pyfix::mkproject(&python, &repo, "widget", "1.0", "[]");
-    std::fs::write(repo.join("widget/core.py"), CORE).unwrap();
-    std::fs::create_dir_all(repo.join("tests")).unwrap();
-    std::fs::write(repo.join("tests/test_core.py"), TESTS).unwrap();
-    git(&repo, &["init", "-q", "-b", "main"]);
-    let base = git_commit_all(&repo, "widget 1.0", BASE_DATE);
-
-    let manifests = t.path("manifests");
-    std::fs::create_dir_all(&manifests).unwrap();
-    std::fs::write(
-        manifests.join("acme__widget.toml"),
-        format!(
-            "repo = \"acme/widget\"\nsource = \"tests/validate.rs\"\nlog_parser = \"pytest\"\n\n\
-             [defaults]\npython = \"{version}\"\npip_packages = [\"pytest\"]\n\
-             install = \"python -m pip install -e .\"\ntest_cmd = \"pytest -rA\"\n\n\
-             [[defaults.services]]\nname = \"web\"\n\
-             command = [\"python\", \"-m\", \"http.server\", \"{{port}}\", \"--bind\", \"127.0.0.1\"]\n\
-             env_var = \"WEB_URL\"\n\n[versions.\"1.0\"]\n"
-        ),
-    )
-    .unwrap();
-    let run = |args: &[&str]| {
-        let mut c = t.cmd();
-        c.env("SWE_ARK_MANIFESTS", &manifests)
-            .env("SWE_ARK_INDEX_URL", index.url())
-            .args(args);
-        c.output().unwrap()
-    };
-    let ok = |args: &[&str]| {
-        let out = run(args);
-        assert!(
-            out.status.success(),
-            "swe-ark {args:?}\n{}\n{}",
-            stdout(&out),
-            stderr(&out)
-        );
-        stdout(&out)
-    };
+    let Some(w) = Widget::new(&t) else { return };
+    let python = w.python.clone();
+    let base = w.base.clone();
+    let run = |args: &[&str]| w.run(&t, args);
+    let ok = |args: &[&str]| w.ok(&t, args);
     ok(&[
         "mirror",
         "add",
-        repo.to_str().unwrap(),
+        w.repo.to_str().unwrap(),
         "--name",
         "acme/widget",
     ]);
     ok(&["env", "lock", "acme/widget", "1.0", "--commit", &base]);
 
-    let add_test =
-        "\n\ndef test_add():\n    from widget.core import add\n    assert add(1, 2) == 3\n";
+    let add_test = ADD_TEST;
     // Packets to a non-local address must be dropped (a timeout), not refused at once.
     let net_test = "\n\ndef test_network_drops():\n    import socket, pytest\n    with pytest.raises(socket.timeout):\n        socket.create_connection(('10.255.255.1', 80), timeout=1)\n";
     let flaky_test = "\n\ndef test_flaky():\n    import os\n    p = os.path.join(os.path.dirname(__file__), '.count')\n    n = int(open(p).read()) if os.path.exists(p) else 0\n    open(p, 'w').write(str(n + 1))\n    assert n % 2 == 0\n";
@@ -569,29 +471,16 @@ fn validation_proves_instances_and_replay_grades_predictions_from_their_bundles(
     std::fs::write(&gold6, format!("{}\n", pred("acme__widget-6", GOLD))).unwrap();
     let home = fresh.join("home");
     std::fs::create_dir_all(&home).unwrap();
-    let python_dir = python.parent().unwrap();
-    let mut c = std::process::Command::new("unshare");
-    c.args(["-n", "--"])
-        .arg(env!("CARGO_BIN_EXE_swe-ark"))
-        .arg("--ark")
+    let mut c = offline_swe_ark(&python, &home);
+    c.arg("--ark")
         .arg(fresh.join("ark"))
-        .args(["--no-progress", "replay"])
+        .arg("replay")
         .arg(&bundle)
         .arg("--objects")
         .arg(&objects)
         .arg("--predictions")
         .arg(&gold6)
-        .args(["--run-id", "iso"])
-        .env_clear()
-        .env("HOME", &home)
-        .env("PATH", format!("{}:/usr/bin:/bin", python_dir.display()));
-    if let Some(root) = python
-        .ancestors()
-        .nth(4)
-        .filter(|r| r.join("versions").is_dir())
-    {
-        c.env("PYENV_ROOT", root);
-    }
+        .args(["--run-id", "iso"]);
     let out = c.output().unwrap();
     assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
     let read_report = |path: PathBuf| -> serde_json::Value {

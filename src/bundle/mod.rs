@@ -5,6 +5,7 @@ mod codebase;
 mod error;
 mod gittree;
 mod manifest;
+mod members;
 mod pack;
 mod path;
 
@@ -16,13 +17,15 @@ pub use codebase::{Codebase, CodebaseEntry, EntrySource};
 pub use error::{BundleError, Problem};
 pub use gittree::{GITLINK_MODE, tree_id};
 pub use manifest::{Gitlink, Manifest, ManifestMember, MemberKind};
+pub use members::{FixedMembers, read_fixed_members, tar_id};
 pub use pack::{
     PackInputs, PackOptions, PackPlan, PackedBundle, PlannedMember, pack_to_dir, plan,
     write_bundle_file,
 };
 pub use read::{
-    BundleFile, BundleSource, Limits, OnMember, ReadMember, ScanReport, id_from_file_name,
-    read_manifest, read_manifest_from, read_members, unpack, unpack_from, verify, verify_file,
+    BundleFile, BundleSource, Limits, MemoryMember, MemoryMembers, OnMember, ReadMember,
+    ScanReport, id_from_file_name, read_manifest, read_manifest_from, read_members,
+    read_members_into_memory, unpack, unpack_from, verify, verify_file,
 };
 pub use tarfmt::{END_OF_ARCHIVE, TarWriter, member_header, padding};
 

@@ -1056,6 +1056,53 @@ pub fn unpack_from(
     Ok(report)
 }
 
+/// Members read into memory by [`read_members_into_memory`]: path inside the bundle, and what
+/// it holds.
+pub type MemoryMembers = Vec<(Vec<u8>, MemoryMember)>;
+
+/// A member read into memory by [`read_members_into_memory`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MemoryMember {
+    File { content: Vec<u8>, executable: bool },
+    Symlink { target: Vec<u8> },
+}
+
+/// Reads and checks the whole bundle like [`verify`], writing nothing, and returns the members
+/// whose path `keep` accepts (`instance.json`, `codebase/…`), in the bundle's order. Nothing is
+/// returned unless every check passed.
+pub fn read_members_into_memory(
+    source: &dyn BundleSource,
+    expected: Option<Sha256Digest>,
+    limits: &Limits,
+    keep: &dyn Fn(&[u8]) -> bool,
+    progress: &dyn Progress,
+) -> Result<(ScanReport, MemoryMembers), BundleError> {
+    let mut members = MemoryMembers::new();
+    let mut on_member = |m: ReadMember| {
+        if keep(m.path) {
+            let member = match m.kind {
+                MemberKind::Symlink => MemoryMember::Symlink {
+                    target: m.content.to_vec(),
+                },
+                kind => MemoryMember::File {
+                    content: m.content.to_vec(),
+                    executable: kind == MemberKind::Executable,
+                },
+            };
+            members.push((m.path.to_vec(), member));
+        }
+        Ok(())
+    };
+    let report = read_members(source, expected, limits, progress, &mut on_member)?;
+    if !report.problems.is_empty() {
+        return Err(BundleError::Failed {
+            path: source.name().to_path_buf(),
+            problems: report.problems,
+        });
+    }
+    Ok((report, members))
+}
+
 /// Reads only `bundle.json`, without checking the rest of the bundle: for showing, not trusting.
 pub fn read_manifest(path: &Path) -> Result<Manifest, BundleError> {
     read_manifest_from(&BundleFile::new(path))

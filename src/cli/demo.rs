@@ -42,7 +42,8 @@ pub fn run(ctx: &Context, args: DemoArgs) -> anyhow::Result<ExitCode> {
         && summary.gold_resolved == summary.gold_total
         && summary.release_verified
         && summary.verified
-        && summary.tamper_caught;
+        && summary.tamper_caught
+        && summary.rebuilt_identical;
     if args.json {
         out!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
@@ -100,9 +101,14 @@ fn screen(s: &DemoSummary) -> Vec<String> {
     l.push("replay of demo-model's predictions:".into());
     l.extend(list(&s.predictions));
     l.push(format!(
-        "release verify: {}; verify: {}; a bundle with one byte changed: {}",
+        "release verify: {}; verify: {}; verify --rebuild: {}; a bundle with one byte changed: {}",
         if s.release_verified { "ok" } else { "FAILED" },
         if s.verified { "ok" } else { "FAILED" },
+        if s.rebuilt_identical {
+            "same ids"
+        } else {
+            "DIFFERENT"
+        },
         if s.tamper_caught {
             "caught"
         } else {

@@ -10,6 +10,7 @@ macro_rules! out {
     }};
 }
 
+mod archive;
 mod collect;
 mod dataset;
 mod demo;
@@ -19,8 +20,10 @@ mod ls;
 mod mirror;
 mod output;
 mod pack;
+mod release;
 mod replay;
 mod show;
+mod text;
 mod unpack;
 mod validate;
 mod verify;
@@ -92,6 +95,15 @@ pub enum Command {
     Validate(validate::ValidateArgs),
     /// Evaluate predictions (or the gold patches) from bundles, offline; SWE-bench's reports.
     Replay(replay::ReplayArgs),
+    /// Dataset releases: a snapshot with one root hash (create), checked against the archive
+    /// (verify).
+    Release(release::ReleaseArgs),
+    /// Write a release and everything its evaluation needs as one file, for the air gap.
+    Export(archive::ExportArgs),
+    /// Check a file `export` wrote, all of it, and add it to the archive.
+    ImportArchive(archive::ImportArchiveArgs),
+    /// SWE-bench's text datasets (BM25 or oracle prompts) from the bundles, offline.
+    Text(text::TextArgs),
     /// The whole pipeline on data it makes itself, with its own GitHub API on 127.0.0.1.
     Demo(demo::DemoArgs),
 }
@@ -187,6 +199,10 @@ pub fn main() -> ExitCode {
         Command::Env(args) => env::run(&ctx, args),
         Command::Validate(args) => validate::run(&ctx, args),
         Command::Replay(args) => replay::run(&ctx, args),
+        Command::Release(args) => release::run(&ctx, args),
+        Command::Export(args) => archive::export(&ctx, args),
+        Command::ImportArchive(args) => archive::import(&ctx, args),
+        Command::Text(args) => text::run(&ctx, args),
         Command::Demo(args) => demo::run(&ctx, args),
     };
     match result {

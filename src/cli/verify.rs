@@ -12,6 +12,13 @@ pub struct VerifyArgs {
     /// Bundles to check (ids, unique prefixes, instance ids or bundle files); none: the whole
     /// archive, objects, stored pieces and index included.
     pub ids: Vec<String>,
+    /// Pack each bundle again from its repository's mirror and the inputs it recorded, and
+    /// compare the ids (bit-for-bit reproducibility); exit 1 naming each that differs.
+    #[arg(long, conflicts_with = "ids")]
+    pub rebuild: bool,
+    /// With --rebuild: only the bundles of these instances.
+    #[arg(long, value_delimiter = ',', value_name = "ID", requires = "rebuild")]
+    pub instance_ids: Vec<String>,
     /// Print the results as JSON.
     #[arg(long)]
     pub json: bool,
@@ -85,7 +92,59 @@ fn check_row(ark: &Ark, row: &BundleRow, ctx: &Context) -> Checked {
     }
 }
 
+/// `verify --rebuild`: every bundle (of the given instances) packed again and compared.
+fn rebuild(ctx: &Context, args: &VerifyArgs) -> anyhow::Result<ExitCode> {
+    let ark = Ark::open(&ctx.ark)?;
+    let mut rows = ark.index().bundles()?;
+    if !args.instance_ids.is_empty() {
+        let unknown: Vec<&str> = args
+            .instance_ids
+            .iter()
+            .filter(|i| !rows.iter().any(|r| &r.instance_id == *i))
+            .map(String::as_str)
+            .collect();
+        if !unknown.is_empty() {
+            anyhow::bail!("no bundle of instance(s) {}", unknown.join(", "));
+        }
+        rows.retain(|r| args.instance_ids.contains(&r.instance_id));
+    }
+    let mut results = Vec::new();
+    for row in &rows {
+        let progress = ctx.progress();
+        let r = crate::release::rebuild::rebuild(&ark, row, progress.as_ref())?;
+        if !args.json {
+            out!(
+                "{} rebuild {} {}",
+                if r.ok { "ok " } else { "BAD" },
+                r.instance_id,
+                r.bundle
+            );
+            for p in &r.problems {
+                out!("    {p}");
+            }
+        }
+        results.push(r);
+    }
+    let bad = results.iter().filter(|r| !r.ok).count();
+    if args.json {
+        out!("{}", serde_json::to_string_pretty(&results)?);
+    } else {
+        ctx.note(format!(
+            "{} rebuilt, {bad} different or not rebuilt",
+            results.len()
+        ));
+    }
+    Ok(if bad == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
 pub fn run(ctx: &Context, args: VerifyArgs) -> anyhow::Result<ExitCode> {
+    if args.rebuild {
+        return rebuild(ctx, &args);
+    }
     let mut results = Vec::new();
     if args.ids.is_empty() {
         let ark = Ark::open(&ctx.ark)?;

@@ -140,7 +140,8 @@ impl serde_json::ser::Formatter for PythonFormatter {
     }
 }
 
-fn python_json(value: &impl Serialize) -> Vec<u8> {
+/// `value` as Python's `json.dumps` writes it (see [`PythonFormatter`]).
+pub fn python_json(value: &impl Serialize) -> Vec<u8> {
     let mut out = Vec::new();
     let mut ser = serde_json::Serializer::with_formatter(&mut out, PythonFormatter);
     value

@@ -5,7 +5,7 @@
 //! mirror → collect → env lock (the one step that needs the network: PyPI, unless an index is
 //! given) → validate → pack → release create → export → import-archive into a second, empty
 //! archive → replay there with the network cut (the gold patches, then a model's predictions)
-//! → release verify and verify → a closing summary.
+//! → release verify, verify and verify --rebuild → a closing summary.
 
 pub mod github_api;
 pub mod upstream;
@@ -77,6 +77,8 @@ pub struct DemoSummary {
     pub network_cut: bool,
     pub release_verified: bool,
     pub verified: bool,
+    /// Whether `verify --rebuild` packed every bundle again to the same id.
+    pub rebuilt_identical: bool,
     /// Whether `verify` refused a bundle with one byte changed.
     pub tamper_caught: bool,
     /// Step → seconds.
@@ -503,6 +505,7 @@ pub fn run(opts: &DemoOptions, say: &dyn Fn(&str)) -> Result<DemoSummary, DemoEr
     std::fs::create_dir_all(&home).map_err(|e| fail("import-archive", e))?;
     let home_s = home.display().to_string();
     let home_env = [("HOME", home_s.as_str())];
+    let root = d.summary.release_root.clone();
     d.swe_ark(
         "import-archive",
         &[],
@@ -511,6 +514,8 @@ pub fn run(opts: &DemoOptions, say: &dyn Fn(&str)) -> Result<DemoSummary, DemoEr
             "offline-ark",
             "import-archive",
             "demo-calc-1.0.ark",
+            "--expect-root",
+            &root,
         ],
         &home_env,
         &[0],
@@ -626,7 +631,7 @@ pub fn run(opts: &DemoOptions, say: &dyn Fn(&str)) -> Result<DemoSummary, DemoEr
         }
     }
 
-    d.step("12. release verify and verify: everything by hash");
+    d.step("12. release verify, verify, verify --rebuild: everything by hash");
     let (code, _) = d.swe_ark(
         "release verify",
         &[],
@@ -649,6 +654,15 @@ pub fn run(opts: &DemoOptions, say: &dyn Fn(&str)) -> Result<DemoSummary, DemoEr
         &[0, 1],
     )?;
     d.summary.verified = code == 0;
+    say("and on the first machine, every bundle packed again from its mirror, compared by id:");
+    let (code, _) = d.swe_ark(
+        "verify --rebuild",
+        &[],
+        &["--ark", "ark", "verify", "--rebuild"],
+        &[],
+        &[0, 1],
+    )?;
+    d.summary.rebuilt_identical = code == 0;
     // A bundle with one byte changed, as a bad disk or a hand might leave it: caught.
     if let Some(id) = d.summary.bundles.values().next().cloned() {
         let name = format!("{id}.tar.zst");

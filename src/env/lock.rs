@@ -750,29 +750,10 @@ pub fn lock(
     // 8. The index: the lock and every object, in one transaction.
     let mut objects: Vec<(Sha256Digest, u64, &'static str)> =
         vec![(lock_id, bytes.len() as u64, "lock")];
-    for p in &lock.packages {
-        for a in p.artifacts() {
-            let kind = if Some(a) == p.tool.swe_ark.built_wheel.as_ref() {
-                "built-wheel"
-            } else if a.name.ends_with(".whl") {
-                "wheel"
-            } else {
-                "sdist"
-            };
-            let id = a.sha256().map_err(|detail| EnvError::BadLock {
-                id: lock_id.hex(),
-                detail,
-            })?;
-            objects.push((id, a.size, kind));
-        }
-    }
-    if let Some(a) = &lock.tool.swe_ark.python.packed {
-        let id = a.sha256().map_err(|detail| EnvError::BadLock {
-            id: lock_id.hex(),
-            detail,
-        })?;
-        objects.push((id, a.size, "interpreter"));
-    }
+    objects.extend(lock.needed_objects().map_err(|detail| EnvError::BadLock {
+        id: lock_id.hex(),
+        detail,
+    })?);
     let artifacts = objects.len() - 1;
     let total: u64 = objects.iter().skip(1).map(|o| o.1).sum();
     let runtime_n = lock

@@ -227,6 +227,31 @@ impl PyLock {
         Ok(lock)
     }
 
+    /// Every object an offline build of this lock reads, with its size and kind (`wheel`,
+    /// `sdist`, `built-wheel`, `interpreter`), sorted by id, each once: what the lock's
+    /// archive row counts, what a release lists and an export carries.
+    pub fn needed_objects(&self) -> Result<Vec<(Sha256Digest, u64, &'static str)>, String> {
+        let mut out = Vec::new();
+        for p in &self.packages {
+            for a in p.artifacts() {
+                let kind = if Some(a) == p.tool.swe_ark.built_wheel.as_ref() {
+                    "built-wheel"
+                } else if a.name.ends_with(".whl") {
+                    "wheel"
+                } else {
+                    "sdist"
+                };
+                out.push((a.sha256()?, a.size, kind));
+            }
+        }
+        if let Some(a) = &self.tool.swe_ark.python.packed {
+            out.push((a.sha256()?, a.size, "interpreter"));
+        }
+        out.sort_by_key(|o| o.0);
+        out.dedup_by_key(|o| o.0);
+        Ok(out)
+    }
+
     /// Every artifact object the lock needs, with the package it belongs to.
     pub fn objects(&self) -> Vec<(&Package, &Artifact)> {
         let mut out: Vec<(&Package, &Artifact)> = self

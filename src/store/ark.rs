@@ -13,7 +13,7 @@ use crate::dataset::Instance;
 use crate::digest::{Sha256Digest, Sha256Hasher};
 use crate::progress::{NoProgress, Progress};
 
-use super::index::{BundleRow, Index, IndexError, StoredParts};
+use super::index::{BundleRow, BundleSketch, Index, IndexError, StoredParts};
 use super::lock::StoreLock;
 use super::objects::{ObjectError, ObjectStore};
 use super::pieces::PieceError;
@@ -31,6 +31,8 @@ pub enum ArkError {
         "no bundle in the archive matches `{0}` (give a bundle id, a unique prefix of one, or an instance id)"
     )]
     NoSuchBundle(String),
+    #[error("no release `{name}` is registered in the archive (registered: {})", if .known.is_empty() { "none".to_string() } else { .known.join(", ") })]
+    NoSuchRelease { name: String, known: Vec<String> },
     #[error("`{query}` matches {} bundles ({}); give more digits", .candidates.len(), .candidates.join(", "))]
     Ambiguous {
         query: String,
@@ -226,6 +228,12 @@ impl Ark {
             .join(format!("{}{}", id.hex(), bundle::FILE_SUFFIX))
     }
 
+    /// Scratch space inside the archive (work directories, staged imports): on the archive's
+    /// filesystem, so what is staged there moves into place by a rename.
+    pub fn tmp_dir(&self) -> PathBuf {
+        self.root.join("tmp")
+    }
+
     /// Release snapshots registered in the archive, `releases/<name>.json`: gc never frees
     /// and `rm` never removes a bundle that one of them names (docs/STORAGE.md).
     pub fn releases_dir(&self) -> PathBuf {
@@ -259,6 +267,7 @@ impl Ark {
                 &self.index,
                 &self.packs_dir(),
                 &inputs.instance.repo,
+                &[],
                 &plan,
                 options.level,
                 options.threads,
@@ -342,6 +351,17 @@ impl Ark {
         Ok(ArkBundle { held, _lock: lock })
     }
 
+    /// The bundle whose id is `id`, ready to read, as [`Ark::bundle`] gives it.
+    pub fn bundle_by_id(&self, id: &Sha256Digest) -> Result<ArkBundle, ArkError> {
+        let row = self
+            .index
+            .bundles_with_prefix(&id.hex())?
+            .into_iter()
+            .find(|b| b.id == *id)
+            .ok_or_else(|| ArkError::NoSuchBundle(id.hex()))?;
+        self.bundle(&row)
+    }
+
     /// Writes bundle `row` as a self-contained file, `dir/<id>.tar.zst` (the exchange form:
     /// the bytes `pack --output` writes for the same bundle). The stream is checked against
     /// the id as it is written; a mismatch leaves no file.
@@ -366,11 +386,44 @@ impl Ark {
         progress: &dyn Progress,
     ) -> Result<BundleRow, ArkError> {
         let _lock = self.lock_shared()?;
-        let (row, parts, instance) = self.store_file(path, expected, options, progress)?;
+        let (row, parts, instance) = self.store_file(path, expected, &[], options, progress)?;
         crate::failpoint::hit("pack.before-index");
         self.index
             .record_stored_bundle(Some(&instance), &row, &parts)?;
         Ok(row)
+    }
+
+    /// Stores the checked bundle file at `path` for an import: its new pieces are written and
+    /// recorded, the bundle is not listed (the import lists all of its bundles in its one
+    /// transaction). `pending`: the bundles this import stored before, tried as delta bases.
+    /// The caller holds the store lock ([`Ark::hold_store`]) from the first bundle stored to
+    /// the transaction, so gc cannot free the pieces in between.
+    pub fn store_for_import(
+        &mut self,
+        path: &Path,
+        id: Sha256Digest,
+        pending: &[BundleSketch],
+        options: &PackOptions,
+        progress: &dyn Progress,
+    ) -> Result<(BundleRow, BundleSketch), ArkError> {
+        let (row, parts, _) = self.store_file(path, Some(id), pending, options, progress)?;
+        self.index.record_pieces(&parts)?;
+        let sketch = BundleSketch {
+            bundle: row.id,
+            manifest_piece: parts.manifest_piece,
+            sketch: parts.sketch,
+        };
+        let row = BundleRow {
+            file_size: parts.pack.map_or(0, |p| p.1),
+            ..row
+        };
+        Ok((row, sketch))
+    }
+
+    /// Holds the store shared (as packing and reading do) until the guard is dropped: gc
+    /// waits for it.
+    pub fn hold_store(&self) -> Result<Option<StoreLock>, ArkError> {
+        self.lock_shared()
     }
 
     /// Reads a bundle file into new pieces (written, not yet indexed). The tar is rebuilt
@@ -380,6 +433,7 @@ impl Ark {
         &self,
         path: &Path,
         expected: Option<Sha256Digest>,
+        pending: &[BundleSketch],
         options: &PackOptions,
         progress: &dyn Progress,
     ) -> Result<(BundleRow, StoredParts, Instance), ArkError> {
@@ -450,6 +504,7 @@ impl Ark {
             &self.index,
             &self.packs_dir(),
             &instance.repo,
+            pending,
             &collected,
             options.level,
             options.threads,

@@ -19,7 +19,7 @@ use crate::failpoint;
 use crate::progress::Progress;
 
 use super::ark::{Ark, ArkError};
-use super::index::{PieceLoc, RewrittenPack};
+use super::index::{BundleRow, PieceLoc, RewrittenPack};
 use super::lock::StoreLock;
 use super::pieces::{PACK_MAGIC, PACK_SUFFIX, PackWriter, PieceReader, compress_block, pack_path};
 use super::stored::parse_manifest;
@@ -140,6 +140,54 @@ impl Ark {
         remove_file(&self.releases_dir().join(format!("{name}.json")))
     }
 
+    /// The names of the releases registered in the archive, sorted.
+    pub fn releases(&self) -> Result<Vec<String>, ArkError> {
+        Ok(release_names(self.root())?.into_keys().collect())
+    }
+
+    /// Forgets the registered release `name`; with `prune`, also removes from the index the
+    /// bundles that only it kept: those it names that no other registered release names and
+    /// that are not the newest bundle of their instance. Returns the removed bundle ids.
+    pub fn remove_release(
+        &mut self,
+        name: &str,
+        prune: bool,
+    ) -> Result<Vec<Sha256Digest>, ArkError> {
+        let mut releases = release_names(self.root())?;
+        let Some(named) = releases.remove(name) else {
+            return Err(ArkError::NoSuchRelease {
+                name: name.to_string(),
+                known: releases.keys().cloned().collect(),
+            });
+        };
+        let mut prunable = Vec::new();
+        if prune {
+            let rows = self.index().bundles()?;
+            let mut newest: HashMap<&str, &BundleRow> = HashMap::new();
+            for r in &rows {
+                let e = newest.entry(r.instance_id.as_str()).or_insert(r);
+                if (r.packed_at, r.id) > (e.packed_at, e.id) {
+                    *e = r;
+                }
+            }
+            prunable = rows
+                .iter()
+                .filter(|r| named.contains(&r.id))
+                .filter(|r| !releases.values().any(|ids| ids.contains(&r.id)))
+                .filter(|r| newest.get(r.instance_id.as_str()).map(|n| n.id) != Some(r.id))
+                .map(|r| r.id)
+                .collect();
+            prunable.sort();
+        }
+        // The registration goes first: a crash after it leaves bundles that `rm` may remove,
+        // never a removed bundle that a registered release still names.
+        self.unregister_release(name)?;
+        if !prunable.is_empty() {
+            self.remove_bundles(&prunable)?;
+        }
+        Ok(prunable)
+    }
+
     /// Removes bundles from the index (in one transaction), and the whole files of those kept
     /// so; their pieces stay until gc. A bundle that a registered release snapshot names is
     /// refused, and then nothing is removed.
@@ -231,7 +279,7 @@ impl Ark {
                         .push((row.id, format!("its file `{}` is missing", path.display())));
                     continue;
                 }
-                match self.store_file(&path, Some(row.id), options, progress) {
+                match self.store_file(&path, Some(row.id), &[], options, progress) {
                     Ok((_, parts, _)) => {
                         self.index_mut().record_stored_bundle(None, row, &parts)?;
                         failpoint::hit("gc.after-migrate");

@@ -13,7 +13,9 @@ use crate::failpoint;
 
 mod pieces;
 
-pub use pieces::{NewPiece, PackRow, PieceLoc, RepoStorage, RewrittenPack, StoredParts};
+pub use pieces::{
+    BundleSketch, NewPiece, PackRow, PieceLoc, RepoStorage, RewrittenPack, StoredParts,
+};
 
 /// Each entry moves the schema from version `i` to `i + 1`.
 const MIGRATIONS: &[&str] = &[
@@ -258,6 +260,33 @@ pub struct LockRow {
     pub created_at: i64,
 }
 
+/// A mirror as an imported archive brings it: name, URL, refs (pins left out) and size.
+#[derive(Debug, Clone)]
+pub struct ImportedMirror {
+    pub name: String,
+    pub url: String,
+    pub refs: BTreeMap<String, String>,
+    pub refs_sha256: Sha256Digest,
+    pub size: u64,
+}
+
+/// The rows an imported archive adds (`import-archive`), written in one transaction. Times
+/// are the import's.
+#[derive(Debug, Clone, Default)]
+pub struct ImportRows {
+    pub instances: Vec<Instance>,
+    /// The bundles new to the archive, each with its sketch: their pieces are recorded
+    /// already ([`Index::record_pieces`]), `manifest_piece` names the `bundle.json` piece.
+    /// A bundle the archive holds already is left as it is.
+    pub bundles: Vec<(BundleRow, Vec<u8>)>,
+    /// id, size, kind.
+    pub objects: Vec<(Sha256Digest, u64, String)>,
+    pub locks: Vec<LockRow>,
+    pub validations: Vec<ValidationRow>,
+    pub mirrors: Vec<ImportedMirror>,
+    pub pins: Vec<PinRow>,
+}
+
 pub struct Index {
     conn: Connection,
     path: PathBuf,
@@ -270,6 +299,102 @@ fn now() -> i64 {
 }
 
 /// Adds `instance`, or replaces the stored one of the same id.
+/// An object's row; one already there is kept as it is.
+fn insert_object(
+    conn: &Connection,
+    id: &Sha256Digest,
+    size: u64,
+    kind: &str,
+    t: i64,
+) -> rusqlite::Result<()> {
+    conn.execute(
+        "INSERT INTO objects (id, size, kind, added_at) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT(id) DO NOTHING",
+        params![id.hex(), size as i64, kind, t],
+    )
+    .map(|_| ())
+}
+
+/// The row of a bundle whose pieces are stored; one already there is kept.
+fn insert_stored_bundle(
+    conn: &Connection,
+    b: &BundleRow,
+    sketch: &[u8],
+    t: i64,
+) -> rusqlite::Result<()> {
+    conn.execute(
+        "INSERT INTO bundles (id, instance_id, format_version, codebase_tree, tar_size,
+             file_size, member_count, codebase_files, packed_at, manifest_piece, sketch)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+         ON CONFLICT(id) DO NOTHING",
+        params![
+            b.id.hex(),
+            b.instance_id,
+            b.format_version,
+            b.codebase_tree.hex(),
+            b.tar_size as i64,
+            b.file_size as i64,
+            b.member_count as i64,
+            b.codebase_files as i64,
+            t,
+            b.manifest_piece.map(|m| m.0.to_vec()),
+            sketch,
+        ],
+    )
+    .map(|_| ())
+}
+
+/// A lock's row; a lock is its content, so one already there is kept.
+fn insert_lock(conn: &Connection, lock: &LockRow, t: i64) -> rusqlite::Result<()> {
+    conn.execute(
+        "INSERT INTO locks (id, repo, version, commit_id, python, packages, artifacts, bytes,
+                            created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+         ON CONFLICT(id) DO NOTHING",
+        params![
+            lock.id.hex(),
+            lock.repo,
+            lock.version,
+            lock.commit_id,
+            lock.python,
+            lock.packages as i64,
+            lock.artifacts as i64,
+            lock.bytes as i64,
+            t
+        ],
+    )
+    .map(|_| ())
+}
+
+/// An instance's validation; a new one replaces the last.
+fn upsert_validation(conn: &Connection, v: &ValidationRow, t: i64) -> rusqlite::Result<()> {
+    let hex = |d: &Option<Sha256Digest>| d.map(|d| d.hex()).unwrap_or_default();
+    conn.execute(
+        "INSERT INTO validations (instance_id, verdict, reason_kind, reason, fail_to_pass,
+             pass_to_pass, flaky, lock_id, results, log_pre, log_post, seconds, validated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
+         ON CONFLICT(instance_id) DO UPDATE SET verdict = ?2, reason_kind = ?3, reason = ?4,
+             fail_to_pass = ?5, pass_to_pass = ?6, flaky = ?7, lock_id = ?8, results = ?9,
+             log_pre = ?10, log_post = ?11, seconds = ?12, validated_at = ?13",
+        params![
+            v.instance_id,
+            v.verdict,
+            v.reason_kind,
+            v.reason,
+            v.fail_to_pass as i64,
+            v.pass_to_pass as i64,
+            v.flaky as i64,
+            v.lock_id,
+            v.results.hex(),
+            hex(&v.log_pre),
+            hex(&v.log_post),
+            v.seconds,
+            t
+        ],
+    )
+    .map(|_| ())
+}
+
 fn upsert_instance(conn: &Connection, instance: &Instance, t: i64) -> rusqlite::Result<()> {
     conn.execute(
         "INSERT INTO instances (instance_id, repo, base_commit, version, created_at,
@@ -374,41 +499,6 @@ impl Index {
             .map_err(self.err())
     }
 
-    /// Records a packed bundle and its instance, in one transaction.
-    pub fn record_bundle(
-        &mut self,
-        instance: &Instance,
-        bundle: &BundleRow,
-    ) -> Result<(), IndexError> {
-        let sql = self.sql_err();
-        let t = now();
-        let tx = self
-            .conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(&sql)?;
-        upsert_instance(&tx, instance, t).map_err(&sql)?;
-        failpoint::hit("index.mid-transaction");
-        tx.execute(
-            "INSERT INTO bundles (id, instance_id, format_version, codebase_tree, tar_size,
-                 file_size, member_count, codebase_files, packed_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
-             ON CONFLICT(id) DO UPDATE SET file_size = ?6, packed_at = ?9",
-            params![
-                bundle.id.hex(),
-                bundle.instance_id,
-                bundle.format_version,
-                bundle.codebase_tree.hex(),
-                bundle.tar_size as i64,
-                bundle.file_size as i64,
-                bundle.member_count as i64,
-                bundle.codebase_files as i64,
-                t,
-            ],
-        )
-        .map_err(&sql)?;
-        tx.commit().map_err(&sql)
-    }
-
     /// Adds or replaces `instances`, all in one transaction: either every one is in, or none.
     /// Returns how many were new.
     pub fn import_instances(&mut self, instances: &[Instance]) -> Result<usize, IndexError> {
@@ -446,32 +536,10 @@ impl Index {
         let tx = self.conn.transaction().map_err(&sql)?;
         let t = now();
         for (id, size, kind) in objects {
-            tx.execute(
-                "INSERT INTO objects (id, size, kind, added_at) VALUES (?1, ?2, ?3, ?4)
-                 ON CONFLICT(id) DO NOTHING",
-                params![id.hex(), *size as i64, kind, t],
-            )
-            .map_err(&sql)?;
+            insert_object(&tx, id, *size, kind, t).map_err(&sql)?;
         }
         failpoint::hit("index.mid-transaction");
-        tx.execute(
-            "INSERT INTO locks (id, repo, version, commit_id, python, packages, artifacts, bytes,
-                                created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
-             ON CONFLICT(id) DO NOTHING",
-            params![
-                lock.id.hex(),
-                lock.repo,
-                lock.version,
-                lock.commit_id,
-                lock.python,
-                lock.packages as i64,
-                lock.artifacts as i64,
-                lock.bytes as i64,
-                t
-            ],
-        )
-        .map_err(&sql)?;
+        insert_lock(&tx, lock, t).map_err(&sql)?;
         tx.commit().map_err(&sql)
     }
 
@@ -490,41 +558,84 @@ impl Index {
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
             .map_err(&sql)?;
         for (id, size, kind) in objects {
-            tx.execute(
-                "INSERT INTO objects (id, size, kind, added_at) VALUES (?1, ?2, ?3, ?4)
-                 ON CONFLICT(id) DO NOTHING",
-                params![id.hex(), *size as i64, kind, t],
-            )
-            .map_err(&sql)?;
+            insert_object(&tx, id, *size, kind, t).map_err(&sql)?;
         }
         if let Some(inst) = instance {
             upsert_instance(&tx, inst, t).map_err(&sql)?;
         }
-        let hex = |d: &Option<Sha256Digest>| d.map(|d| d.hex()).unwrap_or_default();
-        tx.execute(
-            "INSERT INTO validations (instance_id, verdict, reason_kind, reason, fail_to_pass,
-                 pass_to_pass, flaky, lock_id, results, log_pre, log_post, seconds, validated_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
-             ON CONFLICT(instance_id) DO UPDATE SET verdict = ?2, reason_kind = ?3, reason = ?4,
-                 fail_to_pass = ?5, pass_to_pass = ?6, flaky = ?7, lock_id = ?8, results = ?9,
-                 log_pre = ?10, log_post = ?11, seconds = ?12, validated_at = ?13",
-            params![
-                v.instance_id,
-                v.verdict,
-                v.reason_kind,
-                v.reason,
-                v.fail_to_pass as i64,
-                v.pass_to_pass as i64,
-                v.flaky as i64,
-                v.lock_id,
-                v.results.hex(),
-                hex(&v.log_pre),
-                hex(&v.log_post),
-                v.seconds,
-                t
-            ],
-        )
-        .map_err(&sql)?;
+        upsert_validation(&tx, v, t).map_err(&sql)?;
+        tx.commit().map_err(&sql)
+    }
+
+    /// Records what an imported archive brings, all in one transaction: either every row is
+    /// in, or none. Objects and locks already present are kept; instances, bundles,
+    /// validations, mirrors and pins are added or replaced.
+    pub fn import_rows(&mut self, rows: &ImportRows) -> Result<(), IndexError> {
+        let sql = self.sql_err();
+        let t = now();
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(&sql)?;
+        for (id, size, kind) in &rows.objects {
+            insert_object(&tx, id, *size, kind, t).map_err(&sql)?;
+        }
+        for inst in &rows.instances {
+            upsert_instance(&tx, inst, t).map_err(&sql)?;
+        }
+        for (b, sketch) in &rows.bundles {
+            insert_stored_bundle(&tx, b, sketch, t).map_err(&sql)?;
+        }
+        failpoint::hit("index.mid-transaction");
+        for lock in &rows.locks {
+            insert_lock(&tx, lock, t).map_err(&sql)?;
+        }
+        for v in &rows.validations {
+            upsert_validation(&tx, v, t).map_err(&sql)?;
+        }
+        for m in &rows.mirrors {
+            tx.execute(
+                "INSERT INTO mirrors (name, url, added_at, last_fetch, refs_count, refs_sha256,
+                                      size)
+                 VALUES (?1, ?2, ?3, ?3, ?4, ?5, ?6)
+                 ON CONFLICT(name) DO UPDATE SET url = ?2, last_fetch = ?3, refs_count = ?4,
+                     refs_sha256 = ?5, size = ?6",
+                params![
+                    m.name,
+                    m.url,
+                    t,
+                    m.refs.len() as i64,
+                    m.refs_sha256.hex(),
+                    m.size as i64
+                ],
+            )
+            .map_err(&sql)?;
+            tx.execute("DELETE FROM mirror_refs WHERE mirror = ?1", [&m.name])
+                .map_err(&sql)?;
+            let mut insert = tx
+                .prepare("INSERT INTO mirror_refs (mirror, name, target) VALUES (?1, ?2, ?3)")
+                .map_err(&sql)?;
+            for (r, target) in &m.refs {
+                insert.execute(params![m.name, r, target]).map_err(&sql)?;
+            }
+        }
+        for pin in &rows.pins {
+            tx.execute(
+                "INSERT INTO pins (mirror, ref, commit_id, instance_id, role, pinned_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT(mirror, ref) DO UPDATE SET commit_id = ?3, instance_id = ?4,
+                     role = ?5, pinned_at = ?6",
+                params![
+                    pin.mirror,
+                    pin.reference,
+                    pin.commit,
+                    pin.instance_id,
+                    pin.role,
+                    t
+                ],
+            )
+            .map_err(&sql)?;
+        }
         tx.commit().map_err(&sql)
     }
 
@@ -646,14 +757,7 @@ impl Index {
         size: u64,
         kind: &str,
     ) -> Result<(), IndexError> {
-        self.conn
-            .execute(
-                "INSERT INTO objects (id, size, kind, added_at) VALUES (?1, ?2, ?3, ?4)
-                 ON CONFLICT(id) DO NOTHING",
-                params![id.hex(), size as i64, kind, now()],
-            )
-            .map(|_| ())
-            .map_err(self.err())
+        insert_object(&self.conn, id, size, kind, now()).map_err(self.err())
     }
 
     fn digest<T: std::str::FromStr>(&self, s: String) -> Result<T, IndexError> {

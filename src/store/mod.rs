@@ -23,9 +23,10 @@ mod stored;
 pub use ark::{Ark, ArkBundle, ArkError};
 pub use gc::{GcReport, RELEASES_DIR, release_names};
 pub use index::{
-    BundleRow, Index, IndexError, InstanceRow, LockRow, MirrorRow, ObjectRow, PackRow, PieceLoc,
-    PinRow, RepoStorage, SCHEMA_VERSION, ValidationRow,
+    BundleRow, BundleSketch, ImportRows, ImportedMirror, Index, IndexError, InstanceRow, LockRow,
+    MirrorRow, ObjectRow, PackRow, PieceLoc, PinRow, RepoStorage, SCHEMA_VERSION, ValidationRow,
 };
+pub use lock::StoreLock;
 pub use objects::{ObjectError, ObjectStore, VerifyingReader};
 pub use pieces::{MAX_DEPTH, PieceError};
 pub use stored::StoredBundle;

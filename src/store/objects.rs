@@ -106,6 +106,20 @@ impl ObjectStore {
         Ok((id, size))
     }
 
+    /// Moves `staged`, a file already checked to hash to `id` and synced to disk, into the
+    /// store (on the same filesystem). An object the store already holds is kept. Returns
+    /// whether the file was moved; the caller syncs the object's directory.
+    pub fn install_file(&self, staged: &Path, id: &Sha256Digest) -> Result<bool, ObjectError> {
+        let dest = self.path_of(id);
+        if dest.is_file() {
+            return Ok(false);
+        }
+        let dir = fsutil::parent_dir(&dest);
+        fs::create_dir_all(dir).map_err(io_err(dir))?;
+        fs::rename(staged, &dest).map_err(io_err(&dest))?;
+        Ok(true)
+    }
+
     pub fn put_bytes(&self, bytes: &[u8]) -> Result<Sha256Digest, ObjectError> {
         self.put(&mut &bytes[..]).map(|(id, _)| id)
     }

@@ -13,7 +13,7 @@ use crate::digest::Sha256Digest;
 use crate::progress::Progress;
 
 use super::ark::ArkError;
-use super::index::{Index, NewPiece, StoredParts};
+use super::index::{BundleSketch, Index, NewPiece, StoredParts};
 use super::pieces::{
     self, BLOCK, MAX_DEPTH, PackWriter, PieceReader, STREAM_MIN, best_delta, compress_block,
     similarity, sketch,
@@ -131,11 +131,14 @@ pub fn with_threads<R: Send>(threads: u32, f: impl FnOnce() -> R + Send) -> R {
 
 /// Stores what the store lacks of `members` in a new pack under `packs_dir`; returns what
 /// the index must record. The caller holds the store lock, so no piece it picks as a base can
-/// go before the index names the new ones.
+/// go before the index names the new ones. `pending`: bundles whose pieces are recorded but
+/// that the index does not list yet (an import's), also tried as parents.
+#[allow(clippy::too_many_arguments)]
 pub fn put_members(
     index: &Index,
     packs_dir: &Path,
     repo: &str,
+    pending: &[BundleSketch],
     members: &dyn Members,
     level: i32,
     threads: u32,
@@ -182,6 +185,7 @@ pub fn put_members(
     let mut ranked: Vec<(usize, Sha256Digest, Sha256Digest)> = index
         .sketches(repo)?
         .into_iter()
+        .chain(pending.iter().cloned())
         .map(|s| {
             (
                 similarity(&member_sketch, &s.sketch),

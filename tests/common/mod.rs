@@ -4,6 +4,7 @@
 
 pub mod pyfix;
 pub mod pyindex;
+pub mod widget;
 
 use std::ffi::OsStr;
 use std::fs;
@@ -36,13 +37,18 @@ impl TestContext {
 
     /// `swe-ark --ark <tmp>/ark --no-progress …`, with no SWE_ARK_* from the outside.
     pub fn cmd(&self) -> Command {
+        self.cmd_at(&self.ark())
+    }
+
+    /// [`TestContext::cmd`] on another archive directory.
+    pub fn cmd_at(&self, ark: &Path) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_swe-ark"));
         c.env_remove("SWE_ARK_HOME")
             .env_remove("SWE_ARK_FAILPOINT")
             .env_remove("RUST_LOG")
             .current_dir(self.dir.path())
             .arg("--ark")
-            .arg(self.ark())
+            .arg(ark)
             .arg("--no-progress");
         c
     }

@@ -106,6 +106,34 @@ fn placeholders(n: usize) -> String {
     s
 }
 
+/// The pack a bundle's storing wrote and the pieces in it.
+fn insert_parts(tx: &rusqlite::Connection, parts: &StoredParts, t: i64) -> rusqlite::Result<()> {
+    if let Some((name, size)) = &parts.pack {
+        tx.execute(
+            "INSERT INTO packs (name, size, repo, created_at) VALUES (?1, ?2, ?3, ?4)",
+            params![name, *size as i64, parts.repo, t],
+        )?;
+        let no = tx.last_insert_rowid();
+        let mut insert = tx.prepare(
+            "INSERT INTO pieces (id, pack, offset, length, skip, size, base, depth)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT(id) DO NOTHING",
+        )?;
+        for p in &parts.pieces {
+            insert.execute(params![
+                &p.id.0[..],
+                no,
+                p.offset as i64,
+                p.length as i64,
+                p.skip as i64,
+                p.size as i64,
+                p.base.as_ref().map(|b| b.0.to_vec()),
+                p.depth,
+            ])?;
+        }
+    }
+    Ok(())
+}
+
 impl Index {
     pub(super) fn blob_digest(&self, b: &[u8]) -> Result<Sha256Digest, IndexError> {
         <[u8; 32]>::try_from(b)
@@ -259,6 +287,19 @@ impl Index {
         Ok(out)
     }
 
+    /// Records the pieces a bundle's storing wrote, and no bundle: an import stores each of its
+    /// bundles this way (so that the next one finds them as delta bases) and names them all in
+    /// its one transaction at the end. Until then no bundle uses them, so gc may free them.
+    pub fn record_pieces(&mut self, parts: &StoredParts) -> Result<(), IndexError> {
+        let sql = self.sql_err();
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(&sql)?;
+        insert_parts(&tx, parts, now()).map_err(&sql)?;
+        tx.commit().map_err(&sql)
+    }
+
     /// Records a bundle stored as pieces, in one transaction: the new pack and its pieces,
     /// then the bundle. With `instance`, the instance is added or replaced too (a pack);
     /// without, the bundle must be in the index already (a whole file being moved into the
@@ -275,34 +316,7 @@ impl Index {
             .conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
             .map_err(&sql)?;
-        if let Some((name, size)) = &parts.pack {
-            tx.execute(
-                "INSERT INTO packs (name, size, repo, created_at) VALUES (?1, ?2, ?3, ?4)",
-                params![name, *size as i64, parts.repo, t],
-            )
-            .map_err(&sql)?;
-            let no = tx.last_insert_rowid();
-            let mut insert = tx
-                .prepare(
-                    "INSERT INTO pieces (id, pack, offset, length, skip, size, base, depth)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT(id) DO NOTHING",
-                )
-                .map_err(&sql)?;
-            for p in &parts.pieces {
-                insert
-                    .execute(params![
-                        &p.id.0[..],
-                        no,
-                        p.offset as i64,
-                        p.length as i64,
-                        p.skip as i64,
-                        p.size as i64,
-                        p.base.as_ref().map(|b| b.0.to_vec()),
-                        p.depth,
-                    ])
-                    .map_err(&sql)?;
-            }
-        }
+        insert_parts(&tx, parts, t).map_err(&sql)?;
         if let Some(inst) = instance {
             upsert_instance(&tx, inst, t).map_err(&sql)?;
         }

@@ -1,0 +1,253 @@
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context as _, bail};
+
+use crate::release::{self, Selection, Snapshot};
+use crate::store::Ark;
+
+use super::Context;
+
+#[derive(Debug, clap::Args)]
+pub struct ReleaseArgs {
+    #[command(subcommand)]
+    pub command: ReleaseCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum ReleaseCommand {
+    /// Snapshot a release: each instance's bundle and the objects its lock needs, and one
+    /// root hash over them; prints the root on stdout's last line.
+    Create(CreateArgs),
+    /// Check the archive against a release snapshot; exit 1 naming each missing or
+    /// different bundle or object.
+    Verify(VerifyArgs),
+    /// Forget a release registered in the archive, and remove from the index the bundles
+    /// that only it kept (not the newest bundle of their instance, named by no other
+    /// release); `swe-ark gc` then frees their pieces.
+    Rm(RmArgs),
+    /// The releases registered in the archive (`ark/releases/`): gc and `rm` keep their bundles.
+    Ls(LsArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RmArgs {
+    /// The release's name.
+    pub name: String,
+    /// Only forget the release; remove no bundle.
+    #[arg(long)]
+    pub keep_bundles: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct LsArgs {
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CreateArgs {
+    /// The release's name (letters, digits, `-`, `_`, `.`).
+    pub name: String,
+    /// Only these instances (default: every instance with a bundle).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "ID",
+        conflicts_with = "all_validated"
+    )]
+    pub instance_ids: Vec<String>,
+    /// Every instance that validation kept.
+    #[arg(long)]
+    pub all_validated: bool,
+    /// Where to write the snapshot (default: snapshots/NAME.json).
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Replace a snapshot file, or a release registered in the archive under this name, that
+    /// holds another release.
+    #[arg(long)]
+    pub force: bool,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct VerifyArgs {
+    /// The snapshot file (`release create` wrote it).
+    pub snapshot: PathBuf,
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(ctx: &Context, args: ReleaseArgs) -> anyhow::Result<ExitCode> {
+    match args.command {
+        ReleaseCommand::Create(a) => create(ctx, a),
+        ReleaseCommand::Verify(a) => verify(ctx, a),
+        ReleaseCommand::Rm(a) => rm(ctx, a),
+        ReleaseCommand::Ls(a) => ls(ctx, a),
+    }
+}
+
+fn create(ctx: &Context, args: CreateArgs) -> anyhow::Result<ExitCode> {
+    let ark = Ark::open(&ctx.ark)?;
+    let selection = if args.all_validated {
+        Selection::AllValidated
+    } else if !args.instance_ids.is_empty() {
+        Selection::Ids(args.instance_ids.clone())
+    } else {
+        Selection::Bundled
+    };
+    let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    let snap = release::create(&ark, &args.name, &selection, Some(now))?;
+    // Registered in the archive: from now on gc and `rm` keep every bundle it names.
+    let registered = ark.releases_dir().join(format!("{}.json", snap.name));
+    let same_registered = match Snapshot::read(&registered) {
+        Ok(old) if old.root == snap.root => true,
+        Ok(old) if !args.force => bail!(
+            "the archive holds release {} with root {}, not this one ({}); give --force to \
+             replace it, or choose another name",
+            old.name,
+            old.root,
+            snap.root
+        ),
+        _ => false,
+    };
+    if !same_registered {
+        ark.register_release(&snap.name, &snap.to_bytes())?;
+    }
+    let path = args
+        .output
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("snapshots").join(format!("{}.json", args.name)));
+    let mut kept = false;
+    if path.exists() {
+        let old = Snapshot::read(&path);
+        match old {
+            Ok(old) if old.root == snap.root && old.name == snap.name => kept = true,
+            Ok(old) if !args.force => bail!(
+                "`{}` holds release {} with root {}, not this one ({}); give --force to replace it",
+                path.display(),
+                old.name,
+                old.root,
+                snap.root
+            ),
+            Err(e) if !args.force => {
+                bail!(
+                    "`{}` exists and is not a release snapshot ({e}); give --force to replace it",
+                    path.display()
+                )
+            }
+            _ => {}
+        }
+    }
+    if !kept {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create `{}`", dir.display()))?;
+        }
+        crate::fsutil::write_atomic(&path, &snap.to_bytes())
+            .with_context(|| format!("cannot write `{}`", path.display()))?;
+    }
+    let objects = snap.objects().len();
+    if args.json {
+        let v = serde_json::json!({
+            "name": snap.name,
+            "root": snap.root,
+            "path": path,
+            "instances": snap.instances.len(),
+            "objects": objects,
+            "unchanged": kept,
+        });
+        out!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        ctx.note(format!(
+            "release {}: {} instance(s), {} object(s){} `{}`",
+            snap.name,
+            snap.instances.len(),
+            objects,
+            if kept {
+                ", the same as in"
+            } else {
+                ", written to"
+            },
+            path.display()
+        ));
+        out!("{}", snap.root);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn verify(ctx: &Context, args: VerifyArgs) -> anyhow::Result<ExitCode> {
+    let snap = Snapshot::read(&args.snapshot)?;
+    let ark = Ark::open(&ctx.ark)?;
+    let progress = ctx.progress();
+    let checks = release::verify(&ark, &snap, progress.as_ref())?;
+    let bad = checks.iter().filter(|c| !c.ok).count();
+    if args.json {
+        out!("{}", serde_json::to_string_pretty(&checks)?);
+    } else {
+        for c in &checks {
+            out!("{} {} {}", if c.ok { "ok " } else { "BAD" }, c.what, c.name);
+            for p in &c.problems {
+                out!("    {p}");
+            }
+        }
+        ctx.note(format!(
+            "release {} (root {}): {} checked, {bad} bad",
+            snap.name,
+            snap.root,
+            checks.len()
+        ));
+    }
+    Ok(if bad == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn rm(ctx: &Context, args: RmArgs) -> anyhow::Result<ExitCode> {
+    let mut ark = Ark::open(&ctx.ark)?;
+    let removed = ark.remove_release(&args.name, !args.keep_bundles)?;
+    for id in &removed {
+        out!("{id}");
+    }
+    ctx.note(format!(
+        "forgot release {}; removed {} bundle(s) only it kept from the index; `swe-ark gc` \
+         frees what nothing else uses",
+        args.name,
+        removed.len()
+    ));
+    Ok(ExitCode::SUCCESS)
+}
+
+fn ls(ctx: &Context, args: LsArgs) -> anyhow::Result<ExitCode> {
+    let ark = Ark::open(&ctx.ark)?;
+    let mut rows = Vec::new();
+    for name in ark.releases()? {
+        let path = ark.releases_dir().join(format!("{name}.json"));
+        let snap = Snapshot::read(&path)?;
+        rows.push(serde_json::json!({
+            "name": snap.name,
+            "root": snap.root,
+            "instances": snap.instances.len(),
+            "objects": snap.objects().len(),
+            "path": path,
+        }));
+        if !args.json {
+            out!(
+                "{}  {}  {} instance(s), {} object(s)",
+                snap.name,
+                snap.root,
+                snap.instances.len(),
+                snap.objects().len()
+            );
+        }
+    }
+    if args.json {
+        out!("{}", serde_json::to_string_pretty(&rows)?);
+    } else if rows.is_empty() {
+        ctx.note("no release is registered in this archive");
+    }
+    Ok(ExitCode::SUCCESS)
+}

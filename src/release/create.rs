@@ -1,0 +1,182 @@
+//! Making a release snapshot from an archive: which instances, their newest bundles, and the
+//! objects each bundle's lock needs.
+
+use std::collections::BTreeMap;
+
+use crate::bundle;
+use crate::digest::Sha256Digest;
+use crate::env::pylock::PyLock;
+use crate::store::{Ark, BundleRow};
+
+use super::{ReleaseError, ReleaseInstance, Snapshot};
+
+/// The lock's path inside a bundle.
+pub(crate) const LOCK_MEMBER: &str = "env/pylock.toml";
+
+/// Which instances a release holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Selection {
+    /// Every instance that has a bundle.
+    Bundled,
+    /// Every instance that validation kept (each must have a bundle).
+    AllValidated,
+    /// These instances (each must have a bundle).
+    Ids(Vec<String>),
+}
+
+/// Reads the locks bundles hold, each lock once: many instances share one.
+pub struct LockReader<'a> {
+    ark: &'a Ark,
+    seen: BTreeMap<Sha256Digest, Vec<u8>>,
+}
+
+impl<'a> LockReader<'a> {
+    pub fn new(ark: &'a Ark) -> Self {
+        LockReader {
+            ark,
+            seen: BTreeMap::new(),
+        }
+    }
+
+    /// The lock bundle `id` holds (`env/pylock.toml`): its id and bytes, from the object
+    /// store when the archive keeps it there (as `env lock` does), else read out of the
+    /// bundle. `None` for a bundle packed without a lock.
+    pub fn lock_of_bundle(
+        &mut self,
+        id: &Sha256Digest,
+    ) -> Result<Option<(Sha256Digest, Vec<u8>)>, ReleaseError> {
+        let source = self.ark.bundle_by_id(id)?;
+        let manifest = bundle::read_manifest_from(&source)?;
+        let Some(member) = manifest.member(LOCK_MEMBER) else {
+            return Ok(None);
+        };
+        let lock_id = member.sha256;
+        if let Some(bytes) = self.seen.get(&lock_id) {
+            return Ok(Some((lock_id, bytes.clone())));
+        }
+        let objects = self.ark.objects();
+        let bytes = if objects.has(&lock_id) {
+            objects.get(&lock_id)?
+        } else {
+            let mut members = bundle::read_fixed_members(&source, Some(*id))?;
+            match members.files.remove(LOCK_MEMBER) {
+                Some(bytes) => bytes,
+                None => return Ok(None),
+            }
+        };
+        self.seen.insert(lock_id, bytes.clone());
+        Ok(Some((lock_id, bytes)))
+    }
+}
+
+/// What an offline build of the lock reads: (id, size, kind), sorted.
+pub(crate) fn lock_needs(
+    instance: &str,
+    bundle: &Sha256Digest,
+    lock: &[u8],
+) -> Result<Vec<(Sha256Digest, u64, &'static str)>, ReleaseError> {
+    let bad = |detail: String| ReleaseError::BadLock {
+        instance: instance.to_string(),
+        bundle: *bundle,
+        detail,
+    };
+    PyLock::parse(lock)
+        .map_err(bad)?
+        .needed_objects()
+        .map_err(bad)
+}
+
+/// The newest bundle of each instance.
+pub(crate) fn newest_bundles(ark: &Ark) -> Result<BTreeMap<String, BundleRow>, ReleaseError> {
+    let mut out = BTreeMap::new();
+    // Newest first within an instance.
+    for b in ark.index().bundles()? {
+        out.entry(b.instance_id.clone()).or_insert(b);
+    }
+    Ok(out)
+}
+
+/// A snapshot of the selected instances as the archive holds them now.
+pub fn create(
+    ark: &Ark,
+    name: &str,
+    selection: &Selection,
+    created_at: Option<String>,
+) -> Result<Snapshot, ReleaseError> {
+    if !super::valid_name(name) {
+        return Err(ReleaseError::BadName(name.to_string()));
+    }
+    let newest = newest_bundles(ark)?;
+    let ids: Vec<String> = match selection {
+        Selection::Bundled => newest.keys().cloned().collect(),
+        Selection::AllValidated => ark
+            .index()
+            .validations()?
+            .into_iter()
+            .filter(|v| v.verdict == "kept")
+            .map(|v| v.instance_id)
+            .collect(),
+        Selection::Ids(ids) => {
+            let mut ids = ids.clone();
+            ids.sort();
+            ids.dedup();
+            ids
+        }
+    };
+    if ids.is_empty() {
+        return Err(ReleaseError::Selection(match selection {
+            Selection::AllValidated => {
+                "no instance was kept by validation (run `swe-ark validate`)".into()
+            }
+            _ => "the archive holds no bundle to release (pack instances first)".into(),
+        }));
+    }
+    let unbundled: Vec<&str> = ids
+        .iter()
+        .filter(|i| !newest.contains_key(*i))
+        .map(String::as_str)
+        .collect();
+    if !unbundled.is_empty() {
+        return Err(ReleaseError::Selection(format!(
+            "{} instance(s) have no bundle: {} (pack them with `swe-ark pack --instance-ids {}`)",
+            unbundled.len(),
+            unbundled.join(", "),
+            unbundled.join(",")
+        )));
+    }
+    let store = ark.objects();
+    let mut locks = LockReader::new(ark);
+    let mut instances = Vec::new();
+    let mut missing = Vec::new();
+    for id in &ids {
+        let row = &newest[id];
+        if let Err(e) = ark.bundle(row) {
+            missing.push(format!("the bundle of {id} cannot be read: {e}"));
+            continue;
+        }
+        let objects = match locks.lock_of_bundle(&row.id)? {
+            Some((_, lock)) => lock_needs(id, &row.id, &lock)?
+                .into_iter()
+                .map(|o| o.0)
+                .collect(),
+            None => Vec::new(),
+        };
+        for o in &objects {
+            if !store.has(o) {
+                missing.push(format!("object {o}, which the lock of {id} needs"));
+            }
+        }
+        instances.push(ReleaseInstance {
+            instance_id: id.clone(),
+            bundle: row.id,
+            objects,
+        });
+    }
+    if !missing.is_empty() {
+        return Err(ReleaseError::Selection(format!(
+            "the archive lacks what the release needs:\n  {}",
+            missing.join("\n  ")
+        )));
+    }
+    Snapshot::new(name, created_at, &instances)
+}

@@ -1,0 +1,212 @@
+//! `verify --rebuild`: each bundle packed again from its repository's mirror and the inputs
+//! it recorded, and the new id compared with the stored one: bit-for-bit reproducibility of
+//! the pack step.
+//!
+//! Where the inputs come from: the codebase from the mirror, at the base commit that the
+//! bundle's `instance.json` names; every other member (the instance, the context, the lock,
+//! the logs, the results) from the stored bundle itself, each checked against its sha256 in
+//! `bundle.json` and the whole stream against the bundle id. The context is not recorded
+//! anywhere else (`pack --all-validated` renders it from `manifests/`, which may have changed
+//! since), and the bundle holds the exact bytes that went in, so nothing needs a new record.
+
+use std::collections::BTreeMap;
+
+use crate::bundle::{self, Manifest, PackInputs, PackOptions};
+use crate::dataset::Instance;
+use crate::digest::Sha256Digest;
+use crate::mirror::{Mirror, RepoName};
+use crate::progress::{NoProgress, Progress};
+use crate::store::{Ark, BundleRow};
+
+use super::ReleaseError;
+
+/// What rebuilding one bundle found.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Rebuilt {
+    pub instance_id: String,
+    pub bundle: Sha256Digest,
+    /// The id the rebuild gave (absent when it could not be made).
+    pub rebuilt: Option<Sha256Digest>,
+    pub ok: bool,
+    pub problems: Vec<String>,
+}
+
+/// How many differing members a report names before it sums up the rest.
+const MAX_NAMED: usize = 20;
+
+/// The members that differ between the stored bundle's manifest and the rebuild's.
+fn differences(stored: &Manifest, rebuilt: &Manifest) -> Vec<String> {
+    let mut out = Vec::new();
+    if stored.codebase_tree != rebuilt.codebase_tree {
+        out.push(format!(
+            "the codebase's git tree is {} in the stored bundle, {} from the mirror",
+            stored.codebase_tree, rebuilt.codebase_tree
+        ));
+    }
+    let index = |m: &Manifest| -> BTreeMap<Vec<u8>, (String, u64, Sha256Digest)> {
+        m.members
+            .iter()
+            .map(|e| (e.path.clone(), (format!("{:?}", e.kind), e.size, e.sha256)))
+            .collect()
+    };
+    let (a, b) = (index(stored), index(rebuilt));
+    let mut named = Vec::new();
+    for (path, x) in &a {
+        let shown = String::from_utf8_lossy(path);
+        match b.get(path) {
+            None => named.push(format!("member `{shown}` is only in the stored bundle")),
+            Some(y) if y != x => named.push(format!(
+                "member `{shown}` differs: stored {} {} bytes sha256 {}, rebuilt {} {} bytes \
+                 sha256 {}",
+                x.0, x.1, x.2, y.0, y.1, y.2
+            )),
+            Some(_) => {}
+        }
+    }
+    for path in b.keys().filter(|p| !a.contains_key(*p)) {
+        named.push(format!(
+            "member `{}` is only in the rebuild",
+            String::from_utf8_lossy(path)
+        ));
+    }
+    if stored.gitlinks != rebuilt.gitlinks {
+        named.push("the submodules (gitlinks) differ".into());
+    }
+    let extra = named.len().saturating_sub(MAX_NAMED);
+    out.extend(named.into_iter().take(MAX_NAMED));
+    if extra > 0 {
+        out.push(format!("… and {extra} more differing member(s)"));
+    }
+    if out.is_empty() {
+        out.push(
+            "every member matches bundle.json, yet the tar differs (the pack step's bytes \
+             changed: a new tar layout needs a new bundle format version)"
+                .into(),
+        );
+    }
+    out
+}
+
+/// Packs bundle `row` again from its mirror and its own recorded inputs, in a scratch
+/// directory under the archive's `tmp/`, and compares the ids. Problems (a bundle that cannot
+/// be read, no mirror, a missing commit, a different id) are in the result, not errors.
+pub fn rebuild(
+    ark: &Ark,
+    row: &BundleRow,
+    progress: &dyn Progress,
+) -> Result<Rebuilt, ReleaseError> {
+    let mut result = Rebuilt {
+        instance_id: row.instance_id.clone(),
+        bundle: row.id,
+        rebuilt: None,
+        ok: false,
+        problems: Vec::new(),
+    };
+    let read = ark
+        .bundle(row)
+        .map_err(|e| e.to_string())
+        .and_then(|b| bundle::read_fixed_members(&b, Some(row.id)).map_err(|e| e.to_string()));
+    let mut members = match read {
+        Ok(m) => m,
+        Err(e) => {
+            result.problems.push(format!(
+                "the stored bundle cannot be read: {e} (`swe-ark verify {}` says more)",
+                row.id
+            ));
+            return Ok(result);
+        }
+    };
+    let mut take = |name: &str| members.files.remove(name);
+    let Some(instance_bytes) = take("instance.json") else {
+        result
+            .problems
+            .push("the stored bundle has no instance.json".into());
+        return Ok(result);
+    };
+    let instance = match Instance::from_json(&instance_bytes) {
+        Ok(i) => i,
+        Err(e) => {
+            result
+                .problems
+                .push(format!("the stored instance.json is not valid: {e}"));
+            return Ok(result);
+        }
+    };
+    if instance.to_canonical_json() != instance_bytes {
+        result.problems.push(
+            "the stored instance.json is not in the canonical form this swe-ark writes".into(),
+        );
+        return Ok(result);
+    }
+    let Some(name) = RepoName::parse(&instance.repo) else {
+        result.problems.push(format!(
+            "instance {} names repository `{}`, which is not OWNER/NAME",
+            instance.instance_id, instance.repo
+        ));
+        return Ok(result);
+    };
+    let mirror = match Mirror::open(&ark.mirrors_dir(), &name) {
+        Ok(m) => m,
+        Err(e) => {
+            result.problems.push(format!(
+                "nothing to rebuild from: {e} (add the mirror, or import the archive's export \
+                 made with --with-history)"
+            ));
+            return Ok(result);
+        }
+    };
+    let codebase = match mirror.codebase_at(&instance.base_commit, progress) {
+        Ok(c) => c,
+        Err(e) => {
+            result.problems.push(e.to_string());
+            return Ok(result);
+        }
+    };
+    let (spec, lock) = (take("env/spec.toml"), take("env/pylock.toml"));
+    let (pre_log, post_log) = (take("logs/pre.log"), take("logs/post.log"));
+    let results = take("results.json");
+    let inputs = PackInputs {
+        instance: &instance,
+        codebase: &codebase,
+        spec,
+        lock,
+        pre_log,
+        post_log,
+        results,
+    };
+    let tmp = ark.tmp_dir();
+    std::fs::create_dir_all(&tmp).map_err(|source| ReleaseError::Io {
+        path: tmp.clone(),
+        source,
+    })?;
+    let scratch = tempfile::Builder::new()
+        .prefix(&format!("{}rebuild-", crate::fsutil::TEMP_PREFIX))
+        .tempdir_in(&tmp)
+        .map_err(|source| ReleaseError::Io {
+            path: tmp.clone(),
+            source,
+        })?;
+    // The level does not change the id; the fastest one will do.
+    let options = PackOptions {
+        level: 1,
+        threads: 0,
+    };
+    let packed = bundle::pack_to_dir(&inputs, scratch.path(), &options, &NoProgress)?;
+    result.rebuilt = Some(packed.id);
+    if packed.id == row.id {
+        result.ok = true;
+    } else {
+        result.problems.push(format!(
+            "the rebuild from mirror {name} at {} gives bundle {}, not {}",
+            instance.base_commit, packed.id, row.id
+        ));
+        // pack_to_dir always writes a file; its manifest says what differs.
+        if let Some(path) = &packed.path {
+            let rebuilt = bundle::read_manifest(path)?;
+            result
+                .problems
+                .extend(differences(&members.manifest, &rebuilt));
+        }
+    }
+    Ok(result)
+}

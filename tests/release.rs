@@ -1,0 +1,622 @@
+//! Releases: the fixture release rebuilt from scratch against its committed root hash, the
+//! root recomputed by the documented Python script, exports that are the same bytes for the
+//! same release, and a real release (locked, validated, packed) exported, refused when cut
+//! short or altered, imported into an empty archive and replayed there with no network, and
+//! rebuilt from its mirror.
+
+mod common;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::widget::{
+    ADD_TEST, BASE_DATE, CORE, GOLD, TESTS, Widget, instance, offline_swe_ark, test_patch,
+};
+use common::{TestContext, git, git_commit_all, last_line, stderr, stdout};
+use swe_ark::digest::Sha256Digest;
+use swe_ark::release::{ReleaseInstance, Snapshot};
+use swe_ark::store::{Ark, LockRow, ValidationRow};
+
+fn repo_root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `python3 scripts/release_root.py FILE`: the root it prints, and whether it agreed with
+/// the file's own.
+fn script_root(snapshot: &Path) -> (String, bool) {
+    let out = Command::new("python3")
+        .arg(repo_root().join("scripts/release_root.py"))
+        .arg(snapshot)
+        .output()
+        .expect("python3 runs");
+    (last_line(&out.stdout), out.status.success())
+}
+
+/// The fixture's lock: two stand-in wheels whose bytes are made here, an interpreter named by
+/// a fixed version and hash. Everything in it is the same on every machine, unlike a lock
+/// `env lock` makes (it records this machine's exact Python and its executable's sha256).
+fn fixture_lock(base: &str, wheels: &[(&str, &str, Sha256Digest, u64)]) -> String {
+    let mut out = String::from(
+        "lock-version = \"1.0\"\nrequires-python = \">=3.11\"\n\
+         created-by = \"swe-ark tests (fixture release)\"\n",
+    );
+    for (name, file, sha, size) in wheels {
+        let version = file.split('-').nth(1).unwrap();
+        out.push_str(&format!(
+            "\n[[packages]]\nname = \"{name}\"\nversion = \"{version}\"\n\
+             wheels = [{{ name = \"{file}\", size = {size}, hashes = {{ sha256 = \"{sha}\" }} }}]\n"
+        ));
+    }
+    out.push_str(&format!(
+        "\n[tool.swe-ark]\nrepo = \"acme/widget\"\nversion = \"1.0\"\ncommit = \"{base}\"\n\
+         exclude-newer = \"2021-06-01T00:00:00Z\"\nindex = \"https://pypi.org/simple\"\n\
+         resolver = \"pip 23.2.1\"\n\n[tool.swe-ark.python]\nversion = \"3.11.7\"\n\
+         implementation = \"cpython\"\nplatform = \"linux-x86_64\"\nsha256 = \"{}\"\n\n\
+         [tool.swe-ark.context]\npython = \"3.11\"\npackages = []\npip-packages = [\"pytest\"]\n\
+         pre-install = []\nskipped-pre-install = []\ninstall = \"python -m pip install -e .\"\n",
+        Sha256Digest::of(b"fixture interpreter")
+    ));
+    out
+}
+
+/// Builds the fixture release from scratch in `t`'s archive: a repository made by code, its
+/// mirror, two instances, a lock and two validations, the packs from the index, and
+/// `release create`. `env lock` and `validate` run for real in the test below; here their
+/// records are made with fixed bytes (validation logs hold timings and paths, a lock holds the
+/// machine's interpreter), so that the root is the same on every machine and every run.
+/// Returns the snapshot's path.
+fn build_fixture_release(t: &TestContext) -> PathBuf {
+    let repo = t.path("repo");
+    for (path, text) in [
+        ("widget/__init__.py", ""),
+        ("widget/core.py", CORE),
+        ("tests/test_core.py", TESTS),
+        (
+            "setup.py",
+            "from setuptools import setup\nsetup(name='widget', version='1.0')\n",
+        ),
+    ] {
+        let p = repo.join(path);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, text).unwrap();
+    }
+    git(&repo, &["init", "-q", "-b", "main"]);
+    let base = git_commit_all(&repo, "widget 1.0", BASE_DATE);
+    let manifests = t.path("manifests");
+    fs::create_dir_all(&manifests).unwrap();
+    fs::write(
+        manifests.join("acme__widget.toml"),
+        "repo = \"acme/widget\"\nsource = \"tests/release.rs\"\nlog_parser = \"pytest\"\n\n\
+         [defaults]\npython = \"3.11\"\npip_packages = [\"pytest\"]\n\
+         install = \"python -m pip install -e .\"\ntest_cmd = \"pytest -rA\"\n\n\
+         [versions.\"1.0\"]\n",
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        let out = t
+            .cmd()
+            .env("SWE_ARK_MANIFESTS", &manifests)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "swe-ark {args:?}\n{}{}",
+            stdout(&out),
+            stderr(&out)
+        );
+        stdout(&out)
+    };
+    run(&[
+        "mirror",
+        "add",
+        repo.to_str().unwrap(),
+        "--name",
+        "acme/widget",
+    ]);
+    let add = "tests/test_core.py::test_add";
+    let sub = "tests/test_core.py::test_sub";
+    let instances = [
+        instance(1, &test_patch(ADD_TEST), GOLD, &[add], &[sub], &base),
+        instance(
+            2,
+            &test_patch(&format!(
+                "{ADD_TEST}\n\ndef test_more():\n    assert True\n"
+            )),
+            GOLD,
+            &[add],
+            &[sub, "tests/test_core.py::test_more"],
+            &base,
+        ),
+    ];
+    let file = t.path("instances.jsonl");
+    fs::write(
+        &file,
+        instances
+            .iter()
+            .map(|i| format!("{i}\n"))
+            .collect::<String>(),
+    )
+    .unwrap();
+    run(&["import", file.to_str().unwrap()]);
+
+    {
+        let mut ark = Ark::open(&t.ark()).unwrap();
+        let store = ark.objects();
+        let mut wheels = Vec::new();
+        for (name, file) in [
+            ("iniconfig", "iniconfig-2.0.0-py3-none-any.whl"),
+            ("pytest", "pytest-7.4.4-py3-none-any.whl"),
+        ] {
+            let bytes = format!("stand-in bytes of {file}\n");
+            let id = store.put_bytes(bytes.as_bytes()).unwrap();
+            wheels.push((name, file, id, bytes.len() as u64));
+        }
+        let lock = fixture_lock(&base, &wheels);
+        let lock_id = store.put_bytes(lock.as_bytes()).unwrap();
+        let mut objects: Vec<(Sha256Digest, u64, &str)> =
+            vec![(lock_id, lock.len() as u64, "lock")];
+        objects.extend(wheels.iter().map(|w| (w.2, w.3, "wheel")));
+        ark.index_mut()
+            .record_lock(
+                &LockRow {
+                    id: lock_id,
+                    repo: "acme/widget".into(),
+                    version: "1.0".into(),
+                    commit_id: base.clone(),
+                    python: "3.11.7".into(),
+                    packages: 2,
+                    artifacts: 2,
+                    bytes: wheels.iter().map(|w| w.3).sum(),
+                    created_at: 0,
+                },
+                &objects,
+            )
+            .unwrap();
+        for n in [1, 2] {
+            let id = format!("acme__widget-{n}");
+            let pre = format!("# {id}\nFAILED {add}\nPASSED {sub}\n");
+            let post = format!("# {id}\nPASSED {add}\nPASSED {sub}\n");
+            let results = format!("{{\"instance_id\": \"{id}\", \"verdict\": \"kept\"}}\n");
+            let ids: Vec<Sha256Digest> = [&pre, &post, &results]
+                .iter()
+                .map(|b| store.put_bytes(b.as_bytes()).unwrap())
+                .collect();
+            ark.index_mut()
+                .record_validation(
+                    &ValidationRow {
+                        instance_id: id,
+                        verdict: "kept".into(),
+                        reason_kind: String::new(),
+                        reason: String::new(),
+                        fail_to_pass: 1,
+                        pass_to_pass: n as u64,
+                        flaky: 0,
+                        lock_id: lock_id.hex(),
+                        results: ids[2],
+                        log_pre: Some(ids[0]),
+                        log_post: Some(ids[1]),
+                        seconds: 1.5,
+                        validated_at: 0,
+                    },
+                    &[
+                        (ids[0], pre.len() as u64, "log"),
+                        (ids[1], post.len() as u64, "log"),
+                        (ids[2], results.len() as u64, "results"),
+                    ],
+                    None,
+                )
+                .unwrap();
+        }
+    }
+    run(&["pack", "--all-validated"]);
+    let snapshot = t.path("fixture.json");
+    run(&[
+        "release",
+        "create",
+        "fixture",
+        "--all-validated",
+        "-o",
+        snapshot.to_str().unwrap(),
+    ]);
+    snapshot
+}
+
+#[test]
+fn the_fixture_release_has_the_committed_root_on_every_machine() {
+    let t = TestContext::new();
+    let built_path = build_fixture_release(&t);
+    let built = Snapshot::read(&built_path).unwrap();
+    let committed_path = repo_root().join("snapshots/fixture-release.json");
+    if std::env::var_os("SWE_ARK_UPDATE_SNAPSHOTS").is_some() {
+        fs::copy(&built_path, &committed_path).unwrap();
+    }
+    let committed = Snapshot::read(&committed_path).unwrap();
+    assert_eq!(
+        (&built.instances, built.root),
+        (&committed.instances, committed.root),
+        "the fixture release no longer has the committed root: what goes into a bundle \
+         changed. If on purpose, run this test with SWE_ARK_UPDATE_SNAPSHOTS=1 and commit \
+         snapshots/fixture-release.json with the reason (docs/RELEASES.md)"
+    );
+    assert_eq!(built.instances.len(), 2);
+    assert_eq!(built.instances[0].objects.len(), 2, "{built:?}");
+
+    // The documented script gives the same root, from the committed file and the new one.
+    assert_eq!(script_root(&committed_path), (committed.root.hex(), true));
+    assert_eq!(script_root(&built_path), (built.root.hex(), true));
+    // The script in the doc is the one in scripts/, word for word.
+    let script = fs::read_to_string(repo_root().join("scripts/release_root.py")).unwrap();
+    let doc = fs::read_to_string(repo_root().join("docs/RELEASES.md")).unwrap();
+    assert!(
+        doc.contains(&format!("```python\n{script}```")),
+        "docs/RELEASES.md must show scripts/release_root.py as it is"
+    );
+
+    // The archive agrees with its release.
+    let out = t.run_expect(&["release", "verify", built_path.to_str().unwrap()], 0);
+    assert!(stdout(&out).contains("ok  root"), "{}", stdout(&out));
+}
+
+#[test]
+fn the_root_script_agrees_with_swe_ark_on_awkward_instance_ids() {
+    let t = TestContext::new();
+    let ids = [
+        "plain__id-1",
+        "quote\"back\\slash",
+        "new\nline\ttab\u{1}ctl",
+        "caf\u{e9} \u{1f600} \u{2028}",
+        "Zed",
+        "a",
+    ];
+    let instances: Vec<ReleaseInstance> = ids
+        .iter()
+        .enumerate()
+        .map(|(n, id)| ReleaseInstance {
+            instance_id: id.to_string(),
+            bundle: Sha256Digest::of(id.as_bytes()),
+            objects: (0..n)
+                .map(|k| Sha256Digest::of(format!("{k}").as_bytes()))
+                .rev()
+                .collect(),
+        })
+        .collect();
+    let snap = Snapshot::new("awkward", None, &instances).unwrap();
+    let path = t.path("awkward.json");
+    fs::write(&path, snap.to_bytes()).unwrap();
+    assert_eq!(script_root(&path), (snap.root.hex(), true));
+    // An edited list no longer matches its root: the script says so (exit 1).
+    let edited = String::from_utf8(snap.to_bytes())
+        .unwrap()
+        .replace("plain__id-1", "plain__id-2");
+    fs::write(&path, edited).unwrap();
+    let (root, agreed) = script_root(&path);
+    assert!(!agreed && root != snap.root.hex(), "{root}");
+}
+
+#[test]
+fn the_same_release_exports_to_the_same_bytes_from_two_archives() {
+    let files: Vec<Vec<u8>> = (0..2)
+        .map(|_| {
+            let t = TestContext::new();
+            let snapshot = build_fixture_release(&t);
+            let out = t.path("fixture.ark");
+            t.run_expect(
+                &[
+                    "export",
+                    "--release",
+                    snapshot.to_str().unwrap(),
+                    "-o",
+                    out.to_str().unwrap(),
+                ],
+                0,
+            );
+            fs::read(out).unwrap()
+        })
+        .collect();
+    assert!(files[0] == files[1], "two exports of one release differ");
+    // A plain tar: GNU tar lists it, the manifest first.
+    let t = TestContext::new();
+    let path = t.path("x.ark");
+    fs::write(&path, &files[0]).unwrap();
+    let out = Command::new("tar").arg("-tf").arg(&path).output().unwrap();
+    let names = stdout(&out);
+    let names: Vec<&str> = names.lines().collect();
+    assert_eq!(
+        names[..3],
+        ["swe-ark-archive.json", "release.json", "index.json"]
+    );
+    assert_eq!(
+        names.iter().filter(|n| n.starts_with("bundles/")).count(),
+        2
+    );
+    // Two wheels, the lock, and each validation's two logs and results.
+    assert_eq!(
+        names.iter().filter(|n| n.starts_with("objects/")).count(),
+        9
+    );
+}
+
+/// Where member `prefix…` of a tar file starts (its data).
+fn member_offset(file: &Path, prefix: &str) -> u64 {
+    let mut a = tar::Archive::new(fs::File::open(file).unwrap());
+    for e in a.entries().unwrap() {
+        let e = e.unwrap();
+        if e.path().unwrap().to_string_lossy().starts_with(prefix) {
+            return e.raw_file_position();
+        }
+    }
+    panic!("no member {prefix} in {}", file.display());
+}
+
+fn read_report(path: PathBuf, id: &str) -> serde_json::Value {
+    let v: serde_json::Value = serde_json::from_slice(&fs::read(&path).unwrap())
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    v[id].clone()
+}
+
+#[test]
+fn a_release_crosses_the_air_gap_and_replays_there_with_no_network() {
+    let t = TestContext::new();
+    let Some(w) = Widget::new(&t) else { return };
+    let ok = |args: &[&str]| w.ok(&t, args);
+    let more = "\n\ndef test_more():\n    assert True\n";
+    w.mirror_lock_import(
+        &t,
+        &[
+            instance(1, &test_patch(ADD_TEST), GOLD, &[], &[], &w.base),
+            instance(
+                2,
+                &test_patch(&format!("{ADD_TEST}{more}")),
+                GOLD,
+                &[],
+                &[],
+                &w.base,
+            ),
+        ],
+    );
+    ok(&["validate", "--jobs", "2", "--runs", "1", "--timeout", "120"]);
+    ok(&["pack", "--all-validated"]);
+    let snap_path = t.path("e2e.json");
+    let snap = snap_path.to_str().unwrap();
+    let root =
+        last_line(ok(&["release", "create", "e2e", "--all-validated", "-o", snap]).as_bytes());
+    assert_eq!(script_root(&snap_path), (root.clone(), true));
+    let verified = ok(&["release", "verify", snap]);
+    assert!(verified.contains("ok  root"), "{verified}");
+    // The same name and content again: the file is kept as it is.
+    let before = fs::read(&snap_path).unwrap();
+    ok(&["release", "create", "e2e", "--all-validated", "-o", snap]);
+    assert_eq!(fs::read(&snap_path).unwrap(), before);
+
+    // Export: the same bytes twice.
+    let a = t.path("a.ark");
+    let b = t.path("b.ark");
+    ok(&["export", "--release", snap, "-o", a.to_str().unwrap()]);
+    ok(&["export", "--release", snap, "-o", b.to_str().unwrap()]);
+    assert!(fs::read(&a).unwrap() == fs::read(&b).unwrap());
+
+    // Cut short or altered: refused, naming what is wrong, nothing written.
+    let bytes = fs::read(&a).unwrap();
+    let cut = t.path("cut.ark");
+    fs::write(&cut, &bytes[..bytes.len() * 2 / 3]).unwrap();
+    let target = t.path("refused");
+    let out = w
+        .cmd_at(&t, &target)
+        .args(["import-archive", cut.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("truncated"), "{}", stderr(&out));
+    assert!(
+        !target.exists(),
+        "a refused import left {}",
+        target.display()
+    );
+    let bundle_at = member_offset(&a, "bundles/") as usize;
+    let mut altered = bytes.clone();
+    altered[bundle_at + 100] ^= 0x01;
+    let bad = t.path("altered.ark");
+    fs::write(&bad, &altered).unwrap();
+    let out = w
+        .cmd_at(&t, &target)
+        .args(["import-archive", bad.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let e = stderr(&out);
+    assert!(
+        e.contains("(`bundles/") && e.contains("hashes to") && e.contains("altered"),
+        "{e}"
+    );
+    assert!(!target.exists());
+    // Into an existing archive: the same refusal, and the archive is as it was.
+    let listing = ok(&["ls", "--json"]);
+    let out = w.run(&t, &["import-archive", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_eq!(ok(&["ls", "--json"]), listing);
+    let leftovers: Vec<_> = fs::read_dir(t.ark().join("tmp"))
+        .map(|rd| rd.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    // The wrong root expected: refused.
+    let out = w.run_at(
+        &t,
+        &t.path("elsewhere"),
+        &[
+            "import-archive",
+            a.to_str().unwrap(),
+            "--expect-root",
+            &Sha256Digest::of(b"another").hex(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("not the expected"),
+        "{}",
+        stderr(&out)
+    );
+
+    // Killed just before the index is written: the index names nothing, verify is clean,
+    // and the import can be run again.
+    let killed = t.path("killed");
+    let out = w
+        .cmd_at(&t, &killed)
+        .env("SWE_ARK_FAILPOINT", "import.before-index")
+        .args(["import-archive", a.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let k = |args: &[&str]| w.run_at(&t, &killed, args);
+    assert_eq!(stdout(&k(&["ls", "--json"])).trim(), "[]");
+    assert_eq!(k(&["verify"]).status.code(), Some(0));
+    assert_eq!(
+        k(&["import-archive", a.to_str().unwrap()]).status.code(),
+        Some(0)
+    );
+    assert_eq!(k(&["release", "verify", snap]).status.code(), Some(0));
+
+    // The gold replay here, for comparison.
+    ok(&["replay", "--gold", "--run-id", "gold"]);
+
+    // There: an empty directory and an empty HOME, then no network at all.
+    let other = t.path("other");
+    let home = t.path("home");
+    fs::create_dir_all(&home).unwrap();
+    let out = w
+        .cmd_at(&t, &other)
+        .env("HOME", &home)
+        .args([
+            "import-archive",
+            a.to_str().unwrap(),
+            "--expect-root",
+            &root,
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(last_line(&out.stdout), root);
+    let there = |args: &[&str]| w.run_at(&t, &other, args);
+    assert_eq!(there(&["verify"]).status.code(), Some(0));
+    let rv = there(&["release", "verify", snap]);
+    assert_eq!(rv.status.code(), Some(0), "{}", stdout(&rv));
+    let mut c = if common::can_unshare() {
+        offline_swe_ark(&w.python, &home)
+    } else {
+        eprintln!("note: unshare -n is not available; the replay there keeps the network");
+        let mut c = Command::new(env!("CARGO_BIN_EXE_swe-ark"));
+        c.env_clear()
+            .env("HOME", &home)
+            .env(
+                "PATH",
+                format!("{}:/usr/bin:/bin", w.python.parent().unwrap().display()),
+            )
+            .arg("--no-progress");
+        c
+    };
+    c.arg("--ark")
+        .arg(&other)
+        .args(["replay", "--gold", "--run-id", "gold"]);
+    let out = c.output().unwrap();
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    for id in ["acme__widget-1", "acme__widget-2"] {
+        let rel = format!("runs/gold/gold/{id}/report.json");
+        let here = read_report(t.ark().join(&rel), id);
+        let there = read_report(other.join(&rel), id);
+        assert_eq!(there["resolved"].as_bool(), Some(true), "{there}");
+        assert_eq!(there["tests_status"], here["tests_status"], "{id}");
+        assert_eq!(there["bundle"], here["bundle"], "{id}");
+    }
+
+    // With history: the mirror goes too, and the bundles rebuild there bit for bit.
+    let h = t.path("h.ark");
+    ok(&[
+        "export",
+        "--release",
+        snap,
+        "-o",
+        h.to_str().unwrap(),
+        "--with-history",
+    ]);
+    let hist = t.path("hist");
+    let hh = |args: &[&str]| w.run_at(&t, &hist, args);
+    assert_eq!(
+        hh(&["import-archive", h.to_str().unwrap()]).status.code(),
+        Some(0)
+    );
+    assert_eq!(hh(&["mirror", "verify"]).status.code(), Some(0));
+    let rebuilt = hh(&["verify", "--rebuild"]);
+    assert_eq!(
+        rebuilt.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&rebuilt),
+        stderr(&rebuilt)
+    );
+    assert_eq!(stdout(&rebuilt).matches("ok  rebuild").count(), 2);
+    // Without history there is nothing to rebuild from, and it says so.
+    let none = there(&["verify", "--rebuild"]);
+    assert_eq!(none.status.code(), Some(1));
+    assert!(
+        stdout(&none).contains("nothing to rebuild from"),
+        "{}",
+        stdout(&none)
+    );
+
+    // Here: the bundles rebuild; one packed from an edited directory does not, naming the
+    // member that differs.
+    let rebuilt = ok(&["verify", "--rebuild", "--instance-ids", "acme__widget-1"]);
+    assert!(rebuilt.contains("ok  rebuild acme__widget-1"), "{rebuilt}");
+    let edited = t.path("edited");
+    fs::create_dir_all(&edited).unwrap();
+    for f in ["widget/core.py", "tests/test_core.py", "pyproject.toml"] {
+        let dest = edited.join(f);
+        fs::create_dir_all(dest.parent().unwrap()).unwrap();
+        if w.repo.join(f).exists() {
+            fs::copy(w.repo.join(f), dest).unwrap();
+        }
+    }
+    let inst = t.path("inst1.json");
+    let first = instance(1, &test_patch(ADD_TEST), GOLD, &[], &[], &w.base);
+    fs::write(&inst, first.to_string()).unwrap();
+    ok(&[
+        "pack",
+        "--instance",
+        inst.to_str().unwrap(),
+        "--codebase",
+        edited.to_str().unwrap(),
+    ]);
+    let out = w.run(
+        &t,
+        &["verify", "--rebuild", "--instance-ids", "acme__widget-1"],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout(&out);
+    assert!(text.contains("BAD rebuild acme__widget-1"), "{text}");
+    assert!(text.contains("is only in the rebuild"), "{text}");
+
+    // There: an object gone and a bundle altered; release verify names both (exit 1).
+    let rel: serde_json::Value = serde_json::from_slice(&fs::read(&snap_path).unwrap()).unwrap();
+    let obj = rel["instances"][0]["objects"][0]
+        .as_str()
+        .unwrap()
+        .to_string();
+    fs::remove_file(other.join(format!("objects/sha256/{}/{}", &obj[..2], &obj[2..]))).unwrap();
+    let bid = rel["instances"][1]["bundle"].as_str().unwrap().to_string();
+    let bpath = other.join(format!("bundles/{bid}.tar.zst"));
+    let mut bb = fs::read(&bpath).unwrap();
+    let mid = bb.len() / 2;
+    bb[mid] ^= 0x40;
+    fs::write(&bpath, bb).unwrap();
+    let out = there(&["release", "verify", snap]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout(&out);
+    assert!(text.contains(&format!("BAD object {obj}")), "{text}");
+    assert!(text.contains("missing from the archive"), "{text}");
+    assert!(
+        text.contains(&format!("BAD bundle acme__widget-2 {bid}")),
+        "{text}"
+    );
+    assert!(text.contains("BAD root"), "{text}");
+}
