@@ -391,3 +391,87 @@ fn import_of_a_bundle_file_stores_it_deduplicated() {
     let show = stdout(&other.run_expect(&["show", "acme__widgets-42"], 0));
     assert!(show.contains(&a), "{show}");
 }
+
+#[test]
+fn a_release_imported_elsewhere_is_stored_deduplicated_and_release_rm_frees_what_only_it_kept() {
+    let t = TestContext::new();
+    let commits = make_history(&t.path("upstream"), 8);
+    let ids = pack_history(&t, &t.path("upstream"), &commits);
+    let snap = t.path("r1.json");
+    let snap_s = snap.to_str().unwrap();
+    t.run_expect(&["release", "create", "r1", "-o", snap_s], 0);
+    // `release create` registered it in the archive.
+    let ls = stdout(&t.run_expect(&["release", "ls"], 0));
+    assert!(ls.starts_with("r1  "), "{ls}");
+    let err = stderr(&t.run_expect(&["rm", "acme__widgets-3"], 2));
+    assert!(err.contains("r1"), "{err}");
+
+    // Exported and imported into an empty archive: stored deduplicated there too, every
+    // bundle the same bytes, and the release registered.
+    let file = t.path("r1.ark");
+    t.run_expect(
+        &["export", "--release", snap_s, "-o", file.to_str().unwrap()],
+        0,
+    );
+    let other = t.path("other");
+    let there = |args: &[&str], code: i32| {
+        let out = t.cmd_at(&other).args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {}", stderr(&out));
+        out
+    };
+    there(&["import-archive", file.to_str().unwrap()], 0);
+    let s: serde_json::Value =
+        serde_json::from_slice(&there(&["ls", "--stats", "--json"], 0).stdout).unwrap();
+    let ratio = s["repos"][0]["dedup_ratio"].as_f64().unwrap();
+    assert!(
+        ratio > 5.0,
+        "logical/stored after import is only {ratio:.1}: {s}"
+    );
+    assert_eq!(s["repos"][0]["bundles"], 8);
+    there(&["verify"], 0);
+    there(&["release", "verify", snap_s], 0);
+    assert!(stdout(&there(&["release", "ls"], 0)).starts_with("r1  "));
+    let exported = t.path("exported-there");
+    there(
+        &["export-bundle", &ids[5], "-o", exported.to_str().unwrap()],
+        0,
+    );
+    assert_eq!(
+        fs::read(exported.join(format!("{}.tar.zst", ids[5]))).unwrap(),
+        fs::read(t.bundle_path(&ids[5])).unwrap()
+    );
+    // Importing it again adds nothing.
+    let again: serde_json::Value = serde_json::from_slice(
+        &there(&["import-archive", file.to_str().unwrap(), "--json"], 0).stdout,
+    )
+    .unwrap();
+    assert_eq!(again["bundles_added"], 0, "{again}");
+
+    // Instance 3 packed again from another commit: its old bundle is kept by the release
+    // alone. `release rm` removes it (and only it) from the index; gc then frees what no
+    // bundle needs (here its pieces all stay: the other bundles, and the deltas of the new
+    // one, are made against them; rm_and_gc_free_what_nothing_else_uses tests the freeing).
+    let inst = instance_at(&t, &commits[7], "acme__widgets-3");
+    let out = t.run_expect(
+        &[
+            "pack",
+            "--repo",
+            "acme/widgets",
+            "--instance",
+            inst.to_str().unwrap(),
+        ],
+        0,
+    );
+    let newer = last_line(&out.stdout);
+    assert_ne!(newer, ids[3]);
+    let out = t.run_expect(&["release", "rm", "r1"], 0);
+    assert_eq!(stdout(&out).trim(), ids[3]);
+    assert!(stdout(&t.run_expect(&["release", "ls"], 0)).is_empty());
+    let err = stderr(&t.run_expect(&["release", "rm", "r1"], 2));
+    assert!(err.contains("no release `r1`"), "{err}");
+    t.run_expect(&["gc"], 0);
+    t.run_expect(&["verify"], 0);
+    let err = stderr(&t.run_expect(&["unpack", &ids[3], "-o", "gone"], 2));
+    assert!(err.contains("no bundle in the archive matches"), "{err}");
+    t.run_expect(&["unpack", &newer, "-o", "kept"], 0);
+}

@@ -604,10 +604,21 @@ fn a_release_crosses_the_air_gap_and_replays_there_with_no_network() {
         .to_string();
     fs::remove_file(other.join(format!("objects/sha256/{}/{}", &obj[..2], &obj[2..]))).unwrap();
     let bid = rel["instances"][1]["bundle"].as_str().unwrap().to_string();
-    let bpath = other.join(format!("bundles/{bid}.tar.zst"));
+    // The bundle's own `bundle.json` piece, where its pack holds it (docs/STORAGE.md).
+    let (pack, offset, length): (String, i64, i64) =
+        rusqlite::Connection::open(other.join("index.sqlite"))
+            .unwrap()
+            .query_row(
+                "SELECT p.name, c.offset, c.length FROM bundles b
+                 JOIN pieces c ON c.id = b.manifest_piece JOIN packs p ON p.no = c.pack
+                 WHERE b.id = ?1",
+                [&bid],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .unwrap();
+    let bpath = other.join(format!("packs/{pack}.pack"));
     let mut bb = fs::read(&bpath).unwrap();
-    let mid = bb.len() / 2;
-    bb[mid] ^= 0x40;
+    bb[(offset + length / 2) as usize] ^= 0x40;
     fs::write(&bpath, bb).unwrap();
     let out = there(&["release", "verify", snap]);
     assert_eq!(out.status.code(), Some(1));
