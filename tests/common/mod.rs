@@ -119,6 +119,27 @@ impl TestContext {
     }
 
     /// The archive's pack files.
+    /// Flips one byte in the middle of the pack frame that holds the piece with this content
+    /// (docs/STORAGE.md): every bundle that reads it must then fail, naming a member.
+    pub fn damage_piece_of(&self, content: &[u8]) {
+        use sha2::Digest;
+        let id = sha2::Sha256::digest(content).to_vec();
+        let (pack, offset, length): (String, i64, i64) =
+            rusqlite::Connection::open(self.ark().join("index.sqlite"))
+                .unwrap()
+                .query_row(
+                    "SELECT p.name, c.offset, c.length FROM pieces c
+                     JOIN packs p ON p.no = c.pack WHERE c.id = ?1",
+                    [id],
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                )
+                .unwrap();
+        let path = self.ark().join(format!("packs/{pack}.pack"));
+        let mut bytes = fs::read(&path).unwrap();
+        bytes[(offset + length / 2) as usize] ^= 0x20;
+        fs::write(&path, bytes).unwrap();
+    }
+
     pub fn pack_files(&self) -> Vec<PathBuf> {
         let mut v: Vec<PathBuf> = fs::read_dir(self.ark().join("packs"))
             .map(|rd| {
