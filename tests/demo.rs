@@ -98,6 +98,12 @@ fn the_demo_runs_the_whole_pipeline_and_every_check_holds() {
     assert_eq!(s["verified"], true);
     assert_eq!(s["tamper_caught"], true);
     assert_eq!(s["rebuilt_identical"], true);
+    // Four instances of one repository: the store keeps their shared files once.
+    let (logical, stored) = (
+        s["bundles_logical_bytes"].as_u64().unwrap(),
+        s["bundles_stored_bytes"].as_u64().unwrap(),
+    );
+    assert!(stored * 4 < logical, "stored {stored} of {logical} bytes");
     // The narration shows each command as a user would type it.
     assert!(stderr.contains("$ swe-ark --ark ark collect demo/calc --api-url http://127.0.0.1:"));
 }

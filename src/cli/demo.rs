@@ -89,8 +89,9 @@ fn screen(s: &DemoSummary) -> Vec<String> {
     l.extend(list(&s.bundles));
     l.push(format!("release root hash: {}", s.release_root));
     l.push(format!(
-        "sizes: archive {} bytes, exported release {} bytes",
-        s.archive_bytes, s.export_bytes
+        "sizes: archive {} bytes, exported release {} bytes; bundles {} bytes of tar, {} bytes \
+         stored",
+        s.archive_bytes, s.export_bytes, s.bundles_logical_bytes, s.bundles_stored_bytes
     ));
     l.push(format!(
         "replay --gold, offline{}: resolved {} of {}",

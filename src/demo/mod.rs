@@ -70,6 +70,9 @@ pub struct DemoSummary {
     pub release_root: String,
     pub export_bytes: u64,
     pub archive_bytes: u64,
+    /// The bundles' tars, summed, and what the archive's deduplicated store keeps of them.
+    pub bundles_logical_bytes: u64,
+    pub bundles_stored_bytes: u64,
     pub gold_resolved: usize,
     pub gold_total: usize,
     /// Instance → the model prediction's outcome (`resolved`, `unresolved`, or the error).
@@ -453,6 +456,17 @@ pub fn run(opts: &DemoOptions, say: &dyn Fn(&str)) -> Result<DemoSummary, DemoEr
             p["id"].as_str().unwrap_or_default().to_string(),
         );
     }
+
+    let stats = d.json("ls --stats", &["--ark", "ark", "ls", "--stats", "--json"])?;
+    d.summary.bundles_logical_bytes = stats["total"]["logical_bytes"].as_u64().unwrap_or(0);
+    d.summary.bundles_stored_bytes = stats["total"]["stored_bytes"].as_u64().unwrap_or(0);
+    say(&format!(
+        "{} bundle(s): {} bytes of tar, {} bytes stored (each file kept once, whole or as a \
+         delta against the same file in a similar bundle)",
+        packed.as_array().map_or(0, Vec::len),
+        d.summary.bundles_logical_bytes,
+        d.summary.bundles_stored_bytes
+    ));
 
     d.step("8. release create: the release as one root hash");
     let release = d.json(
