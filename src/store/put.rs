@@ -15,8 +15,8 @@ use crate::progress::Progress;
 use super::ark::ArkError;
 use super::index::{BundleSketch, Index, NewPiece, StoredParts};
 use super::pieces::{
-    self, BLOCK, MAX_DEPTH, PackWriter, PieceReader, STREAM_MIN, best_delta, compress_block,
-    similarity, sketch,
+    self, BLOCK, CHAIN_BYTES, PackWriter, PieceReader, STREAM_MIN, WRITE_DEPTH, best_delta,
+    compress_block, similarity, sketch,
 };
 use super::stored::parse_manifest;
 
@@ -113,6 +113,31 @@ fn content_of(m: &dyn Members, from: Source) -> Result<Cow<'_, [u8]>, BundleErro
         Source::Manifest => Ok(Cow::Borrowed(m.manifest_bytes())),
         Source::Member(i) => m.content(i),
     }
+}
+
+/// The base to try for a new piece of `size` bytes whose most similar stored piece is
+/// `similar`: `similar` itself when the chain would stay within both bounds (`WRITE_DEPTH`
+/// deltas, `CHAIN_BYTES` decoded); else the nearest piece below it in its chain that leaves
+/// half of each bound free, so that chains grow back from the middle rather than starting
+/// over from a whole piece (as Subversion's skip-deltas do, a delta against an older
+/// version is a little larger but keeps every read short). `None` when nothing fits.
+fn bounded_base(reader: &PieceReader, similar: &Sha256Digest, size: u64) -> Option<Sha256Digest> {
+    let chain = reader.chain_costs(similar)?;
+    let depth_of = |k: usize| (chain.len() - 1 - k) as u32;
+    let fits = |k: usize, depth: u32, bytes: u64| {
+        depth_of(k) < depth && chain[k].1.saturating_add(size) <= bytes
+    };
+    // A piece larger than the bound may still be a delta against a whole piece.
+    let bytes = CHAIN_BYTES.max(size.saturating_mul(2));
+    let k = if fits(0, WRITE_DEPTH, bytes) {
+        0
+    } else {
+        (1..chain.len())
+            .find(|k| fits(*k, WRITE_DEPTH / 2, (bytes / 2).max(size.saturating_mul(2))))?
+    };
+    let base = chain[k].0;
+    let loc = reader.loc(&base)?;
+    (loc.size <= pieces::DELTA_MAX && loc.size >= 64).then_some(base)
 }
 
 /// Runs `f` on a pool of `threads` workers (0: rayon's global pool, one per core).
@@ -240,21 +265,21 @@ pub fn put_members(
     };
     reader.load(index, &candidate_ids)?;
     let bases_of = |n: &NewOne| -> Vec<Sha256Digest> {
-        at_path
-            .get(path_of(members, n.from))
-            .map(|v| {
-                v.iter()
-                    .filter(|c| {
-                        **c != n.id
-                            && reader.loc(c).is_some_and(|l| {
-                                l.depth < MAX_DEPTH && l.size <= pieces::DELTA_MAX && l.size >= 64
-                            })
-                    })
-                    .take(CANDIDATES)
-                    .copied()
-                    .collect()
-            })
-            .unwrap_or_default()
+        let mut bases: Vec<Sha256Digest> = Vec::new();
+        for c in at_path.get(path_of(members, n.from)).into_iter().flatten() {
+            if *c == n.id {
+                continue;
+            }
+            if let Some(b) = bounded_base(&reader, c, n.size)
+                && !bases.contains(&b)
+            {
+                bases.push(b);
+            }
+            if bases.len() == CANDIDATES {
+                break;
+            }
+        }
+        bases
     };
     let plan: Vec<(usize, Vec<Sha256Digest>)> = new
         .iter()
@@ -406,4 +431,74 @@ pub fn put_members(
     progress.finish();
     parts.pack = Some(pack.finish().map_err(io_err)?);
     Ok(parts)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+    use crate::store::index::PieceLoc;
+
+    /// A chain of `len` versions of one path, each `size` bytes: version 0 whole, version
+    /// `i` a delta against version `i - 1`.
+    fn chain(len: usize, size: u64) -> (PieceReader, Vec<Sha256Digest>) {
+        let ids: Vec<Sha256Digest> = (0..len as u32)
+            .map(|i| Sha256Digest::of(&i.to_le_bytes()))
+            .collect();
+        let locs: HashMap<Sha256Digest, PieceLoc> = (ids.iter().enumerate())
+            .map(|(i, id)| {
+                let loc = PieceLoc {
+                    pack: 1,
+                    offset: 16 + i as u64 * 100,
+                    length: 100,
+                    skip: 0,
+                    size,
+                    base: i.checked_sub(1).map(|b| ids[b]),
+                    depth: i as u32,
+                };
+                (*id, loc)
+            })
+            .collect();
+        (PieceReader::with_locs(locs), ids)
+    }
+
+    #[test]
+    fn a_short_chain_grows_on_the_most_similar_piece() {
+        let (reader, ids) = chain(5, 10_000);
+        assert_eq!(bounded_base(&reader, &ids[4], 10_000), Some(ids[4]));
+    }
+
+    #[test]
+    fn a_chain_at_the_depth_bound_grows_again_from_its_middle() {
+        let (reader, ids) = chain(WRITE_DEPTH as usize + 1, 10_000);
+        let newest = ids[ids.len() - 1];
+        // The newest is at depth WRITE_DEPTH: a delta on it would be one too deep.
+        let base = bounded_base(&reader, &newest, 10_000).unwrap();
+        let depth = reader.loc(&base).unwrap().depth;
+        assert_eq!(depth, WRITE_DEPTH / 2 - 1, "the nearest base leaving half the depth free");
+        // Below the bound, the newest itself.
+        let (reader, ids) = chain(WRITE_DEPTH as usize, 10_000);
+        let newest = ids[ids.len() - 1];
+        assert_eq!(bounded_base(&reader, &newest, 10_000), Some(newest));
+    }
+
+    #[test]
+    fn a_chain_of_large_pieces_is_held_to_the_bytes_a_reader_decodes() {
+        // 1 MiB versions (a bundle.json of a large tree): 8 of them reach CHAIN_BYTES.
+        let size = 1 << 20;
+        let (reader, ids) = chain(12, size);
+        let base = bounded_base(&reader, &ids[11], size).unwrap();
+        let depth = reader.loc(&base).unwrap().depth as u64;
+        // Reading the new piece decodes its base's chain and itself.
+        assert!((depth + 2) * size <= CHAIN_BYTES / 2 + size, "depth {depth}");
+        assert!((depth + 2) * size > CHAIN_BYTES / 2 - size, "depth {depth}: too far back");
+        // A piece larger than the bound may still be a delta against a whole one.
+        let big = CHAIN_BYTES + 1;
+        let (reader, ids) = chain(3, big);
+        assert_eq!(bounded_base(&reader, &ids[2], big), Some(ids[0]));
+        // A piece too large to be a delta base is never one.
+        let (reader, ids) = chain(1, pieces::DELTA_MAX + 1);
+        assert_eq!(bounded_base(&reader, &ids[0], 100), None);
+    }
 }
