@@ -475,3 +475,39 @@ fn a_release_imported_elsewhere_is_stored_deduplicated_and_release_rm_frees_what
     assert!(err.contains("no bundle in the archive matches"), "{err}");
     t.run_expect(&["unpack", &newer, "-o", "kept"], 0);
 }
+
+#[test]
+fn a_block_ending_in_a_piece_just_under_the_streaming_size_reads_back() {
+    // Whole pieces go into a block until it holds 128 KiB; the piece that crosses that may be
+    // as large as 32 MiB - 1 (larger ones are streamed): the block then holds more than
+    // 32 MiB, which a reader once refused as a corrupt frame.
+    let t = TestContext::new();
+    let cb = t.path("cb");
+    let mut g = Gen(11);
+    write(&cb, "a.py", &g.file(2_000));
+    assert!(fs::metadata(cb.join("a.py")).unwrap().len() < 128 << 10);
+    let mut big = String::with_capacity(32 << 20);
+    while big.len() < (32 << 20) - 200 {
+        big.push_str(&g.line());
+    }
+    big.truncate((32 << 20) - 1);
+    write(&cb, "b.py", &big);
+    let out = t.run_expect(
+        &[
+            "-q",
+            "pack",
+            "--instance",
+            &t.instance_file().display().to_string(),
+            "--codebase",
+            &cb.display().to_string(),
+        ],
+        0,
+    );
+    let id = last_line(&out.stdout);
+    t.run_expect(&["verify", &id], 0);
+    t.run_expect(&["unpack", &id, "-o", "out"], 0);
+    assert_eq!(
+        fs::read(t.path("out/codebase/b.py")).unwrap(),
+        big.as_bytes()
+    );
+}

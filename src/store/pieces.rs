@@ -45,8 +45,11 @@ pub const STREAM_MIN: u64 = 32 << 20;
 /// Whole pieces are gathered into blocks of about this many bytes (content): a reader
 /// decodes a whole block to get one piece of it, and keeps the last few blocks. Later
 /// bundles need only some of an older block's pieces, so smaller blocks waste less
-/// decoding; 256 KiB blocks of a whole sqlfluff tree took 3.7% more bytes than 1 MiB ones.
+/// decoding (docs/STORAGE.md has the figures: 128 KiB cost 0.1 MB on the bench's store).
 pub const BLOCK: u64 = 128 << 10;
+/// The most content a block's frame may claim: a block stops growing once it holds BLOCK
+/// bytes (1 MiB in archives stored before), and its last piece is under STREAM_MIN.
+const BLOCK_MAX: u64 = STREAM_MIN + (1 << 20);
 /// How many bytes of decoded blocks a reader keeps. A bundle's members sit in blocks of every
 /// pack that first stored one of them, visited in path order, so blocks come back often: a
 /// reader that kept only a few decoded most blocks many times over.
@@ -331,7 +334,7 @@ impl PieceReader {
         }
         let frame = self.frame_at(loc)?;
         let len = match zstd::zstd_safe::get_frame_content_size(&frame) {
-            Ok(Some(n)) if n < STREAM_MIN.max(BLOCK * 2) => n as usize,
+            Ok(Some(n)) if n < BLOCK_MAX => n as usize,
             Ok(n) => {
                 return Err(self.corrupt(id, format!("its frame claims {n:?} bytes of content")));
             }

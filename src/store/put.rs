@@ -476,7 +476,11 @@ mod tests {
         // The newest is at depth WRITE_DEPTH: a delta on it would be one too deep.
         let base = bounded_base(&reader, &newest, 10_000).unwrap();
         let depth = reader.loc(&base).unwrap().depth;
-        assert_eq!(depth, WRITE_DEPTH / 2 - 1, "the nearest base leaving half the depth free");
+        assert_eq!(
+            depth,
+            WRITE_DEPTH / 2 - 1,
+            "the nearest base leaving half the depth free"
+        );
         // Below the bound, the newest itself.
         let (reader, ids) = chain(WRITE_DEPTH as usize, 10_000);
         let newest = ids[ids.len() - 1];
@@ -491,8 +495,14 @@ mod tests {
         let base = bounded_base(&reader, &ids[11], size).unwrap();
         let depth = reader.loc(&base).unwrap().depth as u64;
         // Reading the new piece decodes its base's chain and itself.
-        assert!((depth + 2) * size <= CHAIN_BYTES / 2 + size, "depth {depth}");
-        assert!((depth + 2) * size > CHAIN_BYTES / 2 - size, "depth {depth}: too far back");
+        assert!(
+            (depth + 2) * size <= CHAIN_BYTES / 2 + size,
+            "depth {depth}"
+        );
+        assert!(
+            (depth + 2) * size > CHAIN_BYTES / 2 - size,
+            "depth {depth}: too far back"
+        );
         // A piece larger than the bound may still be a delta against a whole one.
         let big = CHAIN_BYTES + 1;
         let (reader, ids) = chain(3, big);
