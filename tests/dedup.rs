@@ -492,18 +492,7 @@ fn a_block_ending_in_a_piece_just_under_the_streaming_size_reads_back() {
     }
     big.truncate((32 << 20) - 1);
     write(&cb, "b.py", &big);
-    let out = t.run_expect(
-        &[
-            "-q",
-            "pack",
-            "--instance",
-            &t.instance_file().display().to_string(),
-            "--codebase",
-            &cb.display().to_string(),
-        ],
-        0,
-    );
-    let id = last_line(&out.stdout);
+    let id = t.pack(&cb);
     t.run_expect(&["verify", &id], 0);
     t.run_expect(&["unpack", &id, "-o", "out"], 0);
     assert_eq!(

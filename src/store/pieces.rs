@@ -428,9 +428,12 @@ pub fn pack_path(packs_dir: &Path, name: &str) -> PathBuf {
 
 /// Whether `content` may serve as the base of a delta.
 pub fn usable_base(content: &[u8]) -> bool {
-    content.len() >= DELTA_MIN_BASE
-        && content.len() as u64 <= DELTA_MAX
-        && !content.starts_with(&ZSTD_DICT_MAGIC)
+    usable_base_size(content.len() as u64) && !content.starts_with(&ZSTD_DICT_MAGIC)
+}
+
+/// Whether a piece of `size` bytes may serve as the base of a delta, as far as its size says.
+pub fn usable_base_size(size: u64) -> bool {
+    (DELTA_MIN_BASE as u64..=DELTA_MAX).contains(&size)
 }
 
 /// The smallest delta of `content` against one of `bases`, if it beats compressing the

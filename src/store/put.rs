@@ -128,16 +128,14 @@ fn bounded_base(reader: &PieceReader, similar: &Sha256Digest, size: u64) -> Opti
         depth_of(k) < depth && chain[k].1.saturating_add(size) <= bytes
     };
     // A piece larger than the bound may still be a delta against a whole piece.
-    let bytes = CHAIN_BYTES.max(size.saturating_mul(2));
-    let k = if fits(0, WRITE_DEPTH, bytes) {
+    let floor = size.saturating_mul(2);
+    let k = if fits(0, WRITE_DEPTH, CHAIN_BYTES.max(floor)) {
         0
     } else {
-        (1..chain.len())
-            .find(|k| fits(*k, WRITE_DEPTH / 2, (bytes / 2).max(size.saturating_mul(2))))?
+        (1..chain.len()).find(|k| fits(*k, WRITE_DEPTH / 2, (CHAIN_BYTES / 2).max(floor)))?
     };
     let base = chain[k].0;
-    let loc = reader.loc(&base)?;
-    (loc.size <= pieces::DELTA_MAX && loc.size >= 64).then_some(base)
+    pieces::usable_base_size(reader.loc(&base)?.size).then_some(base)
 }
 
 /// Runs `f` on a pool of `threads` workers (0: rayon's global pool, one per core).

@@ -174,20 +174,12 @@ impl Index {
     ) -> Result<Vec<(Sha256Digest, PieceLoc)>, IndexError> {
         let mut out = Vec::with_capacity(ids.len());
         for chunk in ids.chunks(BATCH) {
-            // A few list lengths only (the last id repeated to fill one), so that readers
-            // asking for a few pieces at a time reuse prepared statements.
-            let n = chunk.len().next_power_of_two().clamp(16, BATCH);
             let sql = format!(
                 "SELECT id, pack, offset, length, skip, size, base, depth FROM pieces \
                  WHERE id IN ({})",
-                placeholders(n)
+                placeholders(chunk.len())
             );
-            let last = chunk[chunk.len() - 1];
-            let args: Vec<Value> = (chunk
-                .iter()
-                .chain(std::iter::repeat_n(&last, n - chunk.len())))
-            .map(|d| Value::Blob(d.0.to_vec()))
-            .collect();
+            let args: Vec<Value> = chunk.iter().map(|d| Value::Blob(d.0.to_vec())).collect();
             self.collect_locs(&sql, args, &mut out)?;
         }
         Ok(out)
