@@ -9,6 +9,7 @@ Usage: python3 scripts/lock_versions.py --mirrors DIR [--swe-ark target/release/
            [--work target/lock-versions] [--exclude-newer WHEN] [--seed-objects DIR]
            [--out FILE] REPO=VERSION[,VERSION...] ...
 
+What each lock printed is kept in WORK/logs/OWNER__NAME-VERSION.err.
 Mirrors are found as in scripts/trial.py (MIRRORS/OWNER+NAME/repo, …); a snapshot that lacks
 objects is mirrored with the history of the chosen tags only. Standard library only.
 """
@@ -117,6 +118,11 @@ def main():
             p = sa("env", "lock", repo, v, "--commit", tag, "--exclude-newer",
                    args.exclude_newer, "--json")
             secs = round(time.time() - t, 1)
+            # The whole of what the lock said, for the failures the table cuts short.
+            logs = os.path.join(work, "logs")
+            os.makedirs(logs, exist_ok=True)
+            with open(os.path.join(logs, f"{repo.replace('/', '__')}-{v}.err"), "w") as f:
+                f.write(p.stderr)
             if p.returncode == 0:
                 lock = json.loads(p.stdout)
                 rows.append((repo, v, tag, "locked", secs, lock.get("packages"),
