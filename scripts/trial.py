@@ -154,8 +154,10 @@ def main():
         sys.stderr.write(p.stderr)
         times[name] = times.get(name, 0.0) + time.time() - t
         if p.returncode not in ok:
-            raise StepFailed(f"{name}: exit {p.returncode}\n{p.stdout[-3000:]}\n"
-                             f"{p.stderr[-3000:]}")
+            # The error line first: a long failure's tail would cut it off.
+            said = [l for l in p.stderr.splitlines() if "swe-ark: error" in l]
+            raise StepFailed(f"{name}: exit {p.returncode}\n{chr(10).join(said)}\n"
+                             f"{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
         return p.returncode, p.stdout
 
     records = [json.loads(l) for l in open(args.data) if l.strip()]
@@ -233,7 +235,9 @@ def main():
         row = rows.get(v["instance_id"])
         if row is not None:
             d = v.get("published_differences") or {}
-            if v["verdict"] == "kept":
+            if v["verdict"] == "kept" and v["reason_kind"] == "covers-published":
+                row["match"] = "covering"
+            elif v["verdict"] == "kept":
                 row["match"] = "exact"
             elif v["reason_kind"] == "differs-from-published" and not d.get(
                     "fail_to_pass_missing") and not d.get("pass_to_pass_missing"):
@@ -295,7 +299,7 @@ def median(xs):
     if not xs:
         return None
     m = len(xs) // 2
-    return xs[m] if len(xs) % 2 else (xs[m - 1] + xs[m]) / 2
+    return round(xs[m] if len(xs) % 2 else (xs[m - 1] + xs[m]) / 2, 1)
 
 
 def report(args, rows, locks, root, verified, cut, export_bytes, times):
@@ -346,7 +350,7 @@ def report(args, rows, locks, root, verified, cut, export_bytes, times):
         r = rows[iid]
         val = r.get("validation", "-")
         if val == "kept":
-            val = f'kept, exact ({r["f2p"]}/{r["p2p"]})'
+            val = f'kept, {r.get("match", "exact")} ({r["f2p"]}/{r["p2p"]})'
         print(f'| {iid} | {r.get("mirror", "-")} | {r.get("lock", "-")} | {val} | '
               f'{r.get("gold", "-")} | {r.get("validate_seconds", "-")} | '
               f'{r.get("replay_tests", "-")} / {r.get("replay_overhead", "-")} | '

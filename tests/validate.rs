@@ -89,6 +89,8 @@ fn validation_proves_instances_and_replay_grades_predictions_from_their_bundles(
             &[sub],
             &base,
         ),
+        // Published PASS_TO_PASS that leaves out a test passing before and after: a cover.
+        instance(11, &test_patch(add_test), GOLD, &[add], &[], &base),
     ];
     let data: String = instances.iter().map(|i| format!("{i}\n")).collect();
     let file = t.path("instances.jsonl");
@@ -154,6 +156,12 @@ fn validation_proves_instances_and_replay_grades_predictions_from_their_bundles(
     let (_, kind, reason) = verdict(9);
     assert_eq!(kind, "timeout", "{reason}");
     assert_eq!(verdict(10).0, "kept", "{:?}", verdict(10));
+    let (v, kind, reason) = verdict(11);
+    assert_eq!((v.as_str(), kind.as_str()), ("kept", "covers-published"));
+    assert!(
+        reason.contains(&format!("PASS_TO_PASS has extra 1 ({sub})")),
+        "{reason}"
+    );
 
     // The collected instance got its lists; the results say what was seen and how.
     let exported = t.path("out.jsonl");
@@ -202,21 +210,22 @@ fn validation_proves_instances_and_replay_grades_predictions_from_their_bundles(
             "acme__widget-1",
             "acme__widget-2",
             "acme__widget-6",
-            "acme__widget-10"
+            "acme__widget-10",
+            "acme__widget-11"
         ]
     );
 
     // Nothing is run again unless asked.
     let again = run(&["validate", "--repo", "acme/widget"]);
     assert!(
-        stderr(&again).contains("9 instance(s) already validated"),
+        stderr(&again).contains("10 instance(s) already validated"),
         "{}",
         stderr(&again)
     );
 
     // Proven instances pack from the index alone; the others are refused by name.
     let packed = ok(&["pack", "--all-validated"]);
-    assert_eq!(packed.lines().count(), 4, "{packed}");
+    assert_eq!(packed.lines().count(), 5, "{packed}");
     let id6 = packed
         .lines()
         .find(|l| l.starts_with("acme__widget-6 "))
@@ -257,7 +266,7 @@ fn validation_proves_instances_and_replay_grades_predictions_from_their_bundles(
         serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap()
     };
     let gold = summary("gold", "gold");
-    assert_eq!(gold["resolved_instances"].as_u64(), Some(4), "{gold}");
+    assert_eq!(gold["resolved_instances"].as_u64(), Some(5), "{gold}");
     assert_eq!(gold["error_instances"].as_u64(), Some(0), "{gold}");
     assert_eq!(gold["network"]["acme__widget-1"].as_str(), Some("isolated"));
 

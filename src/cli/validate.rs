@@ -143,12 +143,17 @@ pub fn run(ctx: &Context, args: ValidateArgs) -> anyhow::Result<ExitCode> {
                             let r = &v.results;
                             let line = match r.verdict {
                                 Verdict::Kept => format!(
-                                    "[{n}/{total}] {}: kept (FAIL_TO_PASS {}, PASS_TO_PASS {}, flaky {}) in {:.0} s",
+                                    "[{n}/{total}] {}: kept (FAIL_TO_PASS {}, PASS_TO_PASS {}, flaky {}) in {:.0} s{}",
                                     r.instance_id,
                                     r.fail_to_pass.len(),
                                     r.pass_to_pass.len(),
                                     r.flaky.len(),
-                                    r.timings.get("total").copied().unwrap_or(0.0)
+                                    r.timings.get("total").copied().unwrap_or(0.0),
+                                    if r.reason.is_empty() {
+                                        String::new()
+                                    } else {
+                                        format!("; {}: {}", r.reason_kind, r.reason)
+                                    }
                                 ),
                                 _ if r.is_setup_problem() => format!(
                                     "[{n}/{total}] {}: not run ({}): {}",

@@ -101,6 +101,17 @@ impl Differences {
             && self.pass_to_pass_missing.is_empty()
     }
 
+    /// Every published test came out as published, and more tests pass both before and after
+    /// than the published PASS_TO_PASS names: a list known to be incomplete (a result line the
+    /// published run's log broke, a test its environment skipped). Evaluation judges the
+    /// published lists, which this run proves; the extra tests are recorded, not added.
+    pub fn covers_published(&self) -> bool {
+        !self.pass_to_pass_extra.is_empty()
+            && self.fail_to_pass_extra.is_empty()
+            && self.fail_to_pass_missing.is_empty()
+            && self.pass_to_pass_missing.is_empty()
+    }
+
     /// One sentence naming the tests (at most a few of each kind).
     pub fn describe(&self) -> String {
         let mut parts = Vec::new();
@@ -299,6 +310,19 @@ mod tests {
             d.describe().contains("FAIL_TO_PASS lacks 1 (zzz)"),
             "{}",
             d.describe()
+        );
+        assert!(!d.covers_published(), "F2P differs: not a cover");
+        let more = compare(&l, &["a".into(), "e".into(), "new".into()], &["b".into()]);
+        assert!(more.covers_published(), "{more:?}");
+        assert_eq!(more.pass_to_pass_extra, vec!["c"]);
+        let fewer = compare(
+            &l,
+            &["a".into(), "e".into(), "new".into()],
+            &["b".into(), "d".into()],
+        );
+        assert!(
+            !fewer.covers_published(),
+            "a published test missing is no cover"
         );
         let why = difference_reason(&d, &["httpbin, standing in for httpbin.org, …".into()]);
         assert!(
