@@ -32,8 +32,10 @@ fmt:
 
 # A bare git repository for bench_dedup.py (the archive's size on a real history); it is
 # skipped, with a message, when the path does not exist. Override: make bench
-# SWE_ARK_BENCH_REPO=/path/to/repo.git
-SWE_ARK_BENCH_REPO ?= /work/.mirror/sqlfluff+sqlfluff/repo
+# SWE_ARK_BENCH_REPO=/path/to/repo.git. MIRRORS: a folder of repository snapshots
+# (OWNER+NAME/repo), by default beside the checkout.
+MIRRORS ?= ../.mirror
+SWE_ARK_BENCH_REPO ?= $(MIRRORS)/sqlfluff+sqlfluff/repo
 
 # Pack/unpack against tar | zstd on a generated 200 MB / 20,000-file tree; pack from a
 # mirror against git archive | zstd, and mirror add/update, on a generated 2,500-commit repo;

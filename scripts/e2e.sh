@@ -20,8 +20,8 @@
 # Environment:
 #   E2E_REPO=DIR       the marshmallow repository (bare or not; default ../.mirror/
 #                      marshmallow-code+marshmallow/repo beside this checkout)
-#   E2E_DATA=DIR       the folder of SWE-bench *.jsonl files (default ../shared/data, then
-#                      /work/shared/data)
+#   E2E_DATA=DIR       the folder of SWE-bench *.jsonl files (default ../shared/data beside
+#                      this checkout)
 #   E2E_VERSIONS="3.0" only these versions (default: every version the dataset has)
 #   E2E_TEST_FILE=F    the test file run at the base commit (default tests/test_schema.py)
 #   E2E_FALLBACK_EXCLUDE_NEWER=WHEN  when the faithful lock fails, lock again as of WHEN so
@@ -57,13 +57,13 @@ fi
 REPO=$(realpath "$REPO")
 DATA=${E2E_DATA:-}
 if [ -z "$DATA" ]; then
-  for d in "$PROJECT/../shared/data" /work/shared/data; do
+  for d in "$PROJECT/../shared/data"; do
     if compgen -G "$d/*.jsonl" >/dev/null; then DATA=$d; break; fi
   done
 fi
 if [ -z "$DATA" ] || ! compgen -G "$DATA/*.jsonl" >/dev/null; then
-  echo "e2e: SKIPPED: no SWE-bench *.jsonl files (looked in ../shared/data and" \
-       "/work/shared/data; set E2E_DATA=DIR)"
+  echo "e2e: SKIPPED: no SWE-bench *.jsonl files (looked in ../shared/data beside the" \
+       "checkout; set E2E_DATA=DIR)"
   exit 0
 fi
 DATA=$(realpath "$DATA")

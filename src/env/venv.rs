@@ -70,17 +70,7 @@ impl Venv {
     /// `python -m venv DIR`, with the interpreter's own pip (ensurepip, offline) unless
     /// `with_pip` is false.
     pub fn create(base_python: &Path, dir: &Path, with_pip: bool) -> Result<Venv, EnvError> {
-        let mut cmd = Command::new(base_python);
-        cmd.args(["-E", "-s", "-m", "venv"]);
-        if !with_pip {
-            cmd.arg("--without-pip");
-        }
-        cmd.arg(dir);
-        clean_env(&mut cmd, None, &BTreeMap::new());
-        run(
-            &mut cmd,
-            &format!("creating a virtual environment in {}", dir.display()),
-        )?;
+        run_venv(base_python, dir, with_pip, &[], "a virtual environment")?;
         Ok(Venv {
             dir: dir.to_path_buf(),
         })
@@ -95,17 +85,7 @@ impl Venv {
     /// `.tox/py39/bin/`, and Python started that way would not see the venv's packages).
     /// CPython's own test suite (`test/`) and the interpreter's site-packages are left out.
     pub fn create_prefix(base_python: &Path, dir: &Path, with_pip: bool) -> Result<Venv, EnvError> {
-        let mut cmd = Command::new(base_python);
-        cmd.args(["-E", "-s", "-m", "venv", "--copies"]);
-        if !with_pip {
-            cmd.arg("--without-pip");
-        }
-        cmd.arg(dir);
-        clean_env(&mut cmd, None, &BTreeMap::new());
-        run(
-            &mut cmd,
-            &format!("creating an environment in {}", dir.display()),
-        )?;
+        run_venv(base_python, dir, with_pip, &["--copies"], "an environment")?;
         // Where the interpreter keeps its standard library and shared library.
         let mut cmd = Command::new(base_python);
         cmd.args([
@@ -417,4 +397,23 @@ fn copy_file(from: &Path, to: &Path, meta: Option<std::fs::Metadata>) -> Result<
         }
     }
     Ok(())
+}
+
+/// `python -m venv [EXTRA] DIR` in a clean environment, with pip (ensurepip, offline) unless
+/// `with_pip` is false.
+fn run_venv(
+    base_python: &Path,
+    dir: &Path,
+    with_pip: bool,
+    extra: &[&str],
+    what: &str,
+) -> Result<(), EnvError> {
+    let mut cmd = Command::new(base_python);
+    cmd.args(["-E", "-s", "-m", "venv"]).args(extra);
+    if !with_pip {
+        cmd.arg("--without-pip");
+    }
+    cmd.arg(dir);
+    clean_env(&mut cmd, None, &BTreeMap::new());
+    run(&mut cmd, &format!("creating {what} in {}", dir.display())).map(|_| ())
 }
