@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from trial import find_mirror, log  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SWE_BENCH_DATE = "2024-06-27T18:19:00Z"
+SWE_BENCH_DATE = "2024-01-26T00:00:00Z"
 
 
 def git(git_dir, *args):

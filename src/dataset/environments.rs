@@ -21,22 +21,23 @@ pub struct DatasetProfile {
 pub const DEFAULT_DATASET: &str = "swe-bench";
 
 /// Known datasets. The contexts in manifests/ are SWE-bench's containerized harness's
-/// (swebench 4.1.0's specifications); the dates say when that harness generation built the
-/// environments the dataset's lists were proven in.
+/// (swebench 4.1.0's specifications); the dates say when the environments the dataset's lists
+/// were proven in were built, as far as the evidence goes (docs/RESULTS.md, "The date").
 pub const DATASET_PROFILES: &[DatasetProfile] = &[
     DatasetProfile {
         name: "swe-bench",
-        environments_as_of: "2024-06-27T18:19:00Z",
-        provenance: "SWE-bench and SWE-bench Lite as validated by SWE-bench's containerized \
-                     harness: the upload of swebench 2.0.0 to PyPI, the first release of that \
-                     harness, which rebuilt every environment from its specifications",
+        environments_as_of: "2024-01-26T00:00:00Z",
+        provenance: "SWE-bench's published lists, proven by its validation before SWE-bench \
+                     Lite was cut from it (2024-03-19): the day before pytest 8.0 \
+                     (2024-01-27), which no longer runs nose-style tests; measured, sphinx's \
+                     lists hold only before docutils 0.21 (2024-04-09). Newer releases that \
+                     the specifications pin (tox 4.16.0, setuptools 70.0.0) pass as pins",
     },
     DatasetProfile {
         name: "swe-bench-lite",
-        environments_as_of: "2024-06-27T18:19:00Z",
-        provenance: "SWE-bench Lite, a subset of SWE-bench validated with it: the upload of \
-                     swebench 2.0.0 to PyPI, the first release of SWE-bench's containerized \
-                     harness",
+        environments_as_of: "2024-01-26T00:00:00Z",
+        provenance: "SWE-bench Lite, a subset of SWE-bench whose lists it keeps: the same \
+                     date as swe-bench's",
     },
     DatasetProfile {
         name: "swe-bench-verified",
