@@ -777,6 +777,116 @@ fn vcs_json_and_the_version_must_agree() {
     refused(&t, &bundle, &[], &["does not list vcs.json"], &[]);
 }
 
+/// A canonical expected.json (bundle format version 3).
+fn expected_json() -> String {
+    let e = swe_ark::bundle::Expected {
+        instance_id: "acme__widgets-1".into(),
+        verdict: "kept".into(),
+        reason_kind: String::new(),
+        fail_to_pass: vec!["tests/test_core.py::test_f".into()],
+        pass_to_pass: vec![],
+        xfail: vec![],
+        flaky: vec![],
+        test_directives: vec!["tests/test_core.py".into()],
+        log_parser: "pytest".into(),
+        pre: [(
+            "tests/test_core.py::test_f".to_string(),
+            swe_ark::logparse::TestStatus::Failed,
+        )]
+        .into(),
+        post: [(
+            "tests/test_core.py::test_f".to_string(),
+            swe_ark::logparse::TestStatus::Passed,
+        )]
+        .into(),
+        exit_codes: [("pre".to_string(), 1), ("post".to_string(), 0)].into(),
+        network: "isolated".into(),
+        services: vec![],
+        describe: None,
+    };
+    String::from_utf8(e.to_bytes()).unwrap()
+}
+
+/// A bundle of `version` with `extra` members besides the valid ones.
+fn bundle_with(t: &TestContext, version: u64, extra: &[(&str, &str)]) -> PathBuf {
+    let mut members = valid_members();
+    for (name, content) in extra {
+        members = with(members, Entry::file(name, content));
+    }
+    let mut manifest = ManifestJson::listing(&members);
+    manifest.version = version;
+    let mut all = vec![manifest.entry()];
+    all.extend(members);
+    save(t, &tar_of(&all))
+}
+
+#[test]
+fn a_version_3_bundle_with_its_expected_json_is_read() {
+    let t = TestContext::new();
+    let bundle = bundle_with(
+        &t,
+        3,
+        &[
+            ("expected.json", &expected_json()),
+            ("vcs.json", &vcs_json()),
+        ],
+    );
+    let target = unpacks(&t, &bundle, "v3");
+    assert_eq!(
+        fs::read_to_string(target.join("expected.json")).unwrap(),
+        expected_json()
+    );
+    t.run_expect(&["verify", s(&bundle)], 0);
+    // vcs.json is optional in version 3.
+    let bundle = bundle_with(&t, 3, &[("expected.json", &expected_json())]);
+    t.run_expect(&["verify", s(&bundle)], 0);
+}
+
+#[test]
+fn expected_json_and_the_version_must_agree_and_it_must_be_canonical() {
+    let t = TestContext::new();
+    let e = expected_json();
+    for (version, extra, words) in [
+        (
+            1,
+            vec![("expected.json", e.as_str())],
+            vec!["lists expected.json", "says version 1"],
+        ),
+        (
+            2,
+            vec![("expected.json", e.as_str()), ("vcs.json", &vcs_json())],
+            vec!["lists expected.json", "says version 2"],
+        ),
+        (3, vec![], vec!["says version 3", "does not list it"]),
+        (
+            3,
+            vec![("expected.json", e.as_str()), ("results.json", "{}\n")],
+            vec!["lists results.json", "replaces with expected.json"],
+        ),
+    ] {
+        let bundle = bundle_with(&t, version, &extra);
+        refused(&t, &bundle, &[], &words, &[]);
+    }
+    for (bad, words) in [
+        (
+            e.replace("\n  ", "\n    "),
+            vec!["expected.json", "canonical form"],
+        ),
+        (
+            e.replace("\"flaky\": [],", "\"flaky\": [],\n  \"timings\": {},"),
+            vec!["expected.json", "unknown field `timings`"],
+        ),
+        (
+            e.replace("  \"log_parser\": \"pytest\",\n", ""),
+            vec!["expected.json", "missing field `log_parser`"],
+        ),
+    ] {
+        let bundle = bundle_with(&t, 3, &[("expected.json", &bad)]);
+        refused(&t, &bundle, &[], &words, &[]);
+        verify_finds(&t, &bundle, &words);
+    }
+}
+
 #[test]
 fn unknown_format_name_is_refused() {
     let t = TestContext::new();

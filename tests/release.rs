@@ -67,6 +67,26 @@ fn fixture_lock(base: &str, wheels: &[(&str, &str, Sha256Digest, u64)]) -> Strin
 /// machine's interpreter), so that the root is the same on every machine and every run.
 /// Returns the snapshot's path.
 fn build_fixture_release(t: &TestContext) -> PathBuf {
+    build_fixture_release_on(t, &Builder::default())
+}
+
+/// What differs between two machines' validations of the same instances: where they ran and
+/// how long they took, which only the evidence (results.json, the raw logs) records.
+struct Builder {
+    work: String,
+    seconds: f64,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder {
+            work: "/var/tmp/builder/ark/tmp/.tmp-validate-Fx1234".into(),
+            seconds: 1.5,
+        }
+    }
+}
+
+fn build_fixture_release_on(t: &TestContext, builder: &Builder) -> PathBuf {
     let repo = t.path("repo");
     for (path, text) in [
         ("widget/__init__.py", ""),
@@ -176,9 +196,36 @@ fn build_fixture_release(t: &TestContext) -> PathBuf {
             .unwrap();
         for n in [1, 2] {
             let id = format!("acme__widget-{n}");
-            let pre = format!("# {id}\nFAILED {add}\nPASSED {sub}\n");
-            let post = format!("# {id}\nPASSED {add}\nPASSED {sub}\n");
-            let results = format!("{{\"instance_id\": \"{id}\", \"verdict\": \"kept\"}}\n");
+            // As a run records them: its own paths, timings and tool version, which a bundle
+            // keeps only normalized (format version 3).
+            let work = &builder.work;
+            let ark_dir = work.split("/tmp/.tmp-validate-").next().unwrap();
+            let took = builder.seconds;
+            let pre = format!(
+                "# {id}\nrootdir: {work}/src\nFAILED {add}\nPASSED {sub}\n1 failed in {took:.2}s\n"
+            );
+            let post = format!(
+                "# {id}\nrootdir: {work}/src\nPASSED {add}\nPASSED {sub}\n2 passed in {took:.2}s\n"
+            );
+            let results = serde_json::json!({
+                "instance_id": id, "verdict": "kept", "reason_kind": "", "reason": "",
+                "FAIL_TO_PASS": [add], "PASS_TO_PASS": [sub], "XFAIL": [], "flaky": {},
+                "test_directives": ["tests/test_core.py"], "log_parser": "pytest",
+                "pre": {add: "FAILED", sub: "PASSED"},
+                "post": [{add: "PASSED", sub: "PASSED"}],
+                "exit_codes": {"pre": 1, "post-1": 0},
+                "timings": {"total": took, "pre": took},
+                "network": "isolated", "lock": lock_id.hex(), "python": "3.11.7",
+                "tool": "swe-ark 0.1.0",
+                "paths": {
+                    "work_tree": format!("{work}/src"),
+                    "environment": format!("{work}/venv"),
+                    "tmp": format!("{work}/tmp"),
+                    "work": work,
+                    "ark": ark_dir,
+                },
+            })
+            .to_string();
             let ids: Vec<Sha256Digest> = [&pre, &post, &results]
                 .iter()
                 .map(|b| store.put_bytes(b.as_bytes()).unwrap())
@@ -197,7 +244,7 @@ fn build_fixture_release(t: &TestContext) -> PathBuf {
                         results: ids[2],
                         log_pre: Some(ids[0]),
                         log_post: Some(ids[1]),
-                        seconds: 1.5,
+                        seconds: took,
                         validated_at: 0,
                     },
                     &[
@@ -282,7 +329,7 @@ fn the_root_script_agrees_with_swe_ark_on_awkward_instance_ids() {
                 .collect(),
         })
         .collect();
-    let snap = Snapshot::new("awkward", None, &instances).unwrap();
+    let snap = Snapshot::new("awkward", &instances).unwrap();
     let path = t.path("awkward.json");
     fs::write(&path, snap.to_bytes()).unwrap();
     assert_eq!(script_root(&path), (snap.root.hex(), true));
@@ -293,6 +340,59 @@ fn the_root_script_agrees_with_swe_ark_on_awkward_instance_ids() {
     fs::write(&path, edited).unwrap();
     let (root, agreed) = script_root(&path);
     assert!(!agreed && root != snap.root.hex(), "{root}");
+}
+
+#[test]
+fn two_builders_who_validated_in_other_places_for_other_times_make_the_same_release() {
+    let a = TestContext::new();
+    let b = TestContext::new();
+    let snap_a = build_fixture_release_on(&a, &Builder::default());
+    let snap_b = build_fixture_release_on(
+        &b,
+        &Builder {
+            work: "/home/bob/archives/lite/tmp/.tmp-validate-Q9w8E7".into(),
+            seconds: 73.25,
+        },
+    );
+    // The snapshot files are byte for byte the same: same bundle ids, same root, no time.
+    let (bytes_a, bytes_b) = (fs::read(&snap_a).unwrap(), fs::read(&snap_b).unwrap());
+    assert_eq!(
+        String::from_utf8_lossy(&bytes_a),
+        String::from_utf8_lossy(&bytes_b)
+    );
+    // What differs stays in each archive's evidence: the raw logs name their own paths.
+    let evidence = |t: &TestContext| {
+        let ark = Ark::open(&t.ark()).unwrap();
+        let v = ark
+            .index()
+            .validations()
+            .unwrap()
+            .into_iter()
+            .find(|v| v.instance_id == "acme__widget-1")
+            .unwrap();
+        String::from_utf8(ark.objects().get(&v.log_pre.unwrap()).unwrap()).unwrap()
+    };
+    assert!(evidence(&a).contains("/var/tmp/builder/"));
+    assert!(evidence(&b).contains("/home/bob/archives/"));
+    // And the bundle holds them normalized, with what the validation proved.
+    let id = Snapshot::read(&snap_a).unwrap().instances[0].bundle.hex();
+    let out = a.path("unpacked");
+    a.run_expect(&["unpack", &id, "-o", out.to_str().unwrap()], 0);
+    let pre = fs::read_to_string(out.join("logs/pre.log")).unwrap();
+    assert!(
+        pre.contains("rootdir: /testbed\n") && pre.contains("1 failed in <duration>\n"),
+        "{pre}"
+    );
+    let expected = fs::read_to_string(out.join("expected.json")).unwrap();
+    assert!(
+        expected.contains("\"FAIL_TO_PASS\": [\n    \"tests/test_core.py::test_add\"\n  ]"),
+        "{expected}"
+    );
+    assert!(
+        !expected.contains("timings") && !expected.contains("swe-ark 0.1"),
+        "{expected}"
+    );
+    assert!(!out.join("results.json").exists());
 }
 
 #[test]

@@ -275,7 +275,7 @@ fn a_locked_service_stands_in_for_a_host_offline() {
     let unpacked = t.path("unpacked");
     ok(&["unpack", &bundle, "-o", unpacked.to_str().unwrap()]);
     let results: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(unpacked.join("results.json")).unwrap()).unwrap();
+        serde_json::from_slice(&std::fs::read(unpacked.join("expected.json")).unwrap()).unwrap();
     assert!(
         results["services"][0]
             .as_str()

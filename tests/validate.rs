@@ -233,14 +233,25 @@ fn validation_proves_instances_and_replay_grades_predictions_from_their_bundles(
         .unwrap();
     let unpacked = t.path("unpacked");
     ok(&["unpack", &id6, "-o", unpacked.to_str().unwrap()]);
+    // Format version 3: what the validation proved, not what its run saw.
     let results: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(unpacked.join("results.json")).unwrap()).unwrap();
+        serde_json::from_slice(&std::fs::read(unpacked.join("expected.json")).unwrap()).unwrap();
+    assert!(!unpacked.join("results.json").exists());
     assert_eq!(results["verdict"].as_str(), Some("kept"));
     assert_eq!(results["network"].as_str(), Some("isolated"));
-    assert!(
-        results["flaky"]["tests/test_core.py::test_flaky"].is_array(),
+    assert_eq!(
+        results["flaky"],
+        serde_json::json!(["tests/test_core.py::test_flaky"]),
         "{results}"
     );
+    assert!(
+        results["post"]
+            .get("tests/test_core.py::test_flaky")
+            .is_none()
+            && results["post"]["tests/test_core.py::test_add"] == "PASSED",
+        "{results}"
+    );
+    assert!(results.get("timings").is_none(), "{results}");
     assert!(
         std::fs::read_to_string(unpacked.join("logs/post.log"))
             .unwrap()
@@ -501,4 +512,70 @@ fn validation_proves_instances_and_replay_grades_predictions_from_their_bundles(
     assert_eq!(there["resolved"].as_bool(), Some(true), "{there}");
     assert_eq!(there["tests_status"], here["tests_status"]);
     assert_eq!(there["network"].as_str(), Some("isolated"));
+}
+
+/// Two archivists validate the same instance independently — other archive paths, `HOME`,
+/// `TMPDIR`, working directories — and get the same bundle id and the same release file.
+#[test]
+fn two_archives_validate_the_same_instance_into_the_same_bundle_and_release() {
+    let t = TestContext::new();
+    let Some(w) = Widget::new(&t) else { return };
+    let add = "tests/test_core.py::test_add";
+    let instances = [instance(1, &test_patch(ADD_TEST), GOLD, &[], &[], &w.base)];
+    let data: String = instances.iter().map(|i| format!("{i}\n")).collect();
+    let file = t.path("instances.jsonl");
+    std::fs::write(&file, data).unwrap();
+    let build = |root: &str, jobs: &str| -> (String, Vec<u8>, String) {
+        let dir = t.path(root);
+        let (ark, home, tmp) = (dir.join("ark"), dir.join("home"), dir.join("tmp"));
+        for d in [&home, &tmp] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        let ok = |args: &[&str]| {
+            let out = w
+                .cmd_at(&t, &ark)
+                .env("HOME", &home)
+                .env("TMPDIR", &tmp)
+                .current_dir(&dir)
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "swe-ark {args:?}\n{}", stderr(&out));
+            stdout(&out)
+        };
+        ok(&[
+            "mirror",
+            "add",
+            w.repo.to_str().unwrap(),
+            "--name",
+            "acme/widget",
+        ]);
+        ok(&["env", "lock", "acme/widget", "1.0", "--commit", &w.base]);
+        ok(&["import", file.to_str().unwrap()]);
+        ok(&["validate", "--repo", "acme/widget", "--jobs", jobs]);
+        let packed = ok(&["pack", "--all-validated"]);
+        let id = packed.split_whitespace().nth(1).unwrap().to_string();
+        let snapshot = dir.join("release.json");
+        ok(&["release", "create", "r1", "-o", snapshot.to_str().unwrap()]);
+        // The raw log, the evidence, names this archive's own work directory.
+        let opened = swe_ark::store::Ark::open(&ark).unwrap();
+        let v = opened.index().validations().unwrap().remove(0);
+        let raw = opened.objects().get(&v.log_pre.unwrap()).unwrap();
+        (
+            id,
+            std::fs::read(snapshot).unwrap(),
+            String::from_utf8(raw).unwrap(),
+        )
+    };
+    let (id_a, snap_a, log_a) = build("alice", "1");
+    let (id_b, snap_b, log_b) = build("elsewhere/bob/deeper", "2");
+    assert!(log_a.contains(add) && log_a != log_b, "{log_a}\n{log_b}");
+    assert_eq!(
+        id_a, id_b,
+        "the same instance validated twice packs to two bundles"
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&snap_a),
+        String::from_utf8_lossy(&snap_b)
+    );
 }

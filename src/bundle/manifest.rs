@@ -183,23 +183,36 @@ impl Manifest {
     }
 
     /// Why the version does not fit the members, if it does not: version 2 is version 1 with
-    /// `vcs.json`, so each version names exactly one set of members (the same members never
-    /// make two bundle ids). A version this swe-ark does not read is not checked here.
+    /// `vcs.json`, version 3 holds `expected.json` (and never `results.json`), so each version
+    /// names exactly one set of members (the same members never make two bundle ids). A
+    /// version this swe-ark does not read is not checked here.
     pub fn version_mismatch(&self) -> Option<String> {
-        let has_vcs = self.member(crate::vcs::MEMBER).is_some();
-        match (self.version, has_vcs) {
-            (super::VERSION_1, true) => Some(format!(
-                "it lists {}, a member of format version {}, but says version {}",
-                crate::vcs::MEMBER,
-                super::VERSION_2,
-                super::VERSION_1
+        use super::{EXPECTED_MEMBER, RESULTS_MEMBER, VERSION_1, VERSION_2, VERSION_3};
+        let vcs = crate::vcs::MEMBER;
+        let has_vcs = self.member(vcs).is_some();
+        let has_expected = self.member(EXPECTED_MEMBER).is_some();
+        let has_results = self.member(RESULTS_MEMBER).is_some();
+        match self.version {
+            VERSION_1 | VERSION_2 if has_expected => Some(format!(
+                "it lists {EXPECTED_MEMBER}, a member of format version {VERSION_3}, but says \
+                 version {}",
+                self.version
             )),
-            (super::VERSION_2, false) => Some(format!(
-                "it says version {}, which is version {} with {}, but does not list {}",
-                super::VERSION_2,
-                super::VERSION_1,
-                crate::vcs::MEMBER,
-                crate::vcs::MEMBER
+            VERSION_1 if has_vcs => Some(format!(
+                "it lists {vcs}, a member of format version {VERSION_2}, but says version \
+                 {VERSION_1}"
+            )),
+            VERSION_2 if !has_vcs => Some(format!(
+                "it says version {VERSION_2}, which is version {VERSION_1} with {vcs}, but does \
+                 not list {vcs}"
+            )),
+            VERSION_3 if !has_expected => Some(format!(
+                "it says version {VERSION_3}, whose validation record is {EXPECTED_MEMBER}, but \
+                 does not list it"
+            )),
+            VERSION_3 if has_results => Some(format!(
+                "it says version {VERSION_3} but lists {RESULTS_MEMBER}, which version \
+                 {VERSION_3} replaces with {EXPECTED_MEMBER}"
             )),
             _ => None,
         }

@@ -129,9 +129,7 @@ pub fn read_fixed_members(
                     listed.sha256
                 )));
             }
-            if name == crate::vcs::MEMBER {
-                crate::vcs::VcsRecord::from_bytes(&bytes).map_err(|e| refuse(e.to_string()))?;
-            }
+            super::read::check_record(name.as_bytes(), &bytes).map_err(refuse)?;
             files.insert(name, bytes);
         }
     }

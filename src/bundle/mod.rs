@@ -1,9 +1,11 @@
 //! The bundle format: one task instance as a deterministic POSIX tar stream, zstd-compressed,
-//! named by the sha256 of the uncompressed tar. Version 1, and version 2 (version 1 with
-//! `vcs.json`). See `docs/BUNDLE-FORMAT.md` for the exact bytes.
+//! named by the sha256 of the uncompressed tar. Version 1, version 2 (version 1 with
+//! `vcs.json`), and version 3 (the reproducible record of a validation, `expected.json`, in
+//! place of its observations). See `docs/BUNDLE-FORMAT.md` for the exact bytes.
 
 mod codebase;
 mod error;
+mod expected;
 mod gittree;
 mod manifest;
 mod members;
@@ -16,12 +18,13 @@ mod tarfmt;
 
 pub use codebase::{Codebase, CodebaseEntry, EntrySource};
 pub use error::{BundleError, Problem};
+pub use expected::Expected;
 pub use gittree::{GITLINK_MODE, tree_id};
 pub use manifest::{Gitlink, Manifest, ManifestMember, MemberKind};
 pub use members::{FixedMembers, read_fixed_members, tar_id};
 pub use pack::{
-    PackInputs, PackOptions, PackPlan, PackedBundle, PlannedMember, pack_to_dir, plan,
-    write_bundle_file,
+    PackInputs, PackOptions, PackPlan, PackedBundle, PlannedMember, ValidationRecord, pack_to_dir,
+    plan, write_bundle_file,
 };
 pub use read::{
     BundleFile, BundleSource, Limits, MemoryMember, MemoryMembers, OnMember, ReadMember,
@@ -38,12 +41,26 @@ pub const VERSION_1: u32 = 1;
 /// Version 1 with the optional member `vcs.json` (what git says about the base commit); a
 /// bundle is version 2 exactly when it holds `vcs.json`.
 pub const VERSION_2: u32 = 2;
+/// A bundle whose validation record is reproducible: `expected.json` (what a validation
+/// proved, with nothing of when, where or how long) in place of `results.json`, and logs
+/// normalized by the documented rules; a bundle is version 3 exactly when it holds
+/// `expected.json`.
+pub const VERSION_3: u32 = 3;
 /// The versions this swe-ark reads.
-pub const SUPPORTED_VERSIONS: [u32; 2] = [VERSION_1, VERSION_2];
+pub const SUPPORTED_VERSIONS: [u32; 3] = [VERSION_1, VERSION_2, VERSION_3];
 
-/// The version of a bundle that does, or does not, hold `vcs.json`.
-pub fn version_for(has_vcs: bool) -> u32 {
-    if has_vcs { VERSION_2 } else { VERSION_1 }
+/// The validation record of a version 1 or 2 bundle: everything the run saw, as given.
+pub const RESULTS_MEMBER: &str = "results.json";
+/// The validation record of a version 3 bundle (docs/BUNDLE-FORMAT.md, "expected.json").
+pub const EXPECTED_MEMBER: &str = "expected.json";
+
+/// The version of a bundle that does, or does not, hold `vcs.json` and `expected.json`.
+pub fn version_for(has_vcs: bool, has_expected: bool) -> u32 {
+    match (has_expected, has_vcs) {
+        (true, _) => VERSION_3,
+        (false, true) => VERSION_2,
+        (false, false) => VERSION_1,
+    }
 }
 /// The name of the manifest, always the first member of the tar.
 pub const MANIFEST: &str = "bundle.json";
@@ -57,10 +74,11 @@ pub const REQUIRED_MEMBERS: [&str; 3] = ["instance.json", "patches/gold.diff", "
 
 /// Members other than the codebase that a bundle may hold. Anything else outside `codebase/`
 /// is refused when reading.
-pub const FIXED_MEMBERS: [&str; 10] = [
+pub const FIXED_MEMBERS: [&str; 11] = [
     "bundle.json",
     "env/pylock.toml",
     "env/spec.toml",
+    "expected.json",
     "instance.json",
     "logs/post.log",
     "logs/pre.log",

@@ -25,9 +25,27 @@ pub struct PackInputs<'a> {
     pub lock: Option<Vec<u8>>,
     pub pre_log: Option<Vec<u8>>,
     pub post_log: Option<Vec<u8>>,
-    pub results: Option<Vec<u8>>,
-    /// What git says about the base commit (`vcs.json`); a bundle with it is format version 2.
+    pub record: Option<ValidationRecord>,
+    /// What git says about the base commit (`vcs.json`); a bundle with it is format version 2
+    /// (or 3).
     pub vcs: Option<&'a crate::vcs::VcsRecord>,
+}
+
+/// How a bundle keeps its validation: the run's own results as given (`results.json`,
+/// format versions 1 and 2), or what it proved, reproducibly (`expected.json`, version 3).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ValidationRecord {
+    Results(Vec<u8>),
+    Expected(Vec<u8>),
+}
+
+impl ValidationRecord {
+    fn member(&self) -> (&'static str, &[u8]) {
+        match self {
+            ValidationRecord::Results(b) => (super::RESULTS_MEMBER, b),
+            ValidationRecord::Expected(b) => (super::EXPECTED_MEMBER, b),
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -151,7 +169,10 @@ pub fn plan<'a>(inputs: &'a PackInputs<'_>) -> PackPlan<'a> {
         ("env/pylock.toml", inputs.lock.as_deref()),
         ("logs/pre.log", inputs.pre_log.as_deref()),
         ("logs/post.log", inputs.post_log.as_deref()),
-        ("results.json", inputs.results.as_deref()),
+        inputs.record.as_ref().map_or(("results.json", None), |r| {
+            let (name, bytes) = r.member();
+            (name, Some(bytes))
+        }),
     ] {
         if let Some(bytes) = bytes {
             members.push(fixed(name, bytes));
@@ -177,7 +198,10 @@ pub fn plan<'a>(inputs: &'a PackInputs<'_>) -> PackPlan<'a> {
     members.sort_by(|a, b| a.path.cmp(&b.path));
     let manifest = Manifest {
         format: FORMAT.to_string(),
-        version: super::version_for(inputs.vcs.is_some()),
+        version: super::version_for(
+            inputs.vcs.is_some(),
+            matches!(inputs.record, Some(ValidationRecord::Expected(_))),
+        ),
         instance_id: inputs.instance.instance_id.clone(),
         codebase_tree: inputs.codebase.tree,
         members: members

@@ -690,13 +690,14 @@ impl Scanner<'_> {
                     ),
                 ));
             }
-            if name == crate::vcs::MEMBER.as_bytes() && size > crate::vcs::MAX_MEMBER_SIZE {
+            if let Some(limit) = record_limit(&name)
+                && size > limit
+            {
                 return Err(self.refuse(
                     &name,
                     format!(
-                        "{size} bytes is over the limit of {} for {}",
-                        crate::vcs::MAX_MEMBER_SIZE,
-                        crate::vcs::MEMBER
+                        "{size} bytes is over the limit of {limit} for {}",
+                        path::display(&name)
                     ),
                 ));
             }
@@ -711,7 +712,7 @@ impl Scanner<'_> {
                 ));
             }
             let in_codebase = name.starts_with(CODEBASE_DIR.as_bytes());
-            let mut vcs_content: Option<Vec<u8>> = None;
+            let mut record_content: Option<Vec<u8>> = None;
             let (sha256, blob, content_len, kind) = if kind == MemberKind::Symlink {
                 let target = link.unwrap_or_default();
                 self.write_symlink(&name, &target, &mut seen)?;
@@ -733,9 +734,9 @@ impl Scanner<'_> {
                 let mut out = self.create_file(&name, kind, &mut seen)?;
                 let mut sha = Sha256Hasher::new();
                 let mut blob = in_codebase.then(|| GitBlobHasher::new(size));
-                // vcs.json is read by every reader, to be checked below.
-                let is_vcs = name == crate::vcs::MEMBER.as_bytes();
-                let mut collected = (matches!(self.sink, Sink::Collect(_)) || is_vcs)
+                // vcs.json and expected.json are read by every reader, to be checked below.
+                let is_record = record_limit(&name).is_some();
+                let mut collected = (matches!(self.sink, Sink::Collect(_)) || is_record)
                     .then(|| Vec::with_capacity(size as usize));
                 let mut n_total = 0u64;
                 loop {
@@ -759,8 +760,8 @@ impl Scanner<'_> {
                     n_total += n as u64;
                 }
                 if let Some(c) = collected {
-                    if is_vcs {
-                        vcs_content = Some(c.clone());
+                    if is_record {
+                        record_content = Some(c.clone());
                     }
                     self.collect(&name, kind, &c)?;
                 }
@@ -796,11 +797,10 @@ impl Scanner<'_> {
                     }
                     if m.sha256 == sha256
                         && m.size == content_len
-                        && let Some(bytes) = vcs_content.take()
+                        && let Some(bytes) = record_content.take()
                     {
                         // Its hash is right: what it says must make sense.
-                        crate::vcs::VcsRecord::from_bytes(&bytes)
-                            .map_err(|e| self.refuse(&name, e.to_string()))?;
+                        check_record(&name, &bytes).map_err(|e| self.refuse(&name, e))?;
                     }
                     if m.sha256 != sha256 || m.size != content_len {
                         self.problem(
@@ -1162,4 +1162,26 @@ pub fn read_manifest_from(source: &dyn BundleSource) -> Result<Manifest, BundleE
             detail: "the tar archive is empty".into(),
         }),
     }
+}
+
+/// The size limit of a member that every reader parses and checks (`vcs.json`,
+/// `expected.json`), or None for any other member.
+fn record_limit(name: &[u8]) -> Option<u64> {
+    if name == crate::vcs::MEMBER.as_bytes() {
+        Some(crate::vcs::MAX_MEMBER_SIZE)
+    } else if name == super::EXPECTED_MEMBER.as_bytes() {
+        Some(super::expected::MAX_MEMBER_SIZE)
+    } else {
+        None
+    }
+}
+
+/// Checks a member that [`record_limit`] names: valid, in canonical form.
+pub(super) fn check_record(name: &[u8], bytes: &[u8]) -> Result<(), String> {
+    if name == crate::vcs::MEMBER.as_bytes() {
+        crate::vcs::VcsRecord::from_bytes(bytes).map_err(|e| e.to_string())?;
+    } else if name == super::EXPECTED_MEMBER.as_bytes() {
+        super::Expected::from_bytes(bytes)?;
+    }
+    Ok(())
 }

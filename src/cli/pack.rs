@@ -3,10 +3,11 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
 
-use crate::bundle::{Codebase, PackInputs, PackOptions};
+use crate::bundle::{Codebase, PackInputs, PackOptions, ValidationRecord};
 use crate::dataset::Instance;
 use crate::mirror::{Mirror, RepoName};
 use crate::store::{Ark, PinRow};
+use crate::validate::expected::BundleRecord;
 use crate::vcs::VcsRecord;
 
 use super::Context;
@@ -21,7 +22,7 @@ pub struct PackArgs {
     /// Pack these validated instances from the index: the codebase from the mirror, the
     /// context, the lock, the logs and results of their validation.
     #[arg(long, value_delimiter = ',', value_name = "ID",
-          conflicts_with_all = ["instance", "codebase", "repo", "spec", "lock", "pre_log", "post_log", "results", "vcs"])]
+          conflicts_with_all = ["instance", "codebase", "repo", "spec", "lock", "pre_log", "post_log", "results", "validation", "vcs"])]
     pub instance_ids: Vec<String>,
     /// Pack every instance that validation kept.
     #[arg(long, conflicts_with_all = ["instance", "codebase", "repo", "instance_ids"])]
@@ -49,7 +50,12 @@ pub struct PackArgs {
     /// The expected log of the run after the gold patch.
     #[arg(long, value_name = "FILE")]
     pub post_log: Option<PathBuf>,
-    /// The parsed validation results (JSON).
+    /// A validation's results.json (as `swe-ark validate` records it): the bundle keeps what it
+    /// proved as expected.json and the logs normalized (format version 3), as packing from the
+    /// index does.
+    #[arg(long, value_name = "FILE", conflicts_with = "results")]
+    pub validation: Option<PathBuf>,
+    /// Results of your own (JSON), kept as given as results.json (format version 1 or 2).
     #[arg(long, value_name = "FILE")]
     pub results: Option<PathBuf>,
     /// What git says about the base commit (`vcs.json`, docs/BUNDLE-FORMAT.md), from a file,
@@ -245,16 +251,41 @@ pub fn run(ctx: &Context, args: PackArgs) -> anyhow::Result<ExitCode> {
         }
         None => None,
     };
-    let pre_log = args
+    let mut pre_log = args
         .pre_log
         .as_deref()
         .map(|p| read(p, "--pre-log"))
         .transpose()?;
-    let post_log = args
+    let mut post_log = args
         .post_log
         .as_deref()
         .map(|p| read(p, "--post-log"))
         .transpose()?;
+    let record = match (&args.validation, results) {
+        (Some(p), _) => {
+            let bytes = read(p, "--validation")?;
+            let v: crate::validate::Results =
+                serde_json::from_slice(&bytes).with_context(|| {
+                    format!(
+                        "--validation `{}` is not a validation's results.json",
+                        p.display()
+                    )
+                })?;
+            if v.instance_id != instance.instance_id {
+                bail!(
+                    "--validation `{}` is the validation of {}, not of {}",
+                    p.display(),
+                    v.instance_id,
+                    instance.instance_id
+                );
+            }
+            let kept = BundleRecord::of(&v, pre_log.as_deref(), post_log.as_deref());
+            (pre_log, post_log) = (kept.pre_log, kept.post_log);
+            Some(ValidationRecord::Expected(kept.expected))
+        }
+        (None, Some(bytes)) => Some(ValidationRecord::Results(bytes)),
+        (None, None) => None,
+    };
 
     let progress = ctx.progress();
     let started = std::time::Instant::now();
@@ -288,7 +319,7 @@ pub fn run(ctx: &Context, args: PackArgs) -> anyhow::Result<ExitCode> {
         lock,
         pre_log,
         post_log,
-        results,
+        record,
         vcs: vcs.as_ref(),
     };
     let options = PackOptions {
@@ -410,19 +441,23 @@ fn pack_validated(ctx: &Context, args: &PackArgs) -> anyhow::Result<ExitCode> {
                 None => None,
             })
         };
-        let pre_log = get(&v.log_pre)?;
-        let post_log = get(&v.log_post)?;
-        let results = Some(objects.get(&v.results)?);
+        let raw_pre = get(&v.log_pre)?;
+        let raw_post = get(&v.log_post)?;
+        let results_bytes = objects.get(&v.results)?;
+        let results: crate::validate::Results = serde_json::from_slice(&results_bytes)
+            .with_context(|| {
+                format!(
+                    "the results of {}'s validation (object {}) are not readable",
+                    v.instance_id, v.results
+                )
+            })?;
+        let kept = BundleRecord::of(&results, raw_pre.as_deref(), raw_post.as_deref());
         let repo = instance.repo.clone();
         let (codebase, vcs) = codebase_from_mirror(ctx, &mut ark, &instance, &repo, None)?;
         // The mirror may have been fetched since the validation: say so when git answers
         // differently now.
-        let validated = results
-            .as_deref()
-            .and_then(|b| serde_json::from_slice::<crate::validate::Results>(b).ok())
-            .and_then(|r| r.describe);
-        if let Some(then) = validated
-            && Some(&then) != vcs.describe.as_ref()
+        if let Some(then) = &results.describe
+            && Some(then) != vcs.describe.as_ref()
         {
             ctx.note(format!(
                 "warning: {}: validation saw `git describe` {then}, the mirror now gives {}",
@@ -435,9 +470,9 @@ fn pack_validated(ctx: &Context, args: &PackArgs) -> anyhow::Result<ExitCode> {
             codebase: &codebase,
             spec: Some(spec),
             lock,
-            pre_log,
-            post_log,
-            results,
+            pre_log: kept.pre_log,
+            post_log: kept.post_log,
+            record: Some(ValidationRecord::Expected(kept.expected)),
             vcs: Some(&vcs),
         };
         let progress = ctx.progress();

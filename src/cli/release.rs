@@ -97,8 +97,7 @@ fn create(ctx: &Context, args: CreateArgs) -> anyhow::Result<ExitCode> {
     } else {
         Selection::Bundled
     };
-    let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-    let snap = release::create(&ark, &args.name, &selection, Some(now))?;
+    let snap = release::create(&ark, &args.name, &selection)?;
     // Registered in the archive: from now on gc and `rm` keep every bundle it names.
     let registered = ark.releases_dir().join(format!("{}.json", snap.name));
     let same_registered = match Snapshot::read(&registered) {

@@ -97,12 +97,7 @@ pub(crate) fn newest_bundles(ark: &Ark) -> Result<BTreeMap<String, BundleRow>, R
 }
 
 /// A snapshot of the selected instances as the archive holds them now.
-pub fn create(
-    ark: &Ark,
-    name: &str,
-    selection: &Selection,
-    created_at: Option<String>,
-) -> Result<Snapshot, ReleaseError> {
+pub fn create(ark: &Ark, name: &str, selection: &Selection) -> Result<Snapshot, ReleaseError> {
     if !super::valid_name(name) {
         return Err(ReleaseError::BadName(name.to_string()));
     }
@@ -178,5 +173,5 @@ pub fn create(
             missing.join("\n  ")
         )));
     }
-    Snapshot::new(name, created_at, &instances)
+    Snapshot::new(name, &instances)
 }

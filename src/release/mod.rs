@@ -79,8 +79,9 @@ pub struct Snapshot {
     pub format: String,
     pub version: u32,
     pub name: String,
-    /// When it was made (RFC 3339, UTC): for people, outside the root hash.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// When it was made (RFC 3339, UTC), in snapshots written before swe-ark left it out so
+    /// that the same release makes the same file anywhere; read, never written.
+    #[serde(default, skip_serializing)]
     pub created_at: Option<String>,
     /// [`root_of`] the instances.
     pub root: Sha256Digest,
@@ -166,11 +167,7 @@ pub fn root_of(instances: &[ReleaseInstance]) -> Sha256Digest {
 
 impl Snapshot {
     /// A snapshot of `instances` (sorted here) with its root.
-    pub fn new(
-        name: &str,
-        created_at: Option<String>,
-        instances: &[ReleaseInstance],
-    ) -> Result<Snapshot, ReleaseError> {
+    pub fn new(name: &str, instances: &[ReleaseInstance]) -> Result<Snapshot, ReleaseError> {
         if !valid_name(name) {
             return Err(ReleaseError::BadName(name.to_string()));
         }
@@ -180,7 +177,7 @@ impl Snapshot {
             format: FORMAT.to_string(),
             version: VERSION,
             name: name.to_string(),
-            created_at,
+            created_at: None,
             root: root_of(&instances),
             instances,
         })
@@ -318,20 +315,27 @@ mod tests {
             bundle: d("1"),
             objects: vec![d("w")],
         };
-        let s = Snapshot::new(
-            "v1.0",
-            Some("2024-01-01T00:00:00Z".into()),
-            std::slice::from_ref(&i),
-        )
-        .unwrap();
+        let s = Snapshot::new("v1.0", std::slice::from_ref(&i)).unwrap();
         let back = Snapshot::parse(&s.to_bytes()).unwrap();
         assert_eq!(back, s);
+        // No time in the file: the same release is the same bytes anywhere. A snapshot
+        // written with one still reads, with the same root.
+        let bytes = String::from_utf8(s.to_bytes()).unwrap();
+        assert!(!bytes.contains("created_at"), "{bytes}");
+        let old = bytes.replacen(
+            "\"name\": \"v1.0\",",
+            "\"name\": \"v1.0\",\n  \"created_at\": \"2024-01-01T00:00:00Z\",",
+            1,
+        );
+        let old = Snapshot::parse(old.as_bytes()).unwrap();
+        assert_eq!(old.created_at.as_deref(), Some("2024-01-01T00:00:00Z"));
+        assert_eq!((old.root, old.computed_root()), (s.root, s.root));
         assert_eq!(back.computed_root(), s.root);
         assert!(matches!(
-            Snapshot::new("a/b", None, std::slice::from_ref(&i)),
+            Snapshot::new("a/b", std::slice::from_ref(&i)),
             Err(ReleaseError::BadName(_))
         ));
-        let twice = Snapshot::new("x", None, &[i.clone(), i.clone()]).unwrap_err();
+        let twice = Snapshot::new("x", &[i.clone(), i.clone()]).unwrap_err();
         assert!(twice.to_string().contains("twice"), "{twice}");
         let text = String::from_utf8(s.to_bytes()).unwrap();
         let upper = text.replace(&d("w").hex(), &d("w").hex().to_uppercase());

@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::bundle::{self, Manifest, PackInputs, PackOptions};
+use crate::bundle::{self, Manifest, PackInputs, PackOptions, ValidationRecord};
 use crate::dataset::Instance;
 use crate::digest::Sha256Digest;
 use crate::mirror::{Mirror, RepoName};
@@ -181,7 +181,14 @@ pub fn rebuild(
     };
     let (spec, lock) = (take("env/spec.toml"), take("env/pylock.toml"));
     let (pre_log, post_log) = (take("logs/pre.log"), take("logs/post.log"));
-    let results = take("results.json");
+    let record = match (
+        take(crate::bundle::EXPECTED_MEMBER),
+        take(crate::bundle::RESULTS_MEMBER),
+    ) {
+        (Some(e), _) => Some(ValidationRecord::Expected(e)),
+        (None, Some(r)) => Some(ValidationRecord::Results(r)),
+        (None, None) => None,
+    };
     let stored_vcs = take(crate::vcs::MEMBER);
     let vcs = match &stored_vcs {
         None => None,
@@ -202,7 +209,7 @@ pub fn rebuild(
         lock,
         pre_log,
         post_log,
-        results,
+        record,
         vcs: vcs.as_ref(),
     };
     let tmp = ark.tmp_dir();

@@ -10,6 +10,7 @@
 //! docs/VALIDATION.md tells the procedure for users.
 
 pub mod directives;
+pub mod expected;
 pub mod outcome;
 pub(crate) mod services;
 
@@ -115,6 +116,10 @@ pub struct Results {
     /// no tag reachable, or a validation from before swe-ark recorded it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub describe: Option<String>,
+    /// Where the run happened, which its logs may name (absent: a validation from before
+    /// swe-ark recorded it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paths: Option<expected::RunPaths>,
 }
 
 /// Reasons that are the archive's, not the instance's (no lock, no mirror, no manifest, an
@@ -411,6 +416,7 @@ pub fn validate(
         python: String::new(),
         tool: format!("swe-ark {}", env!("CARGO_PKG_VERSION")),
         describe: None,
+        paths: None,
     };
     let mut logs = (None, None);
     let tmp = ark.root().join("tmp");
@@ -536,6 +542,21 @@ fn run_steps(
     .map_err(|e| Stop("environment", e.to_string()))?;
     let venv = build::instance_copy(&built, &work.join("venv"))
         .map_err(|e| Stop("environment", e.to_string()))?;
+    // As the run's own getcwd() names them: absolute, symlinks resolved.
+    let real = |p: &Path| {
+        std::fs::canonicalize(p)
+            .or_else(|_| std::path::absolute(p))
+            .unwrap_or_else(|_| p.to_path_buf())
+            .display()
+            .to_string()
+    };
+    results.paths = Some(expected::RunPaths {
+        work_tree: real(&src),
+        environment: real(&venv.dir),
+        tmp: format!("{}/tmp", real(work)),
+        work: real(work),
+        ark: real(ark.root()),
+    });
     results
         .timings
         .insert("environment".into(), t.elapsed().as_secs_f64());

@@ -1,0 +1,250 @@
+//! What a bundle keeps of a validation (format version 3): what the run proved, as a pure
+//! function of the bundle's inputs — the lists, the per-test statuses, the exit codes of the
+//! test runs, and the logs with the run's paths, durations, addresses and seeds masked. What
+//! only this run saw (the raw logs, timings, the tool's version, where it ran) stays in the
+//! archive as evidence objects that the validation row names by hash, outside the bundle id
+//! (docs/BUNDLE-FORMAT.md, "expected.json" and "Normalized logs").
+
+use std::sync::LazyLock;
+
+use regex::bytes::Regex;
+use serde::{Deserialize, Serialize};
+
+pub use crate::bundle::Expected;
+
+use super::Results;
+
+/// Where a validation ran: the paths its logs may name, each replaced by a fixed name when
+/// the logs are normalized. Recorded in `results.json` (an observation, not in bundles).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunPaths {
+    /// The instance's work tree: `/testbed`, as SWE-bench's images have it.
+    pub work_tree: String,
+    /// The instance's copy of the environment: `/env`.
+    pub environment: String,
+    /// The instance's own /tmp (when it was given through TMPDIR): `/tmp`.
+    pub tmp: String,
+    /// The instance's work directory, which holds the three above: `/work`.
+    pub work: String,
+    /// The archive: `/ark`.
+    pub ark: String,
+}
+
+impl RunPaths {
+    /// Each path and the name it becomes, longest first, so that a path inside another is
+    /// replaced before it.
+    fn replacements(&self) -> Vec<(&str, &'static str)> {
+        let mut r = vec![
+            (self.work_tree.as_str(), "/testbed"),
+            (self.environment.as_str(), "/env"),
+            (self.tmp.as_str(), "/tmp"),
+            (self.work.as_str(), "/work"),
+            (self.ark.as_str(), "/ark"),
+        ];
+        r.retain(|(p, _)| p.len() > 1);
+        r.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.0.cmp(b.0)));
+        r
+    }
+}
+
+/// What `results` proved, without what only its run saw.
+pub fn expected_of(results: &Results) -> Expected {
+    let flaky: Vec<String> = results.flaky.keys().cloned().collect();
+    let mut post = results.post.first().cloned().unwrap_or_default();
+    post.retain(|t, _| !results.flaky.contains_key(t));
+    let exit_codes = [("pre", "pre"), ("post-1", "post")]
+        .iter()
+        .filter_map(|(step, name)| {
+            results
+                .exit_codes
+                .get(*step)
+                .map(|c| (name.to_string(), *c))
+        })
+        .collect();
+    Expected {
+        instance_id: results.instance_id.clone(),
+        verdict: results.verdict.as_str().to_string(),
+        reason_kind: results.reason_kind.clone(),
+        fail_to_pass: results.fail_to_pass.clone(),
+        pass_to_pass: results.pass_to_pass.clone(),
+        xfail: results.xfail.clone(),
+        flaky,
+        test_directives: results.test_directives.clone(),
+        log_parser: results.log_parser.clone(),
+        pre: results.pre.clone(),
+        post,
+        exit_codes,
+        network: results.network.clone(),
+        services: results.services.clone(),
+        describe: results.describe.clone(),
+    }
+}
+
+/// What a version 3 bundle holds of a validation: `expected.json` and the normalized logs.
+pub struct BundleRecord {
+    pub expected: Vec<u8>,
+    pub pre_log: Option<Vec<u8>>,
+    pub post_log: Option<Vec<u8>>,
+}
+
+impl BundleRecord {
+    /// From a validation's results and raw logs (the evidence the archive keeps).
+    pub fn of(results: &Results, pre_log: Option<&[u8]>, post_log: Option<&[u8]>) -> Self {
+        let paths = results.paths.as_ref();
+        BundleRecord {
+            expected: expected_of(results).to_bytes(),
+            pre_log: pre_log.map(|l| normalize_log(l, paths)),
+            post_log: post_log.map(|l| normalize_log(l, paths)),
+        }
+    }
+}
+
+/// A regex of this module's own, compiled once.
+fn re(pattern: &str) -> Regex {
+    Regex::new(pattern).expect("the normalization patterns are valid")
+}
+
+/// A path component character: what swe-ark's own temporary names and the directories above
+/// them are made of in practice (no whitespace, quotes or brackets).
+const PATH: &str = r#"(?:/[^/\s'"(){}\[\]<>,;:]+)*"#;
+
+/// Masks that do not depend on the run's recorded paths, in order. Each is documented in
+/// docs/BUNDLE-FORMAT.md, "Normalized logs".
+static MASKS: LazyLock<Vec<(Regex, &'static [u8])>> = LazyLock::new(|| {
+    vec![
+        // The work directory of a validation made before its paths were recorded, and of
+        // replay: swe-ark's own temporary names.
+        (
+            re(&format!(
+                r"{PATH}/\.tmp-(?:validate|replay)-[A-Za-z0-9]+/src\b"
+            )),
+            b"/testbed",
+        ),
+        (
+            re(&format!(
+                r"{PATH}/\.tmp-(?:validate|replay)-[A-Za-z0-9]+/venv\b"
+            )),
+            b"/env",
+        ),
+        (
+            re(&format!(
+                r"{PATH}/\.tmp-(?:validate|replay)-[A-Za-z0-9]+/tmp\b"
+            )),
+            b"/tmp",
+        ),
+        (
+            re(&format!(r"{PATH}/\.tmp-(?:validate|replay)-[A-Za-z0-9]+\b")),
+            b"/work",
+        ),
+        // The sandbox's temporary HOME.
+        (
+            re(&format!(r"{PATH}/swe-ark-sandbox-[A-Za-z0-9]+/home\b")),
+            b"/root",
+        ),
+        // pytest's per-user temporary root.
+        (re(r"\bpytest-of-[A-Za-z0-9_.-]+"), b"pytest-of-<user>"),
+        // Durations: `in 0.20s`, `0.12s call`, `in 1.5 seconds`, `(0:01:02)`.
+        (re(r"\b\d+\.\d+ ?(?:s|sec|secs|seconds)\b"), b"<duration>"),
+        (re(r"\(\d+:\d\d:\d\d(?:\.\d+)?\)"), b"(<duration>)"),
+        // Object addresses in reprs: `<Foo object at 0x7f3a2c1d5e80>`.
+        (re(r"\b0x[0-9a-fA-F]{6,16}\b"), b"0x<address>"),
+        // sympy's test runner prints the random seed it drew.
+        (re(r"random seed: *\d+"), b"random seed: <seed>"),
+    ]
+});
+
+/// A log as a version 3 bundle keeps it: the run's paths replaced by fixed names (when
+/// known), then the masks above. A pure function of the raw log and the paths.
+pub fn normalize_log(raw: &[u8], paths: Option<&RunPaths>) -> Vec<u8> {
+    let mut out = raw.to_vec();
+    if let Some(paths) = paths {
+        for (from, to) in paths.replacements() {
+            out = replace_all(&out, from.as_bytes(), to.as_bytes());
+        }
+    }
+    for (mask, with) in MASKS.iter() {
+        if let std::borrow::Cow::Owned(o) = mask.replace_all(&out, *with) {
+            out = o;
+        }
+    }
+    out
+}
+
+fn replace_all(haystack: &[u8], needle: &[u8], with: &[u8]) -> Vec<u8> {
+    if needle.is_empty() {
+        return haystack.to_vec();
+    }
+    let mut out = Vec::with_capacity(haystack.len());
+    let mut rest = haystack;
+    while let Some(i) = rest.windows(needle.len()).position(|w| w == needle) {
+        out.extend_from_slice(&rest[..i]);
+        out.extend_from_slice(with);
+        rest = &rest[i + needle.len()..];
+    }
+    out.extend_from_slice(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn paths(root: &str) -> RunPaths {
+        let work = format!("{root}/ark/tmp/.tmp-validate-Ab12Cd");
+        RunPaths {
+            work_tree: format!("{work}/src"),
+            environment: format!("{work}/venv"),
+            tmp: format!("{work}/tmp"),
+            work,
+            ark: format!("{root}/ark"),
+        }
+    }
+
+    #[test]
+    fn two_runs_in_two_places_normalize_to_the_same_log() {
+        let a = "rootdir: /home/alice/ark/tmp/.tmp-validate-Ab12Cd/src\n\
+                 /home/alice/ark/tmp/.tmp-validate-Ab12Cd/venv/lib/python3.9/site.py:1: Warning\n\
+                 E   <Foo object at 0x7f3a2c1d5e80>\n\
+                 /tmp/pytest-of-alice/pytest-0/test_x0/a.txt\n\
+                 random seed: 12345678\n\
+                 ============ 3 passed in 0.20s (0:00:00) ============\n";
+        let b = a
+            .replace("/home/alice", "/srv/bob/deeper")
+            .replace("0x7f3a2c1d5e80", "0x55d0c0ffee00")
+            .replace("pytest-of-alice", "pytest-of-bob")
+            .replace("12345678", "99")
+            .replace("0.20s", "13.75s");
+        let na = normalize_log(a.as_bytes(), Some(&paths("/home/alice")));
+        let nb = normalize_log(b.as_bytes(), Some(&paths("/srv/bob/deeper")));
+        assert_eq!(String::from_utf8_lossy(&na), String::from_utf8_lossy(&nb));
+        let text = String::from_utf8(na).unwrap();
+        assert!(
+            text.starts_with("rootdir: /testbed\n/env/lib/python3.9/site.py"),
+            "{text}"
+        );
+        assert!(text.contains("<Foo object at 0x<address>>"), "{text}");
+        assert!(text.contains("/tmp/pytest-of-<user>/pytest-0/"), "{text}");
+        assert!(
+            text.contains("3 passed in <duration> (<duration>)"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn without_recorded_paths_swe_arks_own_temporary_names_are_recognized() {
+        let raw = b"rootdir: /x/y/ark/tmp/.tmp-validate-Zz9Yy8/src, configfile: setup.cfg\n\
+                    HOME=/tmp/swe-ark-sandbox-q1W2e3/home\n";
+        let n = normalize_log(raw, None);
+        assert_eq!(
+            String::from_utf8(n).unwrap(),
+            "rootdir: /testbed, configfile: setup.cfg\nHOME=/root\n"
+        );
+    }
+
+    #[test]
+    fn what_is_not_an_observation_is_left_alone() {
+        let raw = b"test_version passed: 1.2.3\nsize 4096 bytes, 0x1f flag, 3 s timeout\n";
+        assert_eq!(normalize_log(raw, None), raw.to_vec());
+    }
+}
