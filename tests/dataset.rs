@@ -97,7 +97,21 @@ fn a_json_list_with_extra_fields_imports_and_keeps_them() {
         serde_json::to_string(&vec![a, b]).unwrap(),
     )
     .unwrap();
-    t.run_expect(&["import", "ds.json"], 0);
+    // Instances of 2024-03, later than SWE-bench's environments: a dataset of its own, with
+    // its own date.
+    let e = stderr(&t.run_expect(&["import", "ds.json"], 2));
+    assert!(e.contains("--environments-as-of"), "{e}");
+    t.run_expect(
+        &[
+            "import",
+            "ds.json",
+            "--dataset",
+            "acme-set",
+            "--environments-as-of",
+            "2024-06-01",
+        ],
+        0,
+    );
     assert_eq!(instance_count(&t), 2);
     t.run_expect(
         &[

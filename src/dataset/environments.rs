@@ -90,7 +90,9 @@ pub enum DatasetDateError {
     #[error(
         "the environments date {when} of dataset `{name}` is before {} of its instance(s) were \
          created ({}): their environments cannot have been built before their pull requests \
-         existed",
+         existed. If the file is another dataset, name it and say when its environments were \
+         built (--dataset NAME --environments-as-of YYYY-MM-DD), or resolve each environment as \
+         of its setup commit (--environments-as-of commit)",
         .instances.len(), .instances.iter().take(5).cloned().collect::<Vec<_>>().join(", ")
     )]
     BeforeInstances {
