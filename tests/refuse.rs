@@ -679,7 +679,7 @@ fn unknown_format_version_is_refused() {
     let t = TestContext::new();
     let members = valid_members();
     let mut manifest = ManifestJson::listing(&members);
-    manifest.version = 3;
+    manifest.version = 4;
     let mut all = vec![manifest.entry()];
     all.extend(members);
     let bundle = save(&t, &tar_of(&all));
@@ -687,10 +687,10 @@ fn unknown_format_version_is_refused() {
         &t,
         &bundle,
         &[],
-        &["version 3", "reads versions 1 and 2"],
+        &["version 4", "reads versions 1, 2 and 3"],
         &[],
     );
-    verify_finds(&t, &bundle, &["version 3"]);
+    verify_finds(&t, &bundle, &["version 4"]);
 }
 
 // ---------------------------------------------------------------------------------------------

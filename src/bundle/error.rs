@@ -35,7 +35,7 @@ pub enum BundleError {
     Tar { path: PathBuf, detail: String },
     #[error("`{path}` is not a swe-ark bundle: {detail}")]
     NotABundle { path: PathBuf, detail: String },
-    #[error("`{path}` is bundle format version {found}; this swe-ark reads versions 1 and 2")]
+    #[error("`{path}` is bundle format version {found}; this swe-ark reads versions 1, 2 and 3")]
     UnsupportedVersion { path: PathBuf, found: u64 },
     #[error("bundle.json of `{path}` is invalid: {detail}")]
     BadManifest { path: PathBuf, detail: String },
