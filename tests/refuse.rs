@@ -708,15 +708,10 @@ fn vcs_json() -> String {
 
 /// A bundle of `version` holding `vcs` as vcs.json (or none).
 fn bundle_with_vcs(t: &TestContext, version: u64, vcs: Option<&str>) -> PathBuf {
-    let members = match vcs {
-        Some(v) => with(valid_members(), Entry::file("vcs.json", v)),
-        None => valid_members(),
-    };
-    let mut manifest = ManifestJson::listing(&members);
-    manifest.version = version;
-    let mut all = vec![manifest.entry()];
-    all.extend(members);
-    save(t, &tar_of(&all))
+    match vcs {
+        Some(v) => bundle_with(t, version, &[("vcs.json", v)]),
+        None => bundle_with(t, version, &[]),
+    }
 }
 
 #[test]
