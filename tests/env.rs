@@ -300,6 +300,61 @@ fn locks_as_of_then_and_builds_offline_from_objects_only() {
         .count();
     assert_eq!(before, after, "a re-lock downloaded files again");
 
+    // Another builder: another archive, HOME, TMPDIR, user and working directory, seconds
+    // later. beta's wheel is built from its sdist again (tinybuild, like setuptools, stamps
+    // the build's time unless SOURCE_DATE_EPOCH says otherwise): the same lock, byte for byte,
+    // and it names nothing of where either was made.
+    let bob = f.t.path("bob");
+    for d in ["home", "tmp", "cwd"] {
+        std::fs::create_dir_all(bob.join(d)).unwrap();
+    }
+    let pyenv_root = std::env::var_os("PYENV_ROOT")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".pyenv")));
+    let as_bob = |args: &[&str]| {
+        let mut c = f.t.cmd_at(&bob.join("ark"));
+        c.env("SWE_ARK_MANIFESTS", f.t.path("manifests"))
+            .env("SWE_ARK_INDEX_URL", f.index.url())
+            .env("HOME", bob.join("home"))
+            .env("TMPDIR", bob.join("tmp"))
+            .env("USER", "bob")
+            .env("LOGNAME", "bob")
+            .current_dir(bob.join("cwd"))
+            .args(args);
+        if let Some(root) = &pyenv_root {
+            c.env("PYENV_ROOT", root);
+        }
+        let out = c.output().unwrap();
+        assert!(
+            out.status.success(),
+            "swe-ark {args:?}\n{}{}",
+            stdout(&out),
+            stderr(&out)
+        );
+        stdout(&out)
+    };
+    let repo = f.t.path("repo");
+    as_bob(&[
+        "mirror",
+        "add",
+        repo.to_str().unwrap(),
+        "--name",
+        "acme/widget",
+    ]);
+    let bob_id = common::last_line(
+        as_bob(&["env", "lock", "acme/widget", "0.1", "--commit", &f.commit]).as_bytes(),
+    );
+    let bob_text = as_bob(&["env", "show", &bob_id]);
+    assert_eq!(bob_text, text, "two builders' locks differ");
+    assert_eq!(bob_id, id);
+    for place in [f.t.path(""), bob.clone()] {
+        let place = place.display().to_string();
+        assert!(
+            !text.contains(place.trim_end_matches('/')),
+            "{place} in\n{text}"
+        );
+    }
+
     // Built from objects with the network cut: no index, no route anywhere.
     let build_args = ["env", "build", &id[..16], "--offline", "--force", "--json"];
     let out = if common::can_unshare() {

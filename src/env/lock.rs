@@ -556,6 +556,9 @@ pub fn lock(
     .map_err(io_err(&tmp_root))?;
     let pip_cache = work.path().join("pip-cache");
     let mut env = ctx.env.clone();
+    // Wheels pip builds from sdists here are kept in the lock: built reproducibly, two
+    // locks of the same context name the same built wheels.
+    env.extend(venv::reproducible_build_env(exclude_newer, &ctx.env));
     env.insert("PIP_INDEX_URL".into(), proxy.url());
     env.insert("PIP_CACHE_DIR".into(), pip_cache.display().to_string());
     let venv = Venv::create(&interp.path, &work.path().join("venv"), true)?;
@@ -1037,9 +1040,9 @@ pub fn lock(
                     implementation: interp.implementation.clone(),
                     platform: interp.platform.clone(),
                     sha256: interp.sha256.hex(),
-                    packed_from: packed_python
-                        .as_ref()
-                        .map(|_| interp.prefix.display().to_string()),
+                    // Where the prefix was is a fact of this machine, not of the
+                    // interpreter: the lock names it by its content only.
+                    packed_from: None,
                     packed: packed_python,
                 },
                 context: ContextMeta {

@@ -123,7 +123,9 @@ pub struct PythonMeta {
     /// The object holding the interpreter's whole prefix (tar.zst), with --pack-python.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub packed: Option<Artifact>,
-    /// The prefix's path when it was packed: a packed copy lives elsewhere.
+    /// The prefix's path when it was packed, in locks made before swe-ark named interpreters
+    /// by content only (a lock names nothing of the machine it was made on); read, never
+    /// written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub packed_from: Option<String>,
 }

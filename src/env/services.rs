@@ -86,11 +86,16 @@ pub(super) fn install(
             .map(String::as_str),
     );
     let objects = proxy.objects.clone();
+    let exclude_newer = proxy.exclude_newer;
     let proxy = LockProxy::start(proxy).map_err(io_err(work))?;
     // The interpreter's own pip (ensurepip, offline), in a virtual environment that is only
     // the installer: nothing of the context's era or environment.
     let pip = Venv::create(python, &work.join("service-installer"), true)?;
-    let env = BTreeMap::from([
+    let mut env = super::venv::reproducible_build_env(
+        exclude_newer.unwrap_or(std::time::UNIX_EPOCH),
+        &BTreeMap::new(),
+    );
+    env.extend([
         ("PIP_INDEX_URL".to_string(), proxy.url()),
         // Sdists built in isolated environments (their build backends fetched through the
         // proxy too, and locked): the installer's environment has no `wheel` for a legacy

@@ -244,6 +244,37 @@ pub fn clean_env(cmd: &mut Command, venv: Option<&Venv>, extra: &BTreeMap<String
     }
 }
 
+/// The oldest time a wheel (a zip file) can hold: 1980-01-01.
+const ZIP_EPOCH: u64 = 315_532_800;
+
+/// What makes a wheel built from an sdist the same bytes on every machine and in every run,
+/// as reproducible-builds.org describes it for Python and the build backends honour it: the
+/// files' times in the wheel from `SOURCE_DATE_EPOCH` (here the lock's cutoff, an input of
+/// the lock), no hash-randomized iteration orders (`PYTHONHASHSEED`), and C extensions built
+/// without debug information, which names the temporary directory the build ran in (`-g0`
+/// after the interpreter's own `-g`). `context` is the manifest's environment: its flags are
+/// kept, ours come after them.
+pub fn reproducible_build_env(
+    when: std::time::SystemTime,
+    context: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    let secs = when
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+        .max(ZIP_EPOCH);
+    let flags = |name: &str| match context.get(name).map(|v| v.trim()) {
+        Some(v) if !v.is_empty() => format!("{v} -g0"),
+        _ => "-g0".to_string(),
+    };
+    BTreeMap::from([
+        ("SOURCE_DATE_EPOCH".to_string(), secs.to_string()),
+        ("PYTHONHASHSEED".to_string(), "0".to_string()),
+        ("CFLAGS".to_string(), flags("CFLAGS")),
+        ("CXXFLAGS".to_string(), flags("CXXFLAGS")),
+    ])
+}
+
 /// Runs `cmd`, capturing its output; a failure becomes [`EnvError::Command`] with the end of
 /// what it printed.
 pub fn run(cmd: &mut Command, step: &str) -> Result<Output, EnvError> {
