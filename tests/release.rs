@@ -72,9 +72,14 @@ fn build_fixture_release(t: &TestContext) -> PathBuf {
 
 /// What differs between two machines' validations of the same instances: where they ran and
 /// how long they took, which only the evidence (results.json, the raw logs) records.
+/// `test_more` and `pytest_wheel` are inputs: a builder who changes them builds another release.
 struct Builder {
     work: String,
     seconds: f64,
+    /// The body of instance 2's `test_more`, in its test patch.
+    test_more: &'static str,
+    /// The stand-in bytes of the locked pytest wheel.
+    pytest_wheel: &'static str,
 }
 
 impl Default for Builder {
@@ -82,6 +87,8 @@ impl Default for Builder {
         Builder {
             work: "/var/tmp/builder/ark/tmp/.tmp-validate-Fx1234".into(),
             seconds: 1.5,
+            test_more: "assert True",
+            pytest_wheel: "stand-in bytes of pytest-7.4.4-py3-none-any.whl\n",
         }
     }
 }
@@ -142,7 +149,8 @@ fn build_fixture_release_on(t: &TestContext, builder: &Builder) -> PathBuf {
         instance(
             2,
             &test_patch(&format!(
-                "{ADD_TEST}\n\ndef test_more():\n    assert True\n"
+                "{ADD_TEST}\n\ndef test_more():\n    {}\n",
+                builder.test_more
             )),
             GOLD,
             &[add],
@@ -169,7 +177,11 @@ fn build_fixture_release_on(t: &TestContext, builder: &Builder) -> PathBuf {
             ("iniconfig", "iniconfig-2.0.0-py3-none-any.whl"),
             ("pytest", "pytest-7.4.4-py3-none-any.whl"),
         ] {
-            let bytes = format!("stand-in bytes of {file}\n");
+            let bytes = if name == "pytest" {
+                builder.pytest_wheel.to_string()
+            } else {
+                format!("stand-in bytes of {file}\n")
+            };
             let id = store.put_bytes(bytes.as_bytes()).unwrap();
             wheels.push((name, file, id, bytes.len() as u64));
         }
@@ -352,6 +364,7 @@ fn two_builders_who_validated_in_other_places_for_other_times_make_the_same_rele
         &Builder {
             work: "/home/bob/archives/lite/tmp/.tmp-validate-Q9w8E7".into(),
             seconds: 73.25,
+            ..Builder::default()
         },
     );
     // The snapshot files are byte for byte the same: same bundle ids, same root, no time.
@@ -393,6 +406,147 @@ fn two_builders_who_validated_in_other_places_for_other_times_make_the_same_rele
         "{expected}"
     );
     assert!(!out.join("results.json").exists());
+}
+
+/// `swe-ark release diff A B --json` run in `t`'s archive, with more archives to read from.
+fn release_diff(t: &TestContext, a: &Path, b: &Path, others: &[&Path]) -> (i32, serde_json::Value) {
+    let mut c = t.cmd();
+    c.args(["release", "diff"]).arg(a).arg(b).arg("--json");
+    for o in others {
+        c.arg("--other-ark").arg(o);
+    }
+    let out = c.output().unwrap();
+    let v = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}{}", stdout(&out), stderr(&out)));
+    (out.status.code().unwrap(), v)
+}
+
+/// The `member` (or `name`) of each entry of `v[key]`.
+fn names(v: &serde_json::Value, key: &str) -> Vec<String> {
+    v[key]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            m["member"]
+                .as_str()
+                .or(m["name"].as_str())
+                .unwrap()
+                .to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn release_diff_names_the_instance_member_and_object_an_input_changed() {
+    let (a, b, c) = (TestContext::new(), TestContext::new(), TestContext::new());
+    let snap_a = build_fixture_release_on(&a, &Builder::default());
+    // B changed one line of instance 2's test patch; C was served another pytest wheel.
+    let snap_b = build_fixture_release_on(
+        &b,
+        &Builder {
+            test_more: "assert 1 + 1 == 2",
+            ..Builder::default()
+        },
+    );
+    let snap_c = build_fixture_release_on(
+        &c,
+        &Builder {
+            pytest_wheel: "the bytes another day's index served\n",
+            ..Builder::default()
+        },
+    );
+
+    // The same release: nothing to say, exit 0.
+    let (code, same) = release_diff(&a, &snap_a, &snap_a, &[]);
+    assert_eq!(code, 0, "{same}");
+    assert_eq!(same["same_root"], true);
+    assert_eq!(same["changed"].as_array().unwrap().len(), 0);
+
+    // B: exactly instance 2, and in it exactly the test patch and the instance row that
+    // carries it; the objects are the same.
+    let (code, d) = release_diff(&a, &snap_a, &snap_b, &[&b.ark()]);
+    assert_eq!(code, 1, "{d}");
+    assert_eq!(d["same"], 1);
+    let changed = d["changed"].as_array().unwrap();
+    assert_eq!(changed.len(), 1, "{d}");
+    let i = &changed[0];
+    assert_eq!(i["instance_id"], "acme__widget-2");
+    assert_eq!(
+        names(i, "members"),
+        ["instance.json", "patches/test.diff"],
+        "{i}"
+    );
+    let detail = |m: usize| i["members"][m]["details"].to_string();
+    assert!(detail(0).contains("test_patch"), "{i}");
+    assert!(detail(1).contains("assert 1 + 1 == 2"), "{i}");
+    assert!(i["objects_only_in_a"].as_array().unwrap().is_empty(), "{i}");
+
+    // C: both instances, through their lock, and the wheel named as both locks name it.
+    let (code, d) = release_diff(&a, &snap_a, &snap_c, &[&c.ark()]);
+    assert_eq!(code, 1, "{d}");
+    let changed = d["changed"].as_array().unwrap();
+    assert_eq!(changed.len(), 2, "{d}");
+    for i in changed {
+        assert_eq!(names(i, "members"), ["env/pylock.toml"], "{i}");
+        let lock = i["members"][0]["details"].to_string();
+        assert!(
+            lock.contains("pytest 7.4.4: pytest-7.4.4-py3-none-any.whl sha256 "),
+            "{lock}"
+        );
+        assert_eq!(
+            names(i, "objects_only_in_a"),
+            ["pytest-7.4.4-py3-none-any.whl"]
+        );
+        assert_eq!(
+            names(i, "objects_only_in_b"),
+            ["pytest-7.4.4-py3-none-any.whl"]
+        );
+    }
+    // In words too.
+    let out = a
+        .cmd()
+        .args(["release", "diff"])
+        .arg(&snap_a)
+        .arg(&snap_c)
+        .arg("--other-ark")
+        .arg(c.ark())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout(&out);
+    assert!(
+        text.contains("differs    acme__widget-1: bundle ")
+            && text.contains("    env/pylock.toml differs\n")
+            && text.contains("object only in B: "),
+        "{text}"
+    );
+    // Without C's archive its bundles cannot be read: the diff says so, and still names the
+    // objects that differ.
+    let (code, d) = release_diff(&a, &snap_a, &snap_c, &[]);
+    assert_eq!(code, 1);
+    let i = &d["changed"][0];
+    assert!(
+        i["unread"]
+            .as_str()
+            .unwrap()
+            .contains("in none of the archives given"),
+        "{i}"
+    );
+    assert_eq!(i["objects_only_in_b"].as_array().unwrap().len(), 1, "{i}");
+
+    // Bad input: a file that is not a snapshot is an error that names it, exit 2.
+    let bad = a.path("bad.json");
+    fs::write(&bad, "{}").unwrap();
+    let out = a
+        .cmd()
+        .args(["release", "diff"])
+        .arg(&snap_a)
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("bad.json"), "{}", stderr(&out));
 }
 
 #[test]

@@ -28,6 +28,23 @@ pub enum ReleaseCommand {
     Rm(RmArgs),
     /// The releases registered in the archive (`ark/releases/`): gc and `rm` keep their bundles.
     Ls(LsArgs),
+    /// Why two releases differ: instances, bundles, members (files, lock packages, test
+    /// statuses, lines) and objects; exit 0 when they are the same release, 1 when not.
+    Diff(DiffArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct DiffArgs {
+    /// The first snapshot (A).
+    pub a: PathBuf,
+    /// The second snapshot (B).
+    pub b: PathBuf,
+    /// Another archive to read bundles from (B's, when it was built elsewhere); repeatable.
+    /// The archive of `--ark` is read first, when it exists.
+    #[arg(long, value_name = "DIR")]
+    pub other_ark: Vec<PathBuf>,
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -85,6 +102,7 @@ pub fn run(ctx: &Context, args: ReleaseArgs) -> anyhow::Result<ExitCode> {
         ReleaseCommand::Verify(a) => verify(ctx, a),
         ReleaseCommand::Rm(a) => rm(ctx, a),
         ReleaseCommand::Ls(a) => ls(ctx, a),
+        ReleaseCommand::Diff(a) => diff(ctx, a),
     }
 }
 
@@ -249,4 +267,92 @@ fn ls(ctx: &Context, args: LsArgs) -> anyhow::Result<ExitCode> {
         ctx.note("no release is registered in this archive");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn diff(ctx: &Context, args: DiffArgs) -> anyhow::Result<ExitCode> {
+    let a = Snapshot::read(&args.a)?;
+    let b = Snapshot::read(&args.b)?;
+    let mut arks = Vec::new();
+    if ctx.ark.join("index.sqlite").is_file() {
+        arks.push(Ark::open(&ctx.ark)?);
+    }
+    for dir in &args.other_ark {
+        arks.push(Ark::open(dir).with_context(|| format!("cannot open `{}`", dir.display()))?);
+    }
+    let refs: Vec<&Ark> = arks.iter().collect();
+    let d = release::diff(&a, &b, &refs);
+    if args.json {
+        out!("{}", serde_json::to_string_pretty(&d)?);
+    } else {
+        for id in &d.only_in_a {
+            out!("only in A  {id}");
+        }
+        for id in &d.only_in_b {
+            out!("only in B  {id}");
+        }
+        for c in &d.changed {
+            if c.bundle_a == c.bundle_b {
+                out!(
+                    "differs    {}: the same bundle {}",
+                    c.instance_id,
+                    c.bundle_a.short()
+                );
+            } else {
+                out!(
+                    "differs    {}: bundle {} → {}",
+                    c.instance_id,
+                    c.bundle_a.short(),
+                    c.bundle_b.short()
+                );
+            }
+            for m in &c.members {
+                let how = match m.change {
+                    release::Change::Added => "only in B",
+                    release::Change::Removed => "only in A",
+                    release::Change::Changed => "differs",
+                };
+                out!("    {} {how}", m.member);
+                for detail in &m.details {
+                    out!("        {detail}");
+                }
+            }
+            if let Some(why) = &c.unread {
+                out!("    members not compared: {why}");
+            }
+            for (label, objects) in [
+                ("object only in A", &c.objects_only_in_a),
+                ("object only in B", &c.objects_only_in_b),
+            ] {
+                for o in objects {
+                    out!(
+                        "    {label}: {} {}",
+                        o.sha256.short(),
+                        o.name.as_deref().unwrap_or("(named by neither lock)")
+                    );
+                }
+            }
+        }
+        ctx.note(format!(
+            "release {} (root {}) and {} (root {}): {}; {} instance(s) the same, {} differ, {} \
+             only in A, {} only in B",
+            d.a.name,
+            d.a.root.short(),
+            d.b.name,
+            d.b.root.short(),
+            if d.is_empty() {
+                "the same release"
+            } else {
+                "they differ"
+            },
+            d.same,
+            d.changed.len(),
+            d.only_in_a.len(),
+            d.only_in_b.len()
+        ));
+    }
+    Ok(if d.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }

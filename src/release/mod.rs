@@ -5,9 +5,10 @@
 //! [`root_of`] is the root hash over its canonical form, which `scripts/release_root.py`
 //! recomputes in a few lines of Python. [`create`] makes a snapshot from an archive,
 //! [`verify`] checks an archive against one, [`rebuild`] packs bundles again from their
-//! mirrors and compares ids.
+//! mirrors and compares ids, [`diff`] names what makes two releases differ.
 
 mod create;
+mod diff;
 pub mod rebuild;
 mod verify;
 
@@ -19,6 +20,7 @@ use crate::mirror::MirrorError;
 use crate::store::{ArkError, IndexError, ObjectError};
 
 pub use create::{LockReader, Selection, create};
+pub use diff::{Change, InstanceChange, MemberChange, NamedObject, ReleaseDiff, Side, diff};
 pub use verify::{Check, verify};
 
 /// The `format` of every snapshot.
