@@ -578,4 +578,83 @@ fn two_archives_validate_the_same_instance_into_the_same_bundle_and_release() {
         String::from_utf8_lossy(&snap_a),
         String::from_utf8_lossy(&snap_b)
     );
+
+    // A third party runs the tests again and rebuilds the bundle from that run: the same id.
+    let ark = t.path("alice/ark");
+    let revalidate = |expect: i32| {
+        let out = w.run_at(
+            &t,
+            &ark,
+            &[
+                "verify",
+                "--rebuild",
+                "--revalidate",
+                "--runs",
+                "1",
+                "--json",
+            ],
+        );
+        assert_eq!(out.status.code(), Some(expect), "{}", stderr(&out));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v[0].clone()
+    };
+    let again = revalidate(0);
+    assert_eq!(again["rebuilt"].as_str(), Some(id_a.as_str()), "{again}");
+    // Behind the archive's back, the cached environment makes test_sub fail (a pytest plugin
+    // dropped into its site-packages): the rebuild differs, and says which test, both ways.
+    let sites: Vec<_> = std::fs::read_dir(ark.join("envs"))
+        .unwrap()
+        .flatten()
+        .flat_map(|e| glob_site_packages(&e.path().join("venv")))
+        .collect();
+    assert!(!sites.is_empty(), "no built environment under {ark:?}/envs");
+    for site in sites {
+        std::fs::write(
+            site.join("widget_breaker.py"),
+            "import os\nos.environ['PYTEST_PLUGINS'] = 'widget_breaker'\n\n\n\
+             def pytest_runtest_call(item):\n    if item.name == 'test_sub':\n        \
+             raise AssertionError('made to fail behind the archive')\n",
+        )
+        .unwrap();
+        std::fs::write(site.join("widget_breaker.pth"), "import widget_breaker\n").unwrap();
+    }
+    let changed = revalidate(1);
+    assert_ne!(
+        changed["rebuilt"].as_str(),
+        Some(id_a.as_str()),
+        "{changed}"
+    );
+    let problems = changed["problems"].to_string();
+    assert!(
+        problems.contains("tests/test_core.py::test_sub PASSED → FAILED"),
+        "{problems}"
+    );
+}
+
+/// `DIR/**/lib/python*/site-packages`, where an environment under DIR keeps its packages.
+fn glob_site_packages(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            if !e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                continue;
+            }
+            if p.file_name().is_some_and(|n| n == "site-packages")
+                && p.parent()
+                    .and_then(|x| x.file_name())
+                    .is_some_and(|n| n.to_string_lossy().starts_with("python"))
+            {
+                out.push(p);
+            } else {
+                stack.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
 }

@@ -177,6 +177,7 @@ pub fn run(ctx: &Context, args: ReplayArgs) -> anyhow::Result<ExitCode> {
         allow_network: args.allow_network,
         memory_limit: None,
         keep_workdir: args.keep_workdir,
+        lock: None,
     };
     let total = jobs.len();
     ctx.note(format!("run {run_id}: {total} prediction(s)"));

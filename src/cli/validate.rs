@@ -95,6 +95,7 @@ pub fn run(ctx: &Context, args: ValidateArgs) -> anyhow::Result<ExitCode> {
         allow_network: args.allow_network,
         memory_limit: None,
         keep_workdir: args.keep_workdir,
+        lock: None,
     };
     let bar = if ctx.progress {
         let b = indicatif::ProgressBar::new(total as u64);

@@ -2,6 +2,7 @@ use std::process::ExitCode;
 
 use crate::bundle::{self, BundleFile, BundleSource, Limits};
 use crate::digest::Sha256Digest;
+use crate::release::rebuild::Revalidate;
 use crate::store::{Ark, BundleRow};
 
 use super::Context;
@@ -16,6 +17,18 @@ pub struct VerifyArgs {
     /// compare the ids (bit-for-bit reproducibility); exit 1 naming each that differs.
     #[arg(long, conflicts_with = "ids")]
     pub rebuild: bool,
+    /// With --rebuild: run each instance's tests again (offline, sandboxed, with the bundle's
+    /// own lock) and rebuild the bundle from that run rather than from its recorded validation;
+    /// a test whose status changed is named with both statuses. Version 3 bundles only.
+    #[arg(long, requires = "rebuild")]
+    pub revalidate: bool,
+    /// With --revalidate: runs of the tests after the gold patch (a test whose status differs
+    /// between them is flaky and left out, as `validate` does).
+    #[arg(long, default_value_t = 3, requires = "revalidate")]
+    pub runs: u32,
+    /// With --revalidate: seconds allowed per test-command run.
+    #[arg(long, default_value_t = 1800, requires = "revalidate")]
+    pub timeout: u64,
     /// With --rebuild: only the bundles of these instances.
     #[arg(long, value_delimiter = ',', value_name = "ID", requires = "rebuild")]
     pub instance_ids: Vec<String>,
@@ -108,10 +121,33 @@ fn rebuild(ctx: &Context, args: &VerifyArgs) -> anyhow::Result<ExitCode> {
         }
         rows.retain(|r| args.instance_ids.contains(&r.instance_id));
     }
+    let manifests = if args.revalidate {
+        Some(crate::manifest::Manifests::load_dir(
+            &crate::manifest::Manifests::default_dir(),
+        )?)
+    } else {
+        None
+    };
+    let revalidate = manifests.as_ref().map(|m| Revalidate {
+        manifests: m,
+        options: crate::validate::ValidateOptions {
+            runs: args.runs.max(1),
+            timeout: std::time::Duration::from_secs(args.timeout),
+            ..Default::default()
+        },
+    });
     let mut results = Vec::new();
     for row in &rows {
         let progress = ctx.progress();
-        let r = crate::release::rebuild::rebuild(&ark, row, progress.as_ref())?;
+        if revalidate.is_some() {
+            ctx.note(format!(
+                "running the tests of {} again ({})",
+                row.instance_id,
+                row.id.short()
+            ));
+        }
+        let r =
+            crate::release::rebuild::rebuild(&ark, row, revalidate.as_ref(), progress.as_ref())?;
         if !args.json {
             out!(
                 "{} rebuild {} {}",

@@ -283,7 +283,8 @@ fn listed(items: &[String]) -> String {
     text
 }
 
-fn member_changes(a: &FixedMembers, b: &FixedMembers) -> Vec<MemberChange> {
+/// Member by member, what differs between two bundles read whole (`codebase/` as one).
+pub(crate) fn member_changes(a: &FixedMembers, b: &FixedMembers) -> Vec<MemberChange> {
     let mut out = Vec::new();
     if a.manifest.version != b.manifest.version {
         out.push(MemberChange {

@@ -10,17 +10,31 @@
 //! `bundle.json` and the whole stream against the bundle id. The context is not recorded
 //! anywhere else (`pack --all-validated` renders it from `manifests/`, which may have changed
 //! since), and the bundle holds the exact bytes that went in, so nothing needs a new record.
+//!
+//! With [`Revalidate`] (`verify --rebuild --revalidate`), the validation record is not taken
+//! from the bundle: the tests run again, offline and sandboxed, with the bundle's own lock,
+//! and `expected.json` and the normalized logs are made from that run. A third party who
+//! reproduces the id has reproduced the tests' outcomes, not only the packing.
 
 use std::collections::BTreeMap;
 
-use crate::bundle::{self, Manifest, PackInputs, PackOptions, ValidationRecord};
+use crate::bundle::{self, BundleFile, Manifest, PackInputs, PackOptions, ValidationRecord};
 use crate::dataset::Instance;
 use crate::digest::Sha256Digest;
+use crate::manifest::Manifests;
 use crate::mirror::{Mirror, RepoName};
 use crate::progress::{NoProgress, Progress};
 use crate::store::{Ark, BundleRow};
+use crate::validate::{self, ValidateOptions, expected::BundleRecord};
 
 use super::ReleaseError;
+
+/// Running the tests again for a rebuild: the manifests that give each context's commands,
+/// and the validation's options (its lock is the bundle's own).
+pub struct Revalidate<'a> {
+    pub manifests: &'a Manifests,
+    pub options: ValidateOptions,
+}
 
 /// What rebuilding one bundle found.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -110,6 +124,7 @@ fn summary(r: &crate::vcs::VcsRecord) -> String {
 pub fn rebuild(
     ark: &Ark,
     row: &BundleRow,
+    revalidate: Option<&Revalidate>,
     progress: &dyn Progress,
 ) -> Result<Rebuilt, ReleaseError> {
     let mut result = Rebuilt {
@@ -180,8 +195,8 @@ pub fn rebuild(
         }
     };
     let (spec, lock) = (take("env/spec.toml"), take("env/pylock.toml"));
-    let (pre_log, post_log) = (take("logs/pre.log"), take("logs/post.log"));
-    let record = match (
+    let (mut pre_log, mut post_log) = (take("logs/pre.log"), take("logs/post.log"));
+    let mut record = match (
         take(crate::bundle::EXPECTED_MEMBER),
         take(crate::bundle::RESULTS_MEMBER),
     ) {
@@ -189,6 +204,18 @@ pub fn rebuild(
         (None, Some(r)) => Some(ValidationRecord::Results(r)),
         (None, None) => None,
     };
+    if let Some(again) = revalidate {
+        match revalidated(ark, &instance, lock.as_deref(), &record, again) {
+            Ok(r) => {
+                record = Some(ValidationRecord::Expected(r.expected));
+                (pre_log, post_log) = (r.pre_log, r.post_log);
+            }
+            Err(problem) => {
+                result.problems.push(problem);
+                return Ok(result);
+            }
+        }
+    }
     let stored_vcs = take(crate::vcs::MEMBER);
     let vcs = match &stored_vcs {
         None => None,
@@ -250,13 +277,68 @@ pub fn rebuild(
                 summary(now)
             ));
         }
-        // pack_to_dir always writes a file; its manifest says what differs.
+        // pack_to_dir always writes a file; its manifest says what differs, and its members
+        // how (a test's two statuses, a log's first differing line).
         if let Some(path) = &packed.path {
-            let rebuilt = bundle::read_manifest(path)?;
+            let rebuilt = bundle::read_fixed_members(&BundleFile::new(path), None)?;
             result
                 .problems
-                .extend(differences(&members.manifest, &rebuilt));
+                .extend(differences(&members.manifest, &rebuilt.manifest));
+            let stored = bundle::read_fixed_members(&ark.bundle(row)?, Some(row.id))?;
+            for m in super::diff::member_changes(&stored, &rebuilt) {
+                if m.member == bundle::CODEBASE_DIR || m.member == bundle::MANIFEST {
+                    continue;
+                }
+                for d in m.details {
+                    result.problems.push(format!("{}: {d}", m.member));
+                }
+            }
         }
     }
     Ok(result)
+}
+
+/// The tests of `instance` run again with the bundle's lock, as a version 3 record; a
+/// sentence when they cannot be (a version 1 or 2 bundle, no lock, an archive problem).
+fn revalidated(
+    ark: &Ark,
+    instance: &crate::dataset::Instance,
+    lock: Option<&[u8]>,
+    stored: &Option<ValidationRecord>,
+    again: &Revalidate,
+) -> Result<BundleRecord, String> {
+    match stored {
+        Some(ValidationRecord::Expected(_)) => {}
+        Some(ValidationRecord::Results(_)) | None => {
+            return Err(format!(
+                "--revalidate compares what a validation proved (expected.json, bundle format \
+                 version 3); this bundle has {}: pack the instance again from the index \
+                 (`swe-ark pack --instance-ids {}`) to get one",
+                if stored.is_some() {
+                    "results.json"
+                } else {
+                    "no validation record"
+                },
+                instance.instance_id
+            ));
+        }
+    }
+    let Some(lock) = lock else {
+        return Err("--revalidate needs the bundle's lock (env/pylock.toml); it has none".into());
+    };
+    let mut options = again.options.clone();
+    options.lock = Some(Sha256Digest::of(lock));
+    let v = validate::validate(ark, again.manifests, instance, &options)
+        .map_err(|e| format!("the tests could not be run again: {e}"))?;
+    if v.results.is_setup_problem() {
+        return Err(format!(
+            "the tests could not be run again ({}): {}",
+            v.results.reason_kind, v.results.reason
+        ));
+    }
+    Ok(BundleRecord::of(
+        &v.results,
+        v.log_pre.as_deref(),
+        v.log_post.as_deref(),
+    ))
 }

@@ -64,6 +64,9 @@ pub struct ValidateOptions {
     pub allow_network: bool,
     pub memory_limit: Option<u64>,
     pub keep_workdir: bool,
+    /// Run with this lock (an object of the archive) rather than the newest lock of the
+    /// instance's context: what `verify --rebuild --revalidate` does with a bundle's own lock.
+    pub lock: Option<Sha256Digest>,
 }
 
 impl Default for ValidateOptions {
@@ -74,6 +77,7 @@ impl Default for ValidateOptions {
             allow_network: false,
             memory_limit: None,
             keep_workdir: false,
+            lock: None,
         }
     }
 }
@@ -173,6 +177,16 @@ pub fn lock_for(
     let bytes = ark.objects().get(&row.id).map_err(|e| e.to_string())?;
     let lock = PyLock::parse(&bytes).map_err(|e| format!("lock {}: {e}", row.id))?;
     Ok(Some((row.id, lock)))
+}
+
+/// The lock object `id` of the archive.
+fn lock_object(ark: &Ark, id: &Sha256Digest) -> Result<(Sha256Digest, PyLock), String> {
+    let bytes = ark
+        .objects()
+        .get(id)
+        .map_err(|e| format!("lock {id} is not in the archive's objects: {e}"))?;
+    let lock = PyLock::parse(&bytes).map_err(|e| format!("lock {id}: {e}"))?;
+    Ok((*id, lock))
 }
 
 /// Runs an instance's commands in its checkout, through the sandbox, keeping exit codes and
@@ -519,17 +533,19 @@ fn run_steps(
 
     // 2. The environment, from its lock, offline.
     let t = Instant::now();
-    let (lock_id, lock) = lock_for(ark, &ctx.repo, &ctx.version)
-        .map_err(|e| Stop("no-lock", e))?
-        .ok_or_else(|| {
-            Stop(
-                "no-lock",
-                format!(
-                    "no environment lock for {} {}; run `swe-ark env lock {} {}` (online) first",
-                    ctx.repo, ctx.version, ctx.repo, ctx.version
-                ),
-            )
-        })?;
+    let chosen = match &opts.lock {
+        Some(id) => Some(lock_object(ark, id).map_err(|e| Stop("no-lock", e))?),
+        None => lock_for(ark, &ctx.repo, &ctx.version).map_err(|e| Stop("no-lock", e))?,
+    };
+    let (lock_id, lock) = chosen.ok_or_else(|| {
+        Stop(
+            "no-lock",
+            format!(
+                "no environment lock for {} {}; run `swe-ark env lock {} {}` (online) first",
+                ctx.repo, ctx.version, ctx.repo, ctx.version
+            ),
+        )
+    })?;
     results.lock = lock_id.hex();
     results.python = lock.tool.swe_ark.python.version.clone();
     let built: BuiltEnv = build::build(
