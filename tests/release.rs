@@ -550,6 +550,111 @@ fn release_diff_names_the_instance_member_and_object_an_input_changed() {
 }
 
 #[test]
+fn migrate_packs_a_version_2_bundle_into_the_bundle_packing_from_the_index_makes() {
+    let t = TestContext::new();
+    let snapshot = build_fixture_release(&t);
+    let v3 = Snapshot::read(&snapshot).unwrap().instances[0].clone();
+    assert_eq!(v3.instance_id, "acme__widget-1");
+    // The same validation packed by hand the way swe-ark did before version 3: the raw logs
+    // and the run's results.json as given (version 2, with vcs.json from the mirror).
+    let unpacked = t.path("v3");
+    t.run_expect(
+        &["unpack", &v3.bundle.hex(), "-o", unpacked.to_str().unwrap()],
+        0,
+    );
+    let (pre, post, results) = {
+        let ark = Ark::open(&t.ark()).unwrap();
+        let v = ark
+            .index()
+            .validations()
+            .unwrap()
+            .into_iter()
+            .find(|v| v.instance_id == "acme__widget-1")
+            .unwrap();
+        let get = |id| ark.objects().get(&id).unwrap();
+        (
+            get(v.log_pre.unwrap()),
+            get(v.log_post.unwrap()),
+            get(v.results),
+        )
+    };
+    for (name, bytes) in [
+        ("pre.log", &pre),
+        ("post.log", &post),
+        ("results.json", &results),
+    ] {
+        fs::write(t.path(name), bytes).unwrap();
+    }
+    // Packed a second later, so that it is the instance's newest bundle.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let file = |p: &str| unpacked.join(p).to_str().unwrap().to_string();
+    let (instance, spec, lock) = (
+        file("instance.json"),
+        file("env/spec.toml"),
+        file("env/pylock.toml"),
+    );
+    let out = t.run_expect(
+        &[
+            "pack",
+            "--instance",
+            &instance,
+            "--repo",
+            "acme/widget",
+            "--spec",
+            &spec,
+            "--lock",
+            &lock,
+            "--pre-log",
+            "pre.log",
+            "--post-log",
+            "post.log",
+            "--results",
+            "results.json",
+            "--json",
+        ],
+        0,
+    );
+    let packed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v2 = packed["id"].as_str().unwrap().to_string();
+    assert_ne!(v2, v3.bundle.hex());
+
+    let migrate = |args: &[&str], code: i32| -> serde_json::Value {
+        let mut all = vec!["migrate", "--json"];
+        all.extend(args);
+        let out = t.run_expect(&all, code);
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let bundles = || {
+        Ark::open(&t.ark())
+            .unwrap()
+            .index()
+            .bundles()
+            .unwrap()
+            .len()
+    };
+    let before = bundles();
+    // A dry run names the bundle it would make, and stores nothing.
+    let dry = migrate(&["--dry-run"], 0);
+    assert_eq!(dry.as_array().unwrap().len(), 1, "{dry}");
+    assert_eq!(dry[0]["bundle"].as_str(), Some(v2.as_str()));
+    assert_eq!(dry[0]["from_version"], 2);
+    assert_eq!(dry[0]["migrated"].as_str(), Some(v3.bundle.hex().as_str()));
+    assert_eq!(bundles(), before);
+    // Migrated: the very bundle that packing the validation from the index made.
+    let done = migrate(&["--instance-ids", "acme__widget-1"], 0);
+    assert_eq!(
+        done[0]["migrated"].as_str(),
+        Some(v3.bundle.hex().as_str()),
+        "{done}"
+    );
+    assert!(done[0]["problems"].as_array().unwrap().is_empty(), "{done}");
+    t.run_expect(&["verify", &v3.bundle.hex()], 0);
+    // Bad input: an instance with no bundle is an error that names it.
+    let out = t.run_expect(&["migrate", "--instance-ids", "acme__nosuch-9"], 2);
+    assert!(stderr(&out).contains("acme__nosuch-9"), "{}", stderr(&out));
+}
+
+#[test]
 fn the_same_release_exports_to_the_same_bytes_from_two_archives() {
     let files: Vec<Vec<u8>> = (0..2)
         .map(|_| {

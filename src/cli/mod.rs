@@ -81,6 +81,9 @@ pub enum Command {
     Rm(gc::RmArgs),
     /// Move whole bundle files into the deduplicated store and free what no bundle needs.
     Gc(gc::GcArgs),
+    /// Pack each instance's newest version 1 or 2 bundle again as version 3 (expected.json,
+    /// normalized logs), from the bundle and the mirror; the old bundle stays until released.
+    Migrate(verify::MigrateArgs),
     /// Bare mirrors of repositories with their full history.
     Mirror(mirror::MirrorArgs),
     /// Task instances from a repository's merged pull requests, through the GitHub REST API.
@@ -192,6 +195,7 @@ pub fn main() -> ExitCode {
         Command::ExportBundle(args) => gc::export_bundle(&ctx, args),
         Command::Rm(args) => gc::rm(&ctx, args),
         Command::Gc(args) => gc::gc(&ctx, args),
+        Command::Migrate(args) => verify::migrate(&ctx, args),
         Command::Mirror(args) => mirror::run(&ctx, args),
         Command::Collect(args) => collect::run(&ctx, args),
         Command::Import(args) => dataset::import(&ctx, args),

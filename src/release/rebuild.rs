@@ -118,6 +118,112 @@ fn summary(r: &crate::vcs::VcsRecord) -> String {
     )
 }
 
+/// A stored bundle's inputs, as a rebuild or a migration packs them again: the members
+/// outside `codebase/` from the bundle (each checked against `bundle.json`, the stream
+/// against the id), the codebase and `vcs.json` from the mirror.
+struct StoredInputs {
+    manifest: Manifest,
+    instance: Instance,
+    mirror_name: RepoName,
+    codebase: bundle::Codebase,
+    spec: Option<Vec<u8>>,
+    lock: Option<Vec<u8>>,
+    pre_log: Option<Vec<u8>>,
+    post_log: Option<Vec<u8>>,
+    record: Option<ValidationRecord>,
+    /// The stored `vcs.json`, and the one the mirror gives now (when the bundle had one).
+    stored_vcs: Option<Vec<u8>>,
+    vcs: Option<crate::vcs::VcsRecord>,
+}
+
+impl StoredInputs {
+    fn pack_inputs(&self) -> PackInputs<'_> {
+        PackInputs {
+            instance: &self.instance,
+            codebase: &self.codebase,
+            spec: self.spec.clone(),
+            lock: self.lock.clone(),
+            pre_log: self.pre_log.clone(),
+            post_log: self.post_log.clone(),
+            record: self.record.clone(),
+            vcs: self.vcs.as_ref(),
+        }
+    }
+}
+
+/// Reads bundle `row`'s inputs; a sentence saying why when they cannot be had.
+fn stored_inputs(
+    ark: &Ark,
+    row: &BundleRow,
+    progress: &dyn Progress,
+) -> Result<StoredInputs, String> {
+    let mut members = ark
+        .bundle(row)
+        .map_err(|e| e.to_string())
+        .and_then(|b| bundle::read_fixed_members(&b, Some(row.id)).map_err(|e| e.to_string()))
+        .map_err(|e| {
+            format!(
+                "the stored bundle cannot be read: {e} (`swe-ark verify {}` says more)",
+                row.id
+            )
+        })?;
+    let mut take = |name: &str| members.files.remove(name);
+    let instance_bytes = take("instance.json").ok_or("the stored bundle has no instance.json")?;
+    let instance = Instance::from_json(&instance_bytes)
+        .map_err(|e| format!("the stored instance.json is not valid: {e}"))?;
+    if instance.to_canonical_json() != instance_bytes {
+        return Err(
+            "the stored instance.json is not in the canonical form this swe-ark writes".into(),
+        );
+    }
+    let name = RepoName::parse(&instance.repo).ok_or_else(|| {
+        format!(
+            "instance {} names repository `{}`, which is not OWNER/NAME",
+            instance.instance_id, instance.repo
+        )
+    })?;
+    let mirror = Mirror::open(&ark.mirrors_dir(), &name).map_err(|e| {
+        format!(
+            "nothing to rebuild from: {e} (add the mirror, or import the archive's export made \
+             with --with-history)"
+        )
+    })?;
+    let codebase = mirror
+        .codebase_at(&instance.base_commit, progress)
+        .map_err(|e| e.to_string())?;
+    let (spec, lock) = (take("env/spec.toml"), take("env/pylock.toml"));
+    let (pre_log, post_log) = (take("logs/pre.log"), take("logs/post.log"));
+    let record = match (
+        take(crate::bundle::EXPECTED_MEMBER),
+        take(crate::bundle::RESULTS_MEMBER),
+    ) {
+        (Some(e), _) => Some(ValidationRecord::Expected(e)),
+        (None, Some(r)) => Some(ValidationRecord::Results(r)),
+        (None, None) => None,
+    };
+    let stored_vcs = take(crate::vcs::MEMBER);
+    let vcs = match &stored_vcs {
+        None => None,
+        Some(_) => Some(
+            crate::vcs::record(&mirror.path, &instance.base_commit)
+                .map_err(|e| format!("vcs.json cannot be made again from the mirror: {e}"))?,
+        ),
+    };
+    Ok(StoredInputs {
+        manifest: members.manifest,
+        instance,
+        mirror_name: name,
+        codebase,
+        spec,
+        lock,
+        pre_log,
+        post_log,
+        record,
+        stored_vcs,
+        vcs,
+    })
+}
+
 /// Packs bundle `row` again from its mirror and its own recorded inputs, in a scratch
 /// directory under the archive's `tmp/`, and compares the ids. Problems (a bundle that cannot
 /// be read, no mirror, a missing commit, a different id) are in the result, not errors.
@@ -134,81 +240,24 @@ pub fn rebuild(
         ok: false,
         problems: Vec::new(),
     };
-    let read = ark
-        .bundle(row)
-        .map_err(|e| e.to_string())
-        .and_then(|b| bundle::read_fixed_members(&b, Some(row.id)).map_err(|e| e.to_string()));
-    let mut members = match read {
-        Ok(m) => m,
-        Err(e) => {
-            result.problems.push(format!(
-                "the stored bundle cannot be read: {e} (`swe-ark verify {}` says more)",
-                row.id
-            ));
+    let mut stored = match stored_inputs(ark, row, progress) {
+        Ok(s) => s,
+        Err(problem) => {
+            result.problems.push(problem);
             return Ok(result);
         }
-    };
-    let mut take = |name: &str| members.files.remove(name);
-    let Some(instance_bytes) = take("instance.json") else {
-        result
-            .problems
-            .push("the stored bundle has no instance.json".into());
-        return Ok(result);
-    };
-    let instance = match Instance::from_json(&instance_bytes) {
-        Ok(i) => i,
-        Err(e) => {
-            result
-                .problems
-                .push(format!("the stored instance.json is not valid: {e}"));
-            return Ok(result);
-        }
-    };
-    if instance.to_canonical_json() != instance_bytes {
-        result.problems.push(
-            "the stored instance.json is not in the canonical form this swe-ark writes".into(),
-        );
-        return Ok(result);
-    }
-    let Some(name) = RepoName::parse(&instance.repo) else {
-        result.problems.push(format!(
-            "instance {} names repository `{}`, which is not OWNER/NAME",
-            instance.instance_id, instance.repo
-        ));
-        return Ok(result);
-    };
-    let mirror = match Mirror::open(&ark.mirrors_dir(), &name) {
-        Ok(m) => m,
-        Err(e) => {
-            result.problems.push(format!(
-                "nothing to rebuild from: {e} (add the mirror, or import the archive's export \
-                 made with --with-history)"
-            ));
-            return Ok(result);
-        }
-    };
-    let codebase = match mirror.codebase_at(&instance.base_commit, progress) {
-        Ok(c) => c,
-        Err(e) => {
-            result.problems.push(e.to_string());
-            return Ok(result);
-        }
-    };
-    let (spec, lock) = (take("env/spec.toml"), take("env/pylock.toml"));
-    let (mut pre_log, mut post_log) = (take("logs/pre.log"), take("logs/post.log"));
-    let mut record = match (
-        take(crate::bundle::EXPECTED_MEMBER),
-        take(crate::bundle::RESULTS_MEMBER),
-    ) {
-        (Some(e), _) => Some(ValidationRecord::Expected(e)),
-        (None, Some(r)) => Some(ValidationRecord::Results(r)),
-        (None, None) => None,
     };
     if let Some(again) = revalidate {
-        match revalidated(ark, &instance, lock.as_deref(), &record, again) {
+        match revalidated(
+            ark,
+            &stored.instance,
+            stored.lock.as_deref(),
+            &stored.record,
+            again,
+        ) {
             Ok(r) => {
-                record = Some(ValidationRecord::Expected(r.expected));
-                (pre_log, post_log) = (r.pre_log, r.post_log);
+                stored.record = Some(ValidationRecord::Expected(r.expected));
+                (stored.pre_log, stored.post_log) = (r.pre_log, r.post_log);
             }
             Err(problem) => {
                 result.problems.push(problem);
@@ -216,29 +265,6 @@ pub fn rebuild(
             }
         }
     }
-    let stored_vcs = take(crate::vcs::MEMBER);
-    let vcs = match &stored_vcs {
-        None => None,
-        Some(_) => match crate::vcs::record(&mirror.path, &instance.base_commit) {
-            Ok(r) => Some(r),
-            Err(e) => {
-                result.problems.push(format!(
-                    "vcs.json cannot be made again from the mirror: {e}"
-                ));
-                return Ok(result);
-            }
-        },
-    };
-    let inputs = PackInputs {
-        instance: &instance,
-        codebase: &codebase,
-        spec,
-        lock,
-        pre_log,
-        post_log,
-        record,
-        vcs: vcs.as_ref(),
-    };
     let tmp = ark.tmp_dir();
     std::fs::create_dir_all(&tmp).map_err(|source| ReleaseError::Io {
         path: tmp.clone(),
@@ -256,44 +282,130 @@ pub fn rebuild(
         level: 1,
         threads: 0,
     };
-    let packed = bundle::pack_to_dir(&inputs, scratch.path(), &options, &NoProgress)?;
+    let packed = bundle::pack_to_dir(&stored.pack_inputs(), scratch.path(), &options, &NoProgress)?;
     result.rebuilt = Some(packed.id);
     if packed.id == row.id {
         result.ok = true;
-    } else {
+        return Ok(result);
+    }
+    result.problems.push(format!(
+        "the rebuild from mirror {} at {} gives bundle {}, not {}",
+        stored.mirror_name, stored.instance.base_commit, packed.id, row.id
+    ));
+    if let (Some(was), Some(now)) = (&stored.stored_vcs, &stored.vcs)
+        && *was != now.to_bytes()
+    {
+        let was = crate::vcs::VcsRecord::from_bytes(was)
+            .map(|r| summary(&r))
+            .unwrap_or_else(|e| e.to_string());
         result.problems.push(format!(
-            "the rebuild from mirror {name} at {} gives bundle {}, not {}",
-            instance.base_commit, packed.id, row.id
+            "vcs.json: the stored bundle says {was}; the mirror says {} now (tags moved, or \
+             history added under the base commit)",
+            summary(now)
         ));
-        if let (Some(stored), Some(now)) = (&stored_vcs, &vcs)
-            && *stored != now.to_bytes()
-        {
-            let was = crate::vcs::VcsRecord::from_bytes(stored)
-                .map(|r| summary(&r))
-                .unwrap_or_else(|e| e.to_string());
-            result.problems.push(format!(
-                "vcs.json: the stored bundle says {was}; the mirror says {} now (tags moved, \
-                 or history added under the base commit)",
-                summary(now)
-            ));
+    }
+    // pack_to_dir always writes a file; its manifest says what differs, and its members how
+    // (a test's two statuses, a log's first differing line).
+    if let Some(path) = &packed.path {
+        let rebuilt = bundle::read_fixed_members(&BundleFile::new(path), None)?;
+        result
+            .problems
+            .extend(differences(&stored.manifest, &rebuilt.manifest));
+        let before = bundle::read_fixed_members(&ark.bundle(row)?, Some(row.id))?;
+        for m in super::diff::member_changes(&before, &rebuilt) {
+            if m.member == bundle::CODEBASE_DIR || m.member == bundle::MANIFEST {
+                continue;
+            }
+            for d in m.details {
+                result.problems.push(format!("{}: {d}", m.member));
+            }
         }
-        // pack_to_dir always writes a file; its manifest says what differs, and its members
-        // how (a test's two statuses, a log's first differing line).
-        if let Some(path) = &packed.path {
-            let rebuilt = bundle::read_fixed_members(&BundleFile::new(path), None)?;
-            result
-                .problems
-                .extend(differences(&members.manifest, &rebuilt.manifest));
-            let stored = bundle::read_fixed_members(&ark.bundle(row)?, Some(row.id))?;
-            for m in super::diff::member_changes(&stored, &rebuilt) {
-                if m.member == bundle::CODEBASE_DIR || m.member == bundle::MANIFEST {
-                    continue;
-                }
-                for d in m.details {
-                    result.problems.push(format!("{}: {d}", m.member));
+    }
+    Ok(result)
+}
+
+/// What migrating one bundle did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Migrated {
+    pub instance_id: String,
+    pub bundle: Sha256Digest,
+    pub from_version: u32,
+    /// The version 3 bundle it became (absent when it could not be made, or with a dry run).
+    pub migrated: Option<Sha256Digest>,
+    pub problems: Vec<String>,
+}
+
+/// Packs a version 1 or 2 bundle again as version 3 (docs/BUNDLE-FORMAT.md): its
+/// `results.json` becomes `expected.json` and its raw logs are normalized, by the rules
+/// `pack` follows for a new validation; every other input comes from the bundle and the
+/// mirror, as [`rebuild`] takes them. The new bundle goes into the archive's store and index
+/// beside the old one (which a release may still name); `dry_run` checks without storing.
+pub fn migrate(
+    ark: &mut Ark,
+    row: &BundleRow,
+    dry_run: bool,
+    progress: &dyn Progress,
+) -> Result<Migrated, ReleaseError> {
+    let mut result = Migrated {
+        instance_id: row.instance_id.clone(),
+        bundle: row.id,
+        from_version: row.format_version,
+        migrated: None,
+        problems: Vec::new(),
+    };
+    let mut stored = match stored_inputs(ark, row, progress) {
+        Ok(s) => s,
+        Err(problem) => {
+            result.problems.push(problem);
+            return Ok(result);
+        }
+    };
+    let results = match &stored.record {
+        Some(ValidationRecord::Results(bytes)) => {
+            match serde_json::from_slice::<validate::Results>(bytes) {
+                Ok(r) => r,
+                Err(e) => {
+                    result.problems.push(format!(
+                        "its results.json is not a validation's results this swe-ark reads: {e}"
+                    ));
+                    return Ok(result);
                 }
             }
         }
+        Some(ValidationRecord::Expected(_)) => {
+            result
+                .problems
+                .push("it is version 3 already: nothing to migrate".into());
+            return Ok(result);
+        }
+        None => {
+            result.problems.push(
+                "it holds no validation record (results.json): version 3 is a validated \
+                 bundle; `swe-ark validate` the instance, then `swe-ark pack --instance-ids`"
+                    .into(),
+            );
+            return Ok(result);
+        }
+    };
+    let converted = BundleRecord::of(
+        &results,
+        stored.pre_log.as_deref(),
+        stored.post_log.as_deref(),
+    );
+    stored.record = Some(ValidationRecord::Expected(converted.expected));
+    (stored.pre_log, stored.post_log) = (converted.pre_log, converted.post_log);
+    let options = PackOptions {
+        level: 3,
+        threads: 0,
+    };
+    if dry_run {
+        let inputs = stored.pack_inputs();
+        let plan = bundle::plan(&inputs);
+        let (_, id, _) = plan.write_tar(std::io::sink(), &NoProgress)?;
+        result.migrated = Some(id);
+    } else {
+        let packed = ark.pack(&stored.pack_inputs(), &options, progress)?;
+        result.migrated = Some(packed.id);
     }
     Ok(result)
 }
