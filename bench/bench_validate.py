@@ -586,6 +586,9 @@ def bench(args):
         log(f"validate --jobs {jobs}: {r['wall_seconds']:.1f} s, "
             f"{r['instances_per_hour']:.0f} instances/hour, outside the tests "
             f"(a) {r['outside_a_percent']:.1f} %, (b) {r['outside_b_percent']:.1f} %")
+    packing = pack_once(swe_ark, ark, env, args.instances)
+    log(f"pack --all-validated: {packing['seconds']:.2f} s for {packing['bundles']} bundles, "
+        f"{packing['raw_log_bytes'] / 1e6:.1f} MB of raw logs normalized")
     if args.keep:
         log(f"the archive and the fixtures are kept in {root}")
     else:
@@ -609,7 +612,39 @@ def bench(args):
             "setup_seconds": setup_seconds,
         },
         "runs": runs,
+        "pack": packing,
     }
+
+
+def pack_once(swe_ark, ark, env, n):
+    """`pack --all-validated`, timed: where a validation's record becomes a version 3 bundle
+    (expected.json, the raw logs normalized: docs/BUNDLE-FORMAT.md), so the cost the
+    normalization adds to validating an instance and packing it."""
+    _, rows_text = run([swe_ark, "--ark", ark, "-q", "ls", "--validated", "--json"],
+                       "ls --validated", env)
+    raw = 0
+    for r in json.loads(rows_text):
+        for key in ("log_pre", "log_post"):
+            h = r.get(key)
+            if h:
+                raw += os.path.getsize(os.path.join(ark, "objects", "sha256", h[:2], h[2:]))
+    argv = [swe_ark, "--ark", ark, "--no-progress", "pack", "--all-validated", "--json"]
+    os.sync()
+    started = time.perf_counter()
+    p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    seconds = time.perf_counter() - started
+    if p.returncode != 0:
+        raise BenchError(f"pack --all-validated failed (exit {p.returncode}): "
+                         f"{p.stderr.decode(errors='replace').strip()}")
+    packed = json.loads(p.stdout)
+    if len(packed) != n:
+        raise BenchError(f"pack --all-validated packed {len(packed)} bundles, not {n}")
+    for b in packed:
+        _, shown = run([swe_ark, "--ark", ark, "-q", "show", b["id"], "--json"], "show", env)
+        version = json.loads(shown)["manifest"]["version"]
+        if version != 3:
+            raise BenchError(f"bundle {b['id']} ({b['instance_id']}) is version {version}, not 3")
+    return {"seconds": seconds, "bundles": len(packed), "raw_log_bytes": raw}
 
 
 # --------------------------------------------------------------------------------------------
@@ -669,6 +704,12 @@ def report(s):
     print("    the work directories, start and end (with several jobs, the idle tail too).")
     if fx["lock_notes"]:
         print(f"env lock noted, for {len(fx['lock_notes'])} projects: {fx['lock_notes'][0]}")
+    pk = s["pack"]
+    fastest = min(r["wall_seconds"] for r in s["runs"])
+    print(f"pack --all-validated (version 3: expected.json, logs normalized): "
+          f"{pk['seconds']:.2f} s for {pk['bundles']} bundles "
+          f"({pk['raw_log_bytes'] / 1e6:.1f} MB of raw logs), "
+          f"{100 * pk['seconds'] / fastest:.1f} % of the fastest validate's wall time")
     print()
     for r in s["runs"]:
         if r["target_met"]:

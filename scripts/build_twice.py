@@ -29,14 +29,14 @@ from trial import find_mirror, log  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def build(name, args, rows, jobs, reverse):
-    """One builder: its own directory tree, HOME and TMPDIR; returns what it made."""
+def build(name, args, rows, jobs, reverse, user):
+    """One builder: its own directory tree, HOME, TMPDIR and user name; returns what it made."""
     top = os.path.join(args.work, name)
     shutil.rmtree(top, ignore_errors=True)
     ark, home, tmp = (os.path.join(top, d) for d in ("ark", "home", "tmp"))
     for d in (home, tmp):
         os.makedirs(d)
-    env = dict(os.environ, HOME=home, TMPDIR=tmp)
+    env = dict(os.environ, HOME=home, TMPDIR=tmp, USER=user, LOGNAME=user)
 
     def sa(*cmd, ok=(0,)):
         log(f"[{name}] swe-ark {' '.join(cmd)}")
@@ -84,7 +84,7 @@ def build(name, args, rows, jobs, reverse):
                         m.get("path", "").startswith("codebase/")}
         members[iid]["codebase_tree"] = manifest["codebase_tree"]
     return {"locks": locks, "bundles": bundles, "release": release, "members": members,
-            "unpacked": os.path.join(top, "unpacked")}
+            "unpacked": os.path.join(top, "unpacked"), "ark": ark, "snapshot": snapshot}
 
 
 def main():
@@ -103,9 +103,9 @@ def main():
     missing = set(wanted) - {r["instance_id"] for r in rows}
     if missing:
         sys.exit(f"not in {args.data}: {', '.join(sorted(missing))}")
-    a = build("alice", args, rows, jobs=1, reverse=False)
+    a = build("alice", args, rows, jobs=1, reverse=False, user="alice")
     b = build(os.path.join("elsewhere", "bob-builds", "deeper"), args, rows, jobs=2,
-              reverse=True)
+              reverse=True, user="bob")
     report = {"instances": [], "locks": [], "release_equal": a["release"] == b["release"]}
     for ctx in sorted(a["locks"]):
         report["locks"].append({"context": ctx, "alice": a["locks"][ctx],
@@ -129,6 +129,13 @@ def main():
     n = sum(i["equal"] for i in report["instances"])
     print(f"\n{n} of {len(wanted)} bundle ids equal; release files "
           f"{'equal' if report['release_equal'] else 'differ'}")
+    if not report["release_equal"] and a["release"] and b["release"]:
+        # What `release diff` says, reading both archives: the reason for each difference.
+        p = subprocess.run([args.swe_ark, "--ark", a["ark"], "--no-progress", "release", "diff",
+                            a["snapshot"], b["snapshot"], "--other-ark", b["ark"]],
+                           capture_output=True, text=True)
+        print("\n`release diff` alice bob:\n" + p.stdout)
+        report["release_diff"] = p.stdout
     if args.out:
         with open(args.out, "w") as f:
             json.dump(report, f, indent=2)
