@@ -111,3 +111,32 @@ fn requests_versions_that_call_httpbin_get_a_stand_in() {
         "{closure:?}"
     );
 }
+
+/// The binary carries the manifests it was built with: a copy on another machine (the
+/// air-gapped one) needs no checkout. What is built in is what `manifests/` says.
+#[test]
+fn the_built_in_manifests_are_the_shipped_ones() {
+    let (dir, built_in) = (
+        shipped(),
+        Manifests::builtin().unwrap_or_else(|e| panic!("{e}")),
+    );
+    let repos = |m: &Manifests| -> Vec<String> { m.repos().map(|r| r.repo.clone()).collect() };
+    assert_eq!(repos(&built_in), repos(&dir));
+    for r in dir.repos() {
+        let b = built_in.repo(&r.repo).unwrap();
+        assert_eq!(b.versions(), r.versions(), "{}", r.repo);
+        for v in r.versions() {
+            assert_eq!(
+                b.context(&v).unwrap(),
+                r.context(&v).unwrap(),
+                "{} {v}",
+                r.repo
+            );
+        }
+        assert!(
+            b.path.starts_with(swe_ark::manifest::BUILT_IN),
+            "{}",
+            b.path.display()
+        );
+    }
+}

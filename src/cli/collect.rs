@@ -110,7 +110,7 @@ pub fn run(ctx: &Context, args: CollectArgs) -> anyhow::Result<ExitCode> {
     match Mirror::open(&ark.mirrors_dir(), &repo) {
         Ok(mirror) => {
             // A repository's manifest may say how to read its version.
-            let manifests = Manifests::load_dir(&Manifests::default_dir()).unwrap_or_default();
+            let manifests = Manifests::load_default().unwrap_or_default();
             let rule = manifests
                 .repo(repo.as_str())
                 .ok()

@@ -125,7 +125,7 @@ fn parse_when(s: &str) -> anyhow::Result<SystemTime> {
 }
 
 fn lock_cmd(ctx: &Context, a: LockArgs) -> anyhow::Result<ExitCode> {
-    let manifests = Manifests::load_dir(&Manifests::default_dir())?;
+    let manifests = Manifests::load_default()?;
     let context = manifests.context(&a.repo, &a.version)?;
     let exclude_newer = a.exclude_newer.as_deref().map(parse_when).transpose()?;
     let mut ark = Ark::create(&ctx.ark)?;

@@ -454,9 +454,7 @@ fn version(ctx: &Context, args: VersionArgs) -> anyhow::Result<ExitCode> {
     let ark = Ark::open(&ctx.ark)?;
     let m = Mirror::open(&ark.mirrors_dir(), &repo_name(&args.name)?)?;
     let commit = m.commit(&args.commit)?;
-    let manifests =
-        crate::manifest::Manifests::load_dir(&crate::manifest::Manifests::default_dir())
-            .unwrap_or_default();
+    let manifests = crate::manifest::Manifests::load_default().unwrap_or_default();
     let rule = manifests
         .repo(m.name.as_str())
         .ok()

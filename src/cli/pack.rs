@@ -383,8 +383,7 @@ fn describe_note(vcs: Option<&VcsRecord>) -> String {
 /// Packs validated instances from the index: everything a bundle holds comes from the archive.
 fn pack_validated(ctx: &Context, args: &PackArgs) -> anyhow::Result<ExitCode> {
     let mut ark = Ark::open(&ctx.ark)?;
-    let manifests =
-        crate::manifest::Manifests::load_dir(&crate::manifest::Manifests::default_dir())?;
+    let manifests = crate::manifest::Manifests::load_default()?;
     let validations = ark.index().validations()?;
     let chosen: Vec<&crate::store::ValidationRow> = if args.all_validated {
         validations.iter().filter(|v| v.verdict == "kept").collect()

@@ -47,7 +47,7 @@ pub fn run(ctx: &Context, args: ValidateArgs) -> anyhow::Result<ExitCode> {
         bail!("--jobs must be at least 1");
     }
     let ark = Ark::open(&ctx.ark)?;
-    let manifests = Manifests::load_dir(&Manifests::default_dir())?;
+    let manifests = Manifests::load_default()?;
     let all = ark.index().all_instances()?;
     for id in &args.instance_ids {
         if !all.iter().any(|i| &i.instance_id == id) {

@@ -122,9 +122,7 @@ fn rebuild(ctx: &Context, args: &VerifyArgs) -> anyhow::Result<ExitCode> {
         rows.retain(|r| args.instance_ids.contains(&r.instance_id));
     }
     let manifests = if args.revalidate {
-        Some(crate::manifest::Manifests::load_dir(
-            &crate::manifest::Manifests::default_dir(),
-        )?)
+        Some(crate::manifest::Manifests::load_default()?)
     } else {
         None
     };

@@ -437,13 +437,30 @@ pub struct Manifests {
     by_repo: BTreeMap<String, RepoManifest>,
 }
 
+/// The folder the built-in manifests are said to be in.
+pub const BUILT_IN: &str = "<built in>";
+
+mod builtin {
+    include!(concat!(env!("OUT_DIR"), "/builtin_manifests.rs"));
+}
+
 impl Manifests {
-    /// The manifests shipped with swe-ark: `SWE_ARK_MANIFESTS` if set, else the `manifests/`
-    /// folder of the source tree it was built from.
-    pub fn default_dir() -> PathBuf {
-        std::env::var_os("SWE_ARK_MANIFESTS").map_or_else(
-            || Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests"),
-            PathBuf::from,
+    /// The manifests swe-ark uses: the folder `SWE_ARK_MANIFESTS` names when it is set, else
+    /// the ones built into the binary (the `manifests/` folder of the source tree it was built
+    /// from, so a binary copied to another machine needs no checkout).
+    pub fn load_default() -> Result<Manifests, ManifestError> {
+        match std::env::var_os("SWE_ARK_MANIFESTS") {
+            Some(dir) => Manifests::load_dir(Path::new(&dir)),
+            None => Manifests::builtin(),
+        }
+    }
+
+    /// The manifests built into the binary; each is named `<built in>/FILE` in errors.
+    pub fn builtin() -> Result<Manifests, ManifestError> {
+        Manifests::from_texts(
+            builtin::BUILTIN
+                .iter()
+                .map(|(name, text)| (Path::new(BUILT_IN).join(name), text.to_string())),
         )
     }
 
@@ -459,12 +476,23 @@ impl Manifests {
             .filter(|p| p.extension().is_some_and(|e| e == "toml"))
             .collect();
         paths.sort();
-        let mut out = Manifests::default();
+        let mut texts = Vec::with_capacity(paths.len());
         for path in paths {
             let text = fs::read_to_string(&path).map_err(|source| ManifestError::Io {
                 path: path.clone(),
                 source,
             })?;
+            texts.push((path, text));
+        }
+        Manifests::from_texts(texts)
+    }
+
+    /// Manifests from (path, text) pairs; two for one repository are an error naming both.
+    fn from_texts(
+        texts: impl IntoIterator<Item = (PathBuf, String)>,
+    ) -> Result<Manifests, ManifestError> {
+        let mut out = Manifests::default();
+        for (path, text) in texts {
             let m = parse(&path, &text)?;
             if let Some(other) = out.by_repo.get(&m.repo) {
                 return Err(ManifestError::Duplicate {
