@@ -838,6 +838,22 @@ fn a_release_crosses_the_air_gap_and_replays_there_with_no_network() {
 
     // The gold replay here, for comparison.
     ok(&["replay", "--gold", "--run-id", "gold"]);
+    // An instance id that selects nothing is an error that names it, not a silent skip.
+    let out = w.run(
+        &t,
+        &[
+            "replay",
+            "--gold",
+            "--instance-ids",
+            "acme__widget-1,acme__nosuch-7",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("with no bundle in the archive: acme__nosuch-7"),
+        "{}",
+        stderr(&out)
+    );
 
     // There: an empty directory and an empty HOME, then no network at all.
     let other = t.path("other");

@@ -132,6 +132,25 @@ pub fn run(ctx: &Context, args: ReplayArgs) -> anyhow::Result<ExitCode> {
         _ => bail!("give --predictions FILE, or --gold with an archive"),
     };
     if !args.instance_ids.is_empty() {
+        // An id that selects nothing is a mistake to say, not a run that silently skips it.
+        let missing: Vec<&str> = args
+            .instance_ids
+            .iter()
+            .filter(|id| !preds.iter().any(|p| &p.instance_id == *id))
+            .map(String::as_str)
+            .collect();
+        if !missing.is_empty() {
+            bail!(
+                "--instance-ids names {} instance(s) {}: {}",
+                missing.len(),
+                if args.gold {
+                    "with no bundle in the archive"
+                } else {
+                    "the predictions do not cover"
+                },
+                missing.join(", ")
+            );
+        }
         preds.retain(|p| args.instance_ids.contains(&p.instance_id));
     }
     // Each prediction's bundle: the newest of its instance, or the bundle file given for it.
