@@ -375,14 +375,7 @@ fn two_builders_who_validated_in_other_places_for_other_times_make_the_same_rele
     );
     // What differs stays in each archive's evidence: the raw logs name their own paths.
     let evidence = |t: &TestContext| {
-        let ark = Ark::open(&t.ark()).unwrap();
-        let v = ark
-            .index()
-            .validations()
-            .unwrap()
-            .into_iter()
-            .find(|v| v.instance_id == "acme__widget-1")
-            .unwrap();
+        let (ark, v) = validation_of(t, "acme__widget-1");
         String::from_utf8(ark.objects().get(&v.log_pre.unwrap()).unwrap()).unwrap()
     };
     assert!(evidence(&a).contains("/var/tmp/builder/"));
@@ -406,6 +399,19 @@ fn two_builders_who_validated_in_other_places_for_other_times_make_the_same_rele
         "{expected}"
     );
     assert!(!out.join("results.json").exists());
+}
+
+/// `t`'s archive and the validation row of `instance_id` in it.
+fn validation_of(t: &TestContext, instance_id: &str) -> (Ark, ValidationRow) {
+    let ark = Ark::open(&t.ark()).unwrap();
+    let v = ark
+        .index()
+        .validations()
+        .unwrap()
+        .into_iter()
+        .find(|v| v.instance_id == instance_id)
+        .unwrap();
+    (ark, v)
 }
 
 /// `swe-ark release diff A B --json` run in `t`'s archive, with more archives to read from.
@@ -563,14 +569,7 @@ fn migrate_packs_a_version_2_bundle_into_the_bundle_packing_from_the_index_makes
         0,
     );
     let (pre, post, results) = {
-        let ark = Ark::open(&t.ark()).unwrap();
-        let v = ark
-            .index()
-            .validations()
-            .unwrap()
-            .into_iter()
-            .find(|v| v.instance_id == "acme__widget-1")
-            .unwrap();
+        let (ark, v) = validation_of(&t, "acme__widget-1");
         let get = |id| ark.objects().get(&id).unwrap();
         (
             get(v.log_pre.unwrap()),
