@@ -521,11 +521,28 @@ fn two_archives_validate_the_same_instance_into_the_same_bundle_and_release() {
     let t = TestContext::new();
     let Some(w) = Widget::new(&t) else { return };
     let add = "tests/test_core.py::test_add";
-    let instances = [instance(1, &test_patch(ADD_TEST), GOLD, &[], &[], &w.base)];
-    let data: String = instances.iter().map(|i| format!("{i}\n")).collect();
-    let file = t.path("instances.jsonl");
-    std::fs::write(&file, data).unwrap();
-    let build = |root: &str, jobs: &str| -> (String, Vec<u8>, String) {
+    let instances = [
+        instance(1, &test_patch(ADD_TEST), GOLD, &[], &[], &w.base),
+        instance(
+            2,
+            &test_patch(&format!(
+                "{ADD_TEST}\n\ndef test_more():\n    assert True\n"
+            )),
+            GOLD,
+            &[],
+            &[],
+            &w.base,
+        ),
+    ];
+    // Each builder imports the instances, and names them to validate, in an order of its own.
+    let build = |root: &str, jobs: &str, user: &str, ids: &str| -> (Vec<String>, Vec<u8>, String) {
+        let data: String = if ids.starts_with("acme__widget-1") {
+            instances.iter().map(|i| format!("{i}\n")).collect()
+        } else {
+            instances.iter().rev().map(|i| format!("{i}\n")).collect()
+        };
+        let file = t.path(&format!("{user}-instances.jsonl"));
+        std::fs::write(&file, data).unwrap();
         let dir = t.path(root);
         let (ark, home, tmp) = (dir.join("ark"), dir.join("home"), dir.join("tmp"));
         for d in [&home, &tmp] {
@@ -536,6 +553,8 @@ fn two_archives_validate_the_same_instance_into_the_same_bundle_and_release() {
                 .cmd_at(&t, &ark)
                 .env("HOME", &home)
                 .env("TMPDIR", &tmp)
+                .env("USER", user)
+                .env("LOGNAME", user)
                 .current_dir(&dir)
                 .args(args)
                 .output()
@@ -552,9 +571,11 @@ fn two_archives_validate_the_same_instance_into_the_same_bundle_and_release() {
         ]);
         ok(&["env", "lock", "acme/widget", "1.0", "--commit", &w.base]);
         ok(&["import", file.to_str().unwrap()]);
-        ok(&["validate", "--repo", "acme/widget", "--jobs", jobs]);
+        ok(&["validate", "--instance-ids", ids, "--jobs", jobs]);
         let packed = ok(&["pack", "--all-validated"]);
-        let id = packed.split_whitespace().nth(1).unwrap().to_string();
+        // `INSTANCE ID` lines, in the order packed: the ids by instance.
+        let mut ids: Vec<String> = packed.lines().map(str::to_string).collect();
+        ids.sort();
         let snapshot = dir.join("release.json");
         ok(&["release", "create", "r1", "-o", snapshot.to_str().unwrap()]);
         // The raw log, the evidence, names this archive's own work directory.
@@ -562,18 +583,25 @@ fn two_archives_validate_the_same_instance_into_the_same_bundle_and_release() {
         let v = opened.index().validations().unwrap().remove(0);
         let raw = opened.objects().get(&v.log_pre.unwrap()).unwrap();
         (
-            id,
+            ids,
             std::fs::read(snapshot).unwrap(),
             String::from_utf8(raw).unwrap(),
         )
     };
-    let (id_a, snap_a, log_a) = build("alice", "1");
-    let (id_b, snap_b, log_b) = build("elsewhere/bob/deeper", "2");
-    assert!(log_a.contains(add) && log_a != log_b, "{log_a}\n{log_b}");
-    assert_eq!(
-        id_a, id_b,
-        "the same instance validated twice packs to two bundles"
+    let (ids_a, snap_a, log_a) = build("alice", "1", "alice", "acme__widget-1,acme__widget-2");
+    let (ids_b, snap_b, log_b) = build(
+        "elsewhere/bob/deeper",
+        "2",
+        "bob",
+        "acme__widget-2,acme__widget-1",
     );
+    assert!(log_a.contains(add) && log_a != log_b, "{log_a}\n{log_b}");
+    assert_eq!(ids_a.len(), 2, "{ids_a:?}");
+    assert_eq!(
+        ids_a, ids_b,
+        "the same instances validated twice pack to other bundles"
+    );
+    let id_a = ids_a[0].split_whitespace().nth(1).unwrap().to_string();
     assert_eq!(
         String::from_utf8_lossy(&snap_a),
         String::from_utf8_lossy(&snap_b)
@@ -591,6 +619,8 @@ fn two_archives_validate_the_same_instance_into_the_same_bundle_and_release() {
                 "--revalidate",
                 "--runs",
                 "1",
+                "--instance-ids",
+                "acme__widget-1",
                 "--json",
             ],
         );
