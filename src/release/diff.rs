@@ -173,15 +173,16 @@ fn instance_change(
     y: &ReleaseInstance,
     arks: &[&Ark],
 ) -> InstanceChange {
-    let read = |which: &ReleaseInstance| read_bundle(&which.bundle, arks);
-    let (fa, fb) = if x.bundle == y.bundle {
-        (Err(String::new()), Err(String::new()))
-    } else {
-        (read(x), read(y))
-    };
+    // The same bundle with other objects (a snapshot edited by hand) is read once, for the
+    // names of its lock's artifacts.
+    let fa = read_bundle(&x.bundle, arks);
+    let fb = (x.bundle != y.bundle).then(|| read_bundle(&y.bundle, arks));
     // Objects are named by whichever lock names them.
     let mut names: BTreeMap<Sha256Digest, String> = BTreeMap::new();
-    for f in [&fa, &fb].into_iter().flatten() {
+    for f in [fa.as_ref().ok(), fb.as_ref().and_then(|b| b.as_ref().ok())]
+        .into_iter()
+        .flatten()
+    {
         if let Some(lock) = f.files.get("env/pylock.toml") {
             names.extend(artifact_names(lock));
         }
@@ -201,9 +202,9 @@ fn instance_change(
         out
     };
     let (members, unread) = match (&fa, &fb) {
-        (Ok(a), Ok(b)) => (member_changes(a, b), None),
-        _ if x.bundle == y.bundle => (Vec::new(), None),
-        (Err(e), _) | (_, Err(e)) => (Vec::new(), Some(e.clone())),
+        (_, None) => (Vec::new(), None),
+        (Ok(a), Some(Ok(b))) => (member_changes(a, b), None),
+        (Err(e), _) | (_, Some(Err(e))) => (Vec::new(), Some(e.clone())),
     };
     InstanceChange {
         instance_id: id.to_string(),
