@@ -1051,7 +1051,10 @@ fn installers_are_offered_as_of_the_interpreters_first_release() {
  {"name": "setuptools", "version": "2.0", "kind": "wheel"},
  {"name": "setuptools", "version": "3.0", "kind": "wheel"},
  {"name": "delta", "version": "1.0", "kind": "wheel"},
- {"name": "delta", "version": "2.0", "kind": "wheel"}
+ {"name": "delta", "version": "2.0", "kind": "wheel"},
+ {"name": "setuptools-scm", "version": "8.0.4", "kind": "wheel"},
+ {"name": "setuptools-scm", "version": "8.1.0", "kind": "wheel"},
+ {"name": "setuptools-scm", "version": "8.2.0", "kind": "wheel"}
 ]"#,
     );
     let index = PyIndex::start(&dists);
@@ -1061,6 +1064,18 @@ fn installers_are_offered_as_of_the_interpreters_first_release() {
         ("setuptools-3.0-py3-none-any.whl", "2025-01-01T00:00:00Z"),
         ("delta-1.0-py3-none-any.whl", "2015-01-01T00:00:00Z"),
         ("delta-2.0-py3-none-any.whl", "2019-06-01T00:00:00Z"),
+        (
+            "setuptools_scm-8.0.4-py3-none-any.whl",
+            "2023-10-02T15:14:31Z",
+        ),
+        (
+            "setuptools_scm-8.1.0-py3-none-any.whl",
+            "2024-05-06T15:07:55Z",
+        ),
+        (
+            "setuptools_scm-8.2.0-py3-none-any.whl",
+            "2025-02-21T22:48:20Z",
+        ),
     ] {
         index.set_upload_time(file, when);
     }
@@ -1069,6 +1084,7 @@ fn installers_are_offered_as_of_the_interpreters_first_release() {
         exclude_newer: asof::parse_when("2016-01-01"),
         pins: Default::default(),
         installers_as_of: asof::installers_floor("3.9"),
+        tool_floors: asof::tool_floors("3.9", asof::parse_when("2016-01-01").unwrap()),
         allow_yanked: false,
         objects: swe_ark::store::ObjectStore::new(t.path("objects")),
     })
@@ -1098,6 +1114,52 @@ fn installers_are_offered_as_of_the_interpreters_first_release() {
                 .to_string()
         ]
     );
+    // A cutoff before setuptools-scm 8.0's window: no floor (here, with no release before the
+    // cutoff, its earliest one is offered, as for any project).
+    assert!(!page("setuptools-scm").contains("setuptools_scm-8.1.0"));
+
+    // A cutoff inside setuptools-scm 8.0's window (2024-01-26, SWE-bench's): before Python 3.11
+    // it cannot read today's git dates, so it comes as of its fix, 8.1.0, and no later; on
+    // 3.11 the era's release runs, and stays.
+    let in_window = asof::parse_when("2024-01-26T00:00:00Z").unwrap();
+    let scm_page = |python: &str| {
+        let proxy = LockProxy::start(ProxyConfig {
+            upstream: index.url(),
+            exclude_newer: Some(in_window),
+            pins: Default::default(),
+            installers_as_of: None,
+            tool_floors: asof::tool_floors(python, in_window),
+            allow_yanked: false,
+            objects: swe_ark::store::ObjectStore::new(t.path("objects")),
+        })
+        .unwrap();
+        let text = reqwest::blocking::get(format!("{}setuptools-scm/", proxy.url()))
+            .unwrap()
+            .text()
+            .unwrap();
+        (text, proxy.admitted())
+    };
+    let (old, admitted) = scm_page("3.9.18");
+    assert!(
+        old.contains("setuptools_scm-8.0.4")
+            && old.contains("setuptools_scm-8.1.0")
+            && !old.contains("setuptools_scm-8.2.0"),
+        "{old}"
+    );
+    assert_eq!(admitted.len(), 1, "{admitted:?}");
+    assert!(
+        admitted[0].starts_with(
+            "setuptools-scm: offered as of 2024-05-06T15:07:55Z, not the cutoff \
+             2024-01-26T00:00:00Z: setuptools-scm 8.0 reads git's commit dates"
+        ),
+        "{admitted:?}"
+    );
+    let (new, admitted) = scm_page("3.11.7");
+    assert!(
+        new.contains("setuptools_scm-8.0.4") && !new.contains("setuptools_scm-8.1.0"),
+        "{new}"
+    );
+    assert!(admitted.is_empty(), "{admitted:?}");
 }
 
 #[test]

@@ -12,6 +12,9 @@
 //! 3. **Installers that run on the interpreter** ([`installers_floor`]): pip, setuptools and wheel
 //!    resolve as of the later of the cutoff and the interpreter's first release, so that pip of
 //!    2014 is never asked to run on Python 3.9 (`platform.linux_distribution` is gone there).
+//! 4. **Build tools of a broken window** ([`tool_floors`]): a build tool whose releases of a
+//!    window cannot run where the tests run today resolves as of its fixing release when the
+//!    cutoff falls in that window (setuptools-scm 8.0 and today's git: [`TOOL_FLOORS`]).
 //!
 //! docs/ENVIRONMENTS.md tells the rules for users; each exception applied is a note in the lock.
 
@@ -93,6 +96,47 @@ pub fn installers_floor(python: &str) -> Option<SystemTime> {
         .iter()
         .find(|(v, _)| *v == mm)
         .and_then(|(_, d)| parse_when(d))
+}
+
+/// A build tool whose releases between `broken_from` and `fixed_at` cannot run here, on
+/// interpreters older than `below_python`; `fixed_at` is when its fixing release came out.
+pub struct ToolFloor {
+    /// Normalized project name.
+    pub project: &'static str,
+    pub broken_from: &'static str,
+    pub fixed_at: &'static str,
+    pub below_python: (u32, u32),
+    pub why: &'static str,
+}
+
+/// Data, for every context alike (docs/ENVIRONMENTS.md, "As of when").
+pub const TOOL_FLOORS: &[ToolFloor] = &[ToolFloor {
+    project: "setuptools-scm",
+    // 8.0.0 .. 8.0.4; 8.1.0 reads the dates.
+    broken_from: "2023-09-20T10:40:40Z",
+    fixed_at: "2024-05-06T15:07:55Z",
+    below_python: (3, 11),
+    why: "setuptools-scm 8.0 reads git's commit dates with `datetime.fromisoformat`, which \
+          before Python 3.11 cannot read the `Z` that git 2.45 and later print for a UTC \
+          date (`--format=%cI`); 8.1.0 reads them",
+}];
+
+/// The build tools that resolve as of a later instant than `cutoff` for an interpreter
+/// `python` (major.minor…): normalized project name → (that instant, why).
+pub fn tool_floors(
+    python: &str,
+    cutoff: SystemTime,
+) -> BTreeMap<String, (SystemTime, &'static str)> {
+    let mut parts = python.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    let mm = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    TOOL_FLOORS
+        .iter()
+        .filter(|t| mm < t.below_python)
+        .filter_map(|t| {
+            let (from, fixed) = (parse_when(t.broken_from)?, parse_when(t.fixed_at)?);
+            (from <= cutoff && cutoff < fixed).then(|| (t.project.to_string(), (fixed, t.why)))
+        })
+        .collect()
 }
 
 /// The explicit pins among requirement lines: normalized name → the exact versions named with
@@ -191,6 +235,18 @@ pub fn unmet_requirements(pip_output: &str) -> Vec<(String, Option<String>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tool_floor_applies_in_its_window_below_its_python_only() {
+        let at = |d: &str| parse_when(d).unwrap();
+        let fixed = at("2024-05-06T15:07:55Z");
+        let f = tool_floors("3.9.18", at("2024-01-26T00:00:00Z"));
+        assert_eq!(f.get("setuptools-scm").map(|x| x.0), Some(fixed));
+        assert!(tool_floors("3.11.7", at("2024-01-26T00:00:00Z")).is_empty());
+        assert!(tool_floors("3.9", at("2023-06-01T00:00:00Z")).is_empty());
+        assert!(tool_floors("3.9", at("2024-06-27T18:19:00Z")).is_empty());
+        assert!(tool_floors("3.10", at("2023-09-20T10:40:40Z")).contains_key("setuptools-scm"));
+    }
 
     #[test]
     fn pins_are_exact_equalities_only() {

@@ -544,12 +544,14 @@ pub fn lock(
     );
     let installers_as_of =
         asof::installers_floor(&interp.version).filter(|floor| *floor > exclude_newer);
+    let tool_floors = asof::tool_floors(&interp.version, exclude_newer);
 
     let proxy = LockProxy::start(ProxyConfig {
         upstream: opts.index_url.clone(),
         exclude_newer: Some(exclude_newer),
         pins,
         installers_as_of,
+        tool_floors: tool_floors.clone(),
         allow_yanked: opts.allow_yanked,
         objects: ark.objects(),
     })
@@ -678,6 +680,7 @@ pub fn lock(
             exclude_newer: Some(exclude_newer),
             pins: BTreeMap::new(),
             installers_as_of,
+            tool_floors,
             allow_yanked: opts.allow_yanked,
             objects: ark.objects(),
         },

@@ -96,6 +96,9 @@ pub struct ProxyConfig {
     /// pip, setuptools and wheel are offered as of this instant when it is later than
     /// `exclude_newer` (the interpreter's first release: older ones do not run on it).
     pub installers_as_of: Option<SystemTime>,
+    /// Build tools offered as of a later instant than `exclude_newer` (normalized project
+    /// name → the instant and why: [`asof::tool_floors`]).
+    pub tool_floors: BTreeMap<String, (SystemTime, &'static str)>,
     /// Serve yanked files as if they were not: the index says what is yanked today, not what
     /// was yanked then (the lock still records each one's reason).
     pub allow_yanked: bool,
@@ -384,11 +387,31 @@ impl Shared {
         }
         .map_err(|detail| self.fail(upstream_err(detail)))?;
         let base_cutoff = self.config.exclude_newer;
-        // The installers: never older than the interpreter's first release.
-        let floor = self
-            .config
-            .installers_as_of
-            .filter(|_| INSTALLERS.contains(&project));
+        // The installers: never older than the interpreter's first release; build tools of a
+        // broken window: as of their fix.
+        // The note says which (an installer's words are those of every lock made before tool
+        // floors, so those locks keep their bytes).
+        let floor_note =
+            |fl: SystemTime, base: SystemTime| match self.config.tool_floors.get(project) {
+                Some((_, why)) => format!(
+                    "{project}: offered as of {}, not the cutoff {}: {why}",
+                    asof::rfc3339(fl),
+                    asof::rfc3339(base)
+                ),
+                None => format!(
+                    "{project}: offered as of {} (the interpreter's first release), not the cutoff \
+                 {}: older installers do not run on it",
+                    asof::rfc3339(fl),
+                    asof::rfc3339(base)
+                ),
+            };
+        let floor = match self.config.tool_floors.get(project) {
+            Some((when, _)) => Some(*when),
+            None => self
+                .config
+                .installers_as_of
+                .filter(|_| INSTALLERS.contains(&project)),
+        };
         let cutoff = match (base_cutoff, floor) {
             (Some(c), Some(f)) => Some(c.max(f)),
             (c, _) => c,
@@ -423,12 +446,7 @@ impl Shared {
                     if let (Some(base), Some(fl)) = (base_cutoff, floor)
                         && t > base
                     {
-                        floors.insert(format!(
-                            "{project}: offered as of {} (the interpreter's first release), not \
-                             the cutoff {}: older installers do not run on it",
-                            asof::rfc3339(fl),
-                            asof::rfc3339(base)
-                        ));
+                        floors.insert(floor_note(fl, base));
                     }
                     true
                 }

@@ -142,6 +142,10 @@ static MASKS: LazyLock<Vec<(Regex, &'static [u8])>> = LazyLock::new(|| {
             re(&format!(r"{PATH}/swe-ark-sandbox-[A-Za-z0-9]+/home\b")),
             b"/root",
         ),
+        // A relative path from the work tree up to pytest's temporary root: how many `../` it
+        // takes is the depth of the work tree, which is the builder's (sphinx prints
+        // `The text files are in ../../../../tmp/pytest-of-root/…`). It is `/tmp`.
+        (re(r"(?:\.\./)+tmp/pytest-of-"), b"/tmp/pytest-of-"),
         // pytest's per-user temporary root.
         (re(r"\bpytest-of-[A-Za-z0-9_.-]+"), b"pytest-of-<user>"),
         // Durations: `in 0.20s`, `0.12s call`, `in 1.5 seconds`, `(0:01:02)`.
@@ -207,12 +211,14 @@ mod tests {
                  /home/alice/ark/tmp/.tmp-validate-Ab12Cd/venv/lib/python3.9/site.py:1: Warning\n\
                  E   <Foo object at 0x7f3a2c1d5e80>\n\
                  /tmp/pytest-of-alice/pytest-0/test_x0/a.txt\n\
+                 The text files are in ../../../../../tmp/pytest-of-alice/pytest-1/_build.\n\
                  random seed: 12345678\n\
                  ============ 3 passed in 0.20s (0:00:00) ============\n";
         let b = a
             .replace("/home/alice", "/srv/bob/deeper")
             .replace("0x7f3a2c1d5e80", "0x55d0c0ffee00")
             .replace("pytest-of-alice", "pytest-of-bob")
+            .replace("../../../../../tmp", "../../../tmp")
             .replace("12345678", "99")
             .replace("0.20s", "13.75s");
         let na = normalize_log(a.as_bytes(), Some(&paths("/home/alice")));
@@ -225,6 +231,10 @@ mod tests {
         );
         assert!(text.contains("<Foo object at 0x<address>>"), "{text}");
         assert!(text.contains("/tmp/pytest-of-<user>/pytest-0/"), "{text}");
+        assert!(
+            text.contains("are in /tmp/pytest-of-<user>/pytest-1/_build."),
+            "{text}"
+        );
         assert!(
             text.contains("3 passed in <duration> (<duration>)"),
             "{text}"
