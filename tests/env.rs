@@ -1070,7 +1070,8 @@ fn installers_are_offered_as_of_the_interpreters_first_release() {
         ),
         (
             "setuptools_scm-8.1.0-py3-none-any.whl",
-            "2024-05-06T15:07:55Z",
+            // As PyPI has it: with a fraction of a second.
+            "2024-05-06T15:07:55.281315Z",
         ),
         (
             "setuptools_scm-8.2.0-py3-none-any.whl",
@@ -1149,7 +1150,7 @@ fn installers_are_offered_as_of_the_interpreters_first_release() {
     assert_eq!(admitted.len(), 1, "{admitted:?}");
     assert!(
         admitted[0].starts_with(
-            "setuptools-scm: offered as of 2024-05-06T15:07:55Z, not the cutoff \
+            "setuptools-scm: offered as of 2024-05-06T15:08:00Z, not the cutoff \
              2024-01-26T00:00:00Z: setuptools-scm 8.0 reads git's commit dates"
         ),
         "{admitted:?}"

@@ -112,9 +112,10 @@ pub struct ToolFloor {
 /// Data, for every context alike (docs/ENVIRONMENTS.md, "As of when").
 pub const TOOL_FLOORS: &[ToolFloor] = &[ToolFloor {
     project: "setuptools-scm",
-    // 8.0.0 .. 8.0.4; 8.1.0 reads the dates.
+    // 8.0.0 .. 8.0.4; 8.1.0 reads the dates. Its files were uploaded at 15:07:55 and a
+    // fraction: the floor is a few seconds later.
     broken_from: "2023-09-20T10:40:40Z",
-    fixed_at: "2024-05-06T15:07:55Z",
+    fixed_at: "2024-05-06T15:08:00Z",
     below_python: (3, 11),
     why: "setuptools-scm 8.0 reads git's commit dates with `datetime.fromisoformat`, which \
           before Python 3.11 cannot read the `Z` that git 2.45 and later print for a UTC \
@@ -239,7 +240,7 @@ mod tests {
     #[test]
     fn a_tool_floor_applies_in_its_window_below_its_python_only() {
         let at = |d: &str| parse_when(d).unwrap();
-        let fixed = at("2024-05-06T15:07:55Z");
+        let fixed = at("2024-05-06T15:08:00Z");
         let f = tool_floors("3.9.18", at("2024-01-26T00:00:00Z"));
         assert_eq!(f.get("setuptools-scm").map(|x| x.0), Some(fixed));
         assert!(tool_floors("3.11.7", at("2024-01-26T00:00:00Z")).is_empty());
