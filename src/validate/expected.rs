@@ -148,9 +148,24 @@ static MASKS: LazyLock<Vec<(Regex, &'static [u8])>> = LazyLock::new(|| {
         (re(r"(?:\.\./)+tmp/pytest-of-"), b"/tmp/pytest-of-"),
         // pytest's per-user temporary root.
         (re(r"\bpytest-of-[A-Za-z0-9_.-]+"), b"pytest-of-<user>"),
+        // tox 4's summary: `py39: OK (4.89=setup[0.02]+cmd[4.87] seconds)`.
+        (
+            re(r"\(\d+\.\d+=setup\[\d+\.\d+\]\+cmd\[[\d.,]*\] seconds\)"),
+            b"(<duration>)",
+        ),
         // Durations: `in 0.20s`, `0.12s call`, `in 1.5 seconds`, `(0:01:02)`.
         (re(r"\b\d+\.\d+ ?(?:s|sec|secs|seconds)\b"), b"<duration>"),
         (re(r"\(\d+:\d\d:\d\d(?:\.\d+)?\)"), b"(<duration>)"),
+        // pytest's `--durations` report: which tests were slowest, in which order, is the
+        // run's; its lines go (the section's title stays).
+        (
+            re(r"(?m)^<duration> +(?:setup|call|teardown) +[^\n]*\n"),
+            b"",
+        ),
+        (
+            re(r"(?m)^\(\d+ durations < <duration> hidden\.[^\n]*\n"),
+            b"",
+        ),
         // Object addresses in reprs: `<Foo object at 0x7f3a2c1d5e80>`.
         (re(r"\b0x[0-9a-fA-F]{6,16}\b"), b"0x<address>"),
         // sympy's test runner prints the random seed it drew.
@@ -213,6 +228,11 @@ mod tests {
                  /tmp/pytest-of-alice/pytest-0/test_x0/a.txt\n\
                  The text files are in ../../../../../tmp/pytest-of-alice/pytest-1/_build.\n\
                  random seed: 12345678\n\
+                 \x20 py39: OK (4.89=setup[0.02]+cmd[4.87,0.10] seconds)\n\
+                 ============ slowest 3 durations ============\n\
+                 0.50s call     tests/test_a.py::test_slow\n\
+                 0.20s setup    tests/test_b.py::test_other\n\
+                 (5 durations < 0.005s hidden.  Use -vv to show these durations.)\n\
                  ============ 3 passed in 0.20s (0:00:00) ============\n";
         let b = a
             .replace("/home/alice", "/srv/bob/deeper")
@@ -220,6 +240,12 @@ mod tests {
             .replace("pytest-of-alice", "pytest-of-bob")
             .replace("../../../../../tmp", "../../../tmp")
             .replace("12345678", "99")
+            .replace(
+                "0.50s call     tests/test_a.py::test_slow\n0.20s setup    tests/test_b.py::test_other\n",
+                "0.31s setup    tests/test_b.py::test_other\n0.29s call     tests/test_a.py::test_slow\n",
+            )
+            .replace("(5 durations", "(7 durations")
+            .replace("4.89=setup[0.02]+cmd[4.87,0.10]", "16.1=setup[1.05]+cmd[15.0,0.05]")
             .replace("0.20s", "13.75s");
         let na = normalize_log(a.as_bytes(), Some(&paths("/home/alice")));
         let nb = normalize_log(b.as_bytes(), Some(&paths("/srv/bob/deeper")));
@@ -233,6 +259,12 @@ mod tests {
         assert!(text.contains("/tmp/pytest-of-<user>/pytest-0/"), "{text}");
         assert!(
             text.contains("are in /tmp/pytest-of-<user>/pytest-1/_build."),
+            "{text}"
+        );
+        assert!(
+            text.contains("durations ============\n============ 3 passed")
+                && !text.contains("test_slow")
+                && text.contains("  py39: OK (<duration>)\n"),
             "{text}"
         );
         assert!(
