@@ -324,14 +324,7 @@ fn locks_as_of_then_and_builds_offline_from_objects_only() {
         if let Some(root) = &pyenv_root {
             c.env("PYENV_ROOT", root);
         }
-        let out = c.output().unwrap();
-        assert!(
-            out.status.success(),
-            "swe-ark {args:?}\n{}{}",
-            stdout(&out),
-            stderr(&out)
-        );
-        stdout(&out)
+        common::succeeded(&c.output().unwrap(), &format!("swe-ark {args:?}"))
     };
     let repo = f.t.path("repo");
     as_bob(&[

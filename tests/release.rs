@@ -127,13 +127,7 @@ fn build_fixture_release_on(t: &TestContext, builder: &Builder) -> PathBuf {
             .args(args)
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "swe-ark {args:?}\n{}{}",
-            stdout(&out),
-            stderr(&out)
-        );
-        stdout(&out)
+        common::succeeded(&out, &format!("swe-ark {args:?}"))
     };
     run(&[
         "mirror",

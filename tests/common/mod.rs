@@ -161,6 +161,17 @@ pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// stdout of a command that must have succeeded; else a panic with `what` and both outputs.
+pub fn succeeded(out: &Output, what: &str) -> String {
+    assert!(
+        out.status.success(),
+        "{what}\n{}{}",
+        stdout(out),
+        stderr(out)
+    );
+    stdout(out)
+}
+
 pub fn last_line(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes)
         .lines()
