@@ -316,7 +316,7 @@ def report(args, rows, locks, root, verified, cut, export_bytes, times):
         c["lock_error"] = lk.get("error", "")
         c["lock_seconds"] = lk.get("seconds")
         c["built_offline"] = bool(lk.get("ok")) and not any(
-            rows[i].get("gold") == "env_build_failed" for i in ids)
+            rows[i].get("gold") == "env-build-failed" for i in ids)
         for m in ("exact", "covering", "differing", "not validated"):
             c[m] = sum(1 for i in ids if rows[i].get("match") == m)
         c["gold_resolved"] = sum(1 for i in ids if rows[i].get("gold") == "resolved")

@@ -88,10 +88,10 @@ fn the_demo_runs_the_whole_pipeline_and_every_check_holds() {
     assert_eq!(
         s["predictions"],
         serde_json::json!({
-            "demo__calc-13": "patch_apply_failed",
+            "demo__calc-13": "patch-apply-failed",
             "demo__calc-2": "resolved",
             "demo__calc-4": "unresolved",
-            "demo__calc-9": "empty_patch",
+            "demo__calc-9": "empty-patch",
         })
     );
     assert_eq!(s["release_verified"], true);

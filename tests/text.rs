@@ -465,7 +465,7 @@ fn bad_requests_and_bad_bundles_are_refused() {
     );
     let err = stderr(&t.run_expect(&["text", "--instance-ids", "nope__nope-1", "-o", o], 2));
     assert!(
-        err.contains("no such instance in the archive: nope__nope-1"),
+        err.contains("--instance-ids names 1 instance(s) not in the archive: nope__nope-1"),
         "{err}"
     );
     // A bundle whose bytes changed is named and left out; nothing of it is used.

@@ -325,12 +325,12 @@ fn validation_proves_instances_and_replay_grades_predictions_from_their_bundles(
     );
     assert_eq!(
         m["errors"]["acme__widget-10"]["reason"].as_str(),
-        Some("patch_unsafe"),
+        Some("patch-unsafe"),
         "{m}"
     );
     assert_eq!(
         m["errors"]["acme__widget-99"]["reason"].as_str(),
-        Some("unknown_instance"),
+        Some("unknown-instance"),
         "{m}"
     );
     let report_path = t.ark().join("runs/p1/m/acme__widget-2/report.json");

@@ -8,8 +8,7 @@ use crate::collect::github::{DEFAULT_API_URL, GithubClient};
 use crate::collect::{self, CollectOptions, Outcome};
 use crate::dataset::{self, TestListForm};
 use crate::fsutil;
-use crate::manifest::Manifests;
-use crate::mirror::{Mirror, RepoName};
+use crate::mirror::RepoName;
 use crate::store::{Ark, Index};
 
 use super::Context;
@@ -50,7 +49,7 @@ pub fn run(ctx: &Context, args: CollectArgs) -> anyhow::Result<ExitCode> {
         .expect("a RepoName has a slash");
     let mut ark = Ark::create(&ctx.ark)?;
     // The client keeps ETags through a connection of its own; outcomes go through the ark's.
-    let mut cache = Index::open(&ark.root().join("index.sqlite"))?;
+    let mut cache = Index::open(&ark.layout().index())?;
     let token = std::env::var("GITHUB_TOKEN").ok().filter(|t| !t.is_empty());
     if token.is_none() {
         ctx.note("note: GITHUB_TOKEN is not set; unauthenticated requests have a low rate limit");
@@ -100,43 +99,12 @@ pub fn run(ctx: &Context, args: CollectArgs) -> anyhow::Result<ExitCode> {
             *reasons.entry(reason.as_str()).or_default() += 1;
         }
     }
-    // Collected instances of this repository (this run's and earlier runs').
-    let mut all: Vec<_> = ark
-        .index()
-        .all_instances()?
-        .into_iter()
-        .filter(|i| i.repo == repo.as_str() && i.extra.contains_key("pull_number"))
-        .collect();
-    match Mirror::open(&ark.mirrors_dir(), &repo) {
-        Ok(mirror) => {
-            // A repository's manifest may say how to read its version.
-            let manifests = Manifests::load_default().unwrap_or_default();
-            let rule = manifests
-                .repo(repo.as_str())
-                .ok()
-                .and_then(|m| m.version_rule.clone());
-            let (pins, notes) = collect::assign_versions(&mirror, &mut all, rule.as_ref());
-            for note in notes {
-                ctx.note(format!("note: {note}"));
-            }
-            ark.index_mut().import_instances(&all, None)?;
-            for (instance_id, reference, commit) in pins {
-                ark.index_mut().record_pin(&crate::store::PinRow {
-                    mirror: repo.to_string(),
-                    reference,
-                    commit,
-                    instance_id,
-                    role: "base_commit".into(),
-                })?;
-            }
-        }
-        Err(_) if !all.is_empty() => ctx.note(format!(
-            "note: no mirror of {repo} in the archive, so version and environment_setup_commit \
-             stay empty; run `swe-ark mirror add {repo}`, then collect again (nothing is fetched \
-             twice)"
-        )),
-        Err(_) => {}
+    let manifests = ctx.manifests().unwrap_or_default();
+    let versioned = collect::assign_and_record(&mut ark, &repo, &manifests)?;
+    for note in &versioned.notes {
+        ctx.note(format!("note: {note}"));
     }
+    let all = versioned.instances;
     if let Some(out) = &args.output {
         let bytes = dataset::dataset_bytes(out, &all, TestListForm::Strings);
         fsutil::write_atomic(out, &bytes)

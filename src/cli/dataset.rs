@@ -2,9 +2,7 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::bail;
-
-use crate::dataset::{self, TestListForm};
+use crate::dataset::{self, Selection, TestListForm};
 use crate::fsutil;
 use crate::store::Ark;
 
@@ -90,21 +88,8 @@ pub fn import(ctx: &Context, args: ImportArgs) -> anyhow::Result<ExitCode> {
 
 pub fn export(ctx: &Context, args: ExportArgs) -> anyhow::Result<ExitCode> {
     let ark = Ark::open(&ctx.ark)?;
-    let mut instances = ark.index().all_instances()?;
-    if !args.instance_ids.is_empty() {
-        let wanted: HashSet<&str> = args.instance_ids.iter().map(String::as_str).collect();
-        let known: HashSet<&str> = instances.iter().map(|i| i.instance_id.as_str()).collect();
-        let missing: Vec<&str> = args
-            .instance_ids
-            .iter()
-            .map(String::as_str)
-            .filter(|id| !known.contains(id))
-            .collect();
-        if !missing.is_empty() {
-            bail!("no such instance in the archive: {}", missing.join(", "));
-        }
-        instances.retain(|i| wanted.contains(i.instance_id.as_str()));
-    }
+    let mut instances = Selection::ids(args.instance_ids)
+        .pick(ark.index().all_instances()?, "not in the archive")?;
     if args.validated_only {
         let kept: HashSet<String> = ark
             .index()

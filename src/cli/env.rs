@@ -9,7 +9,6 @@ use crate::env::EnvError;
 use crate::env::build::{self, BuildOptions, Installer};
 use crate::env::lock::{self, DEFAULT_INDEX, LockOptions};
 use crate::env::pylock::PyLock;
-use crate::manifest::Manifests;
 use crate::store::Ark;
 
 use super::Context;
@@ -125,7 +124,7 @@ fn parse_when(s: &str) -> anyhow::Result<SystemTime> {
 }
 
 fn lock_cmd(ctx: &Context, a: LockArgs) -> anyhow::Result<ExitCode> {
-    let manifests = Manifests::load_default()?;
+    let manifests = ctx.manifests()?;
     let context = manifests.context(&a.repo, &a.version)?;
     let exclude_newer = a.exclude_newer.as_deref().map(parse_when).transpose()?;
     let mut ark = Ark::create(&ctx.ark)?;
@@ -273,13 +272,7 @@ fn build_cmd(ctx: &Context, a: BuildArgs) -> anyhow::Result<ExitCode> {
 fn ls(ctx: &Context, a: LsArgs) -> anyhow::Result<ExitCode> {
     let ark = Ark::open(&ctx.ark)?;
     let locks = ark.index().locks()?;
-    let built = |id: &Sha256Digest| {
-        ark.root()
-            .join("envs")
-            .join(id.hex())
-            .join("env.json")
-            .is_file()
-    };
+    let built = |id: &Sha256Digest| ark.layout().env(id).join("env.json").is_file();
     if a.json {
         let rows: Vec<serde_json::Value> = locks
             .iter()

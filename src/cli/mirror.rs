@@ -107,7 +107,7 @@ fn git_base(ctx: &Context, flag: Option<String>) -> anyhow::Result<String> {
     if let Some(f) = flag {
         return Ok(f);
     }
-    let config = ctx.ark.join("config.toml");
+    let config = crate::store::Layout::new(&ctx.ark).config();
     if config.is_file() {
         let text = std::fs::read_to_string(&config)
             .with_context(|| format!("cannot read `{}`", config.display()))?;
@@ -296,6 +296,28 @@ struct Checked {
     problems: Vec<String>,
 }
 
+/// What the archive's index expects of mirror `name`.
+fn expected(ark: &Ark, name: &RepoName) -> anyhow::Result<mirror::Expected> {
+    let pins = ark.index().pins(name.as_str())?;
+    Ok(mirror::Expected {
+        pins: pins
+            .into_iter()
+            .map(|p| mirror::ExpectedPin {
+                what: format!("{} of {}", p.role, p.instance_id),
+                reference: p.reference,
+                commit: p.commit,
+            })
+            .collect(),
+        commits: ark
+            .index()
+            .instances_of_repo(name.as_str())?
+            .into_iter()
+            .map(|i| (i.base_commit, format!("base_commit of {}", i.instance_id)))
+            .collect(),
+        refs: ark.index().mirror_refs(name.as_str())?,
+    })
+}
+
 fn verify(ctx: &Context, args: VerifyArgs) -> anyhow::Result<ExitCode> {
     let ark = Ark::open(&ctx.ark)?;
     let names: Vec<String> = if args.names.is_empty() {
@@ -306,66 +328,20 @@ fn verify(ctx: &Context, args: VerifyArgs) -> anyhow::Result<ExitCode> {
     let mut results = Vec::new();
     for n in names {
         let name = repo_name(&n)?;
-        let mut problems = Vec::new();
-        let (mut objects, mut pin_count) = (0, 0);
-        match Mirror::open(&ark.mirrors_dir(), &name) {
-            Err(e) => problems.push(e.to_string()),
-            Ok(m) => {
-                let progress = ctx.progress();
-                let (count, found) = m.check_objects(progress.as_ref())?;
-                objects = count;
-                problems.extend(found);
-                let pins = m.pins()?;
-                pin_count = pins.len();
-                for pin in ark.index().pins(name.as_str())? {
-                    match pins.get(&pin.reference) {
-                        None => problems.push(format!(
-                            "pin {} ({} of {}) is missing from the mirror",
-                            pin.reference, pin.role, pin.instance_id
-                        )),
-                        Some(t) if *t != pin.commit => problems.push(format!(
-                            "pin {} points at {t}, the index says {}",
-                            pin.reference, pin.commit
-                        )),
-                        Some(_) => {}
-                    }
-                }
-                // Every commit an instance needs, with its whole tree.
-                let mut needed: Vec<(String, String)> = ark
-                    .index()
-                    .pins(name.as_str())?
-                    .into_iter()
-                    .map(|p| (p.commit, format!("{} of {}", p.role, p.instance_id)))
-                    .collect();
-                for inst in ark.index().instances_of_repo(name.as_str())? {
-                    needed.push((
-                        inst.base_commit,
-                        format!("base_commit of {}", inst.instance_id),
-                    ));
-                }
-                needed.sort();
-                needed.dedup_by(|a, b| a.0 == b.0);
-                for (commit, what) in needed {
-                    match m.check_tree(&commit) {
-                        Ok(found) => problems.extend(found),
-                        Err(e) => problems.push(format!("{what}: {e}")),
-                    }
-                }
-                let recorded = ark.index().mirror_refs(name.as_str())?;
-                let actual = mirror::upstream_refs(&m.repo)?;
-                for change in mirror::diff_refs(&recorded, &actual) {
-                    problems.push(format!(
-                        "refs differ from the index's record of the last fetch: {change}"
-                    ));
-                }
-            }
-        }
+        let checked = match Mirror::open(&ark.mirrors_dir(), &name) {
+            Err(e) => mirror::Checked {
+                objects: 0,
+                pins: 0,
+                problems: vec![e.to_string()],
+            },
+            Ok(m) => mirror::verify(&m, &expected(&ark, &name)?, ctx.progress().as_ref())?,
+        };
         results.push(Checked {
             name: n,
-            objects,
-            pins: pin_count,
-            ok: problems.is_empty(),
-            problems,
+            objects: checked.objects,
+            pins: checked.pins,
+            ok: checked.problems.is_empty(),
+            problems: checked.problems,
         });
     }
     let bad = results.iter().filter(|r| !r.ok).count();
@@ -454,7 +430,7 @@ fn version(ctx: &Context, args: VersionArgs) -> anyhow::Result<ExitCode> {
     let ark = Ark::open(&ctx.ark)?;
     let m = Mirror::open(&ark.mirrors_dir(), &repo_name(&args.name)?)?;
     let commit = m.commit(&args.commit)?;
-    let manifests = crate::manifest::Manifests::load_default().unwrap_or_default();
+    let manifests = ctx.manifests().unwrap_or_default();
     let rule = manifests
         .repo(m.name.as_str())
         .ok()

@@ -59,6 +59,10 @@ pub struct Cli {
     /// No progress bars, even on a terminal.
     #[arg(long, global = true)]
     pub no_progress: bool,
+    /// Read the repositories' manifests from this folder (`*.toml`) instead of the ones built
+    /// into the binary.
+    #[arg(long, global = true, env = "SWE_ARK_MANIFESTS", value_name = "DIR")]
+    pub manifests: Option<PathBuf>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -115,15 +119,30 @@ pub enum Command {
 pub struct Context {
     pub ark: PathBuf,
     pub quiet: bool,
+    /// A bar on stderr (it is a terminal, and neither `-q` nor `--no-progress`).
     pub progress: bool,
+    /// `--manifests DIR`: None for the built-in manifests.
+    pub manifests: Option<PathBuf>,
 }
 
 impl Context {
+    /// A bar on a terminal, plain lines on another stderr, nothing with `-q`.
     pub fn progress(&self) -> Box<dyn crate::progress::Progress> {
-        if self.progress {
+        if self.quiet {
+            Box::new(crate::progress::NoProgress)
+        } else if self.progress {
             Box::new(TerminalProgress::new())
         } else {
-            Box::new(crate::progress::NoProgress)
+            Box::new(crate::progress::Lines)
+        }
+    }
+
+    /// The manifests of the known repositories: `--manifests DIR` (or `SWE_ARK_MANIFESTS`),
+    /// else the ones built into the binary.
+    pub fn manifests(&self) -> Result<crate::manifest::Manifests, crate::manifest::ManifestError> {
+        match &self.manifests {
+            Some(dir) => crate::manifest::Manifests::load_dir(dir),
+            None => crate::manifest::Manifests::builtin(),
         }
     }
 
@@ -185,6 +204,7 @@ pub fn main() -> ExitCode {
         progress: !cli.quiet
             && !cli.no_progress
             && std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        manifests: cli.manifests.clone(),
     };
     let result = match cli.command {
         Command::Pack(args) => pack::run(&ctx, args),

@@ -54,21 +54,7 @@ impl Progress for TerminalProgress {
     }
 }
 
-/// `12.3 MiB`.
-pub fn human_bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u < UNITS.len() - 1 {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{n} B")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
-}
+pub use crate::units::human_bytes;
 
 /// Parses `123`, `64K`, `512MiB`, `4G`, `2GiB` (powers of 1024).
 pub fn parse_size(s: &str) -> Result<u64, String> {

@@ -273,7 +273,7 @@ fn diff(ctx: &Context, args: DiffArgs) -> anyhow::Result<ExitCode> {
     let a = Snapshot::read(&args.a)?;
     let b = Snapshot::read(&args.b)?;
     let mut arks = Vec::new();
-    if ctx.ark.join("index.sqlite").is_file() {
+    if crate::store::Layout::new(&ctx.ark).index().is_file() {
         arks.push(Ark::open(&ctx.ark)?);
     }
     for dir in &args.other_ark {

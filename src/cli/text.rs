@@ -1,9 +1,9 @@
-use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::bail;
 
+use crate::dataset::Selection;
 use crate::fsutil;
 use crate::store::Ark;
 use crate::text::{self, DEFAULT_TOP_K, Options, Retrieval};
@@ -116,21 +116,8 @@ pub fn run(ctx: &Context, args: TextArgs) -> anyhow::Result<ExitCode> {
         top_k: args.top_k,
     };
     let ark = Ark::open(&ctx.ark)?;
-    let mut instances = ark.index().all_instances()?;
-    if !args.instance_ids.is_empty() {
-        let known: HashSet<&str> = instances.iter().map(|i| i.instance_id.as_str()).collect();
-        let missing: Vec<&str> = args
-            .instance_ids
-            .iter()
-            .map(String::as_str)
-            .filter(|id| !known.contains(id))
-            .collect();
-        if !missing.is_empty() {
-            bail!("no such instance in the archive: {}", missing.join(", "));
-        }
-        let wanted: HashSet<&str> = args.instance_ids.iter().map(String::as_str).collect();
-        instances.retain(|i| wanted.contains(i.instance_id.as_str()));
-    }
+    let instances = Selection::ids(args.instance_ids.clone())
+        .pick(ark.index().all_instances()?, "not in the archive")?;
     let mut bundles = Vec::new();
     let mut unpacked = Vec::new();
     for inst in &instances {

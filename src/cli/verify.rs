@@ -7,6 +7,7 @@ use crate::store::{Ark, BundleRow};
 
 use super::Context;
 use super::unpack::{Located, locate};
+use crate::dataset::Selection;
 
 #[derive(Debug, clap::Args)]
 pub struct VerifyArgs {
@@ -108,21 +109,10 @@ fn check_row(ark: &Ark, row: &BundleRow, ctx: &Context) -> Checked {
 /// `verify --rebuild`: every bundle (of the given instances) packed again and compared.
 fn rebuild(ctx: &Context, args: &VerifyArgs) -> anyhow::Result<ExitCode> {
     let ark = Ark::open(&ctx.ark)?;
-    let mut rows = ark.index().bundles()?;
-    if !args.instance_ids.is_empty() {
-        let unknown: Vec<&str> = args
-            .instance_ids
-            .iter()
-            .filter(|i| !rows.iter().any(|r| &r.instance_id == *i))
-            .map(String::as_str)
-            .collect();
-        if !unknown.is_empty() {
-            anyhow::bail!("no bundle of instance(s) {}", unknown.join(", "));
-        }
-        rows.retain(|r| args.instance_ids.contains(&r.instance_id));
-    }
+    let rows = Selection::ids(args.instance_ids.clone())
+        .pick(ark.index().bundles()?, "with no bundle in the archive")?;
     let manifests = if args.revalidate {
-        Some(crate::manifest::Manifests::load_default()?)
+        Some(ctx.manifests()?)
     } else {
         None
     };
@@ -130,8 +120,11 @@ fn rebuild(ctx: &Context, args: &VerifyArgs) -> anyhow::Result<ExitCode> {
         manifests: m,
         options: crate::validate::ValidateOptions {
             runs: args.runs.max(1),
-            timeout: std::time::Duration::from_secs(args.timeout),
-            ..Default::default()
+            run: crate::harness::RunOptions {
+                timeout: std::time::Duration::from_secs(args.timeout),
+                ..Default::default()
+            },
+            lock: None,
         },
     });
     let mut results = Vec::new();
@@ -186,7 +179,7 @@ pub fn run(ctx: &Context, args: VerifyArgs) -> anyhow::Result<ExitCode> {
         if integrity != ["ok"] {
             results.push(Checked {
                 what: "index".into(),
-                name: ark.root().join("index.sqlite").display().to_string(),
+                name: ark.layout().index().display().to_string(),
                 ok: false,
                 problems: integrity,
             });
@@ -311,18 +304,12 @@ pub fn migrate(ctx: &Context, args: MigrateArgs) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    let unknown: Vec<&str> = args
-        .instance_ids
-        .iter()
-        .filter(|i| !newest.contains_key(*i))
-        .map(String::as_str)
-        .collect();
-    if !unknown.is_empty() {
-        anyhow::bail!("no bundle of instance(s) {}", unknown.join(", "));
-    }
-    let chosen: Vec<BundleRow> = newest
-        .into_values()
-        .filter(|r| args.instance_ids.is_empty() || args.instance_ids.contains(&r.instance_id))
+    let chosen: Vec<BundleRow> = Selection::ids(args.instance_ids.clone())
+        .pick(
+            newest.into_values().collect(),
+            "with no bundle in the archive",
+        )?
+        .into_iter()
         .filter(|r| r.format_version < crate::bundle::VERSION_3)
         .collect();
     let mut results = Vec::new();

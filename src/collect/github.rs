@@ -52,6 +52,15 @@ pub trait EtagCache {
     fn store(&mut self, url: &str, etag: &str, body: &[u8]);
 }
 
+impl EtagCache for crate::store::Index {
+    fn lookup(&self, url: &str) -> Option<(String, Vec<u8>)> {
+        self.http_cache_lookup(url)
+    }
+    fn store(&mut self, url: &str, etag: &str, body: &[u8]) {
+        self.http_cache_store(url, etag, body)
+    }
+}
+
 /// A cache that forgets everything, for one-off runs.
 #[derive(Default)]
 pub struct NoCache;

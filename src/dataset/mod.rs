@@ -3,6 +3,7 @@
 mod environments;
 mod file;
 mod instance;
+mod selection;
 
 pub use environments::{
     DEFAULT_DATASET, DatasetDate, DatasetDateError, DatasetProfile, dataset_names, dataset_profile,
@@ -10,3 +11,4 @@ pub use environments::{
 };
 pub use file::{DatasetError, TestListForm, dataset_bytes, python_json, read_dataset, to_record};
 pub use instance::{Instance, InstanceError, is_repo, json_type_name};
+pub use selection::{OfInstance, Selection, SelectionError};

@@ -4,6 +4,7 @@
 //! branch cannot take them away.
 
 mod bundlefile;
+mod check;
 mod codebase;
 mod name;
 
@@ -19,6 +20,7 @@ use crate::digest::{Sha256Digest, Sha256Hasher};
 use crate::progress::Progress;
 
 pub use bundlefile::{ExportStats, ImportStats, import_bundle};
+pub use check::{Checked, Expected, ExpectedPin, verify};
 pub use name::{RepoName, Source, parse_source};
 
 /// What a mirror fetches, and where each ref lands: everything, under its own name.

@@ -445,7 +445,8 @@ fn revalidated(
     if v.results.is_setup_problem() {
         return Err(format!(
             "the tests could not be run again ({}): {}",
-            v.results.reason_kind, v.results.reason
+            crate::verdict::reason_word(v.results.reason_kind),
+            v.results.reason
         ));
     }
     Ok(BundleRecord::of(

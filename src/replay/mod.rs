@@ -10,6 +10,7 @@
 pub mod grade;
 pub mod patch;
 pub mod predictions;
+mod run;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -20,15 +21,19 @@ use serde::{Deserialize, Serialize};
 use crate::bundle::{self, Limits};
 use crate::dataset::Instance;
 use crate::digest::Sha256Digest;
-use crate::env::build::{self, BuildOptions};
 use crate::env::pylock::PyLock;
+use crate::harness::{self, Reason, RunOptions, Runner, Stop};
 use crate::logparse;
 use crate::manifest::Context;
 use crate::progress::NoProgress;
 use crate::store::ObjectStore;
-use crate::validate::{self, Runner, Stop, ValidateOptions};
+use crate::verdict::reason_or_empty;
 
 pub use predictions::Prediction;
+pub use run::{
+    Predictions, ReplayError, ReplayOptions, RunReport, rewrite_reports, run, screen_summary,
+    valid_run_id,
+};
 
 /// SWE-bench's `report.json` of one instance, with what swe-ark adds.
 #[allow(non_snake_case)]
@@ -45,10 +50,11 @@ pub struct InstanceReport {
     /// FULL, PARTIAL or NO (absent when the tests did not run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resolution: Option<grade::Resolution>,
-    /// Why the instance could not be evaluated (`empty_patch`, `patch_apply_failed`,
-    /// `patch_unsafe`, `bundle_corrupt`, `env_build_failed`, `service_failed`, `timeout`, …),
+    /// Why the instance could not be evaluated (`empty-patch`, `patch-apply-failed`,
+    /// `patch-unsafe`, `bundle-corrupt`, `env-build-failed`, `service-failed`, `timeout`, …),
     /// empty otherwise.
-    pub error: String,
+    #[serde(with = "reason_or_empty")]
+    pub error: Option<Reason>,
     pub error_detail: String,
     /// How the patch went in.
     pub applied_with: String,
@@ -81,20 +87,28 @@ pub struct GradingInputs {
     pub pass_to_pass: Vec<String>,
 }
 
+/// Why a saved test output could not be graded.
+#[derive(Debug, thiserror::Error)]
+pub enum GradeError {
+    #[error("the report keeps no grading inputs (the tests did not run)")]
+    NoGradingInputs,
+    #[error(transparent)]
+    Parse(#[from] logparse::LogParseError),
+}
+
 /// Parses `output` and grades it into `report` (the tests ran: `report.grading` is set).
-pub fn grade_output(report: &mut InstanceReport, output: &[u8]) -> Result<(), String> {
+pub fn grade_output(report: &mut InstanceReport, output: &[u8]) -> Result<(), GradeError> {
     let Some(g) = &report.grading else {
-        return Err("the report keeps no grading inputs (the tests did not run)".into());
+        return Err(GradeError::NoGradingInputs);
     };
-    let map = logparse::parse(&g.log_parser, &String::from_utf8_lossy(output))
-        .map_err(|e| e.to_string())?;
+    let map = logparse::parse(&g.log_parser, &String::from_utf8_lossy(output))?;
     let status = grade::tests_status(&map, &g.fail_to_pass, &g.pass_to_pass);
     let resolution = grade::resolution(&status);
     report.resolved = resolution == grade::Resolution::Full;
     report.resolution = Some(resolution);
     report.tests_status = Some(status);
-    if report.error == "log_parse_failed" {
-        report.error.clear();
+    if report.error == Some(Reason::LogParseFailed) {
+        report.error = None;
         report.error_detail.clear();
     }
     Ok(())
@@ -115,7 +129,7 @@ pub struct ReplayInputs<'a> {
     /// Where environments are cached (an archive's root).
     pub cache_root: &'a Path,
     pub work_root: &'a Path,
-    pub opts: &'a ValidateOptions,
+    pub opts: &'a RunOptions,
 }
 
 /// A report of `p` before anything ran.
@@ -129,7 +143,7 @@ pub fn blank_report(p: &Prediction, bundle: &str) -> InstanceReport {
         resolved: false,
         tests_status: None,
         resolution: None,
-        error: String::new(),
+        error: None,
         error_detail: String::new(),
         applied_with: String::new(),
         bundle: bundle.to_string(),
@@ -152,24 +166,21 @@ pub fn replay_one(inputs: &ReplayInputs, p: &Prediction) -> (InstanceReport, Vec
         .unwrap_or_else(|| inputs.bundle.name().display().to_string());
     let mut report = blank_report(p, &bundle_shown);
     if !report.patch_exists {
-        report.error = "empty_patch".into();
+        report.error = Some(Reason::EmptyPatch);
         report.error_detail = "the prediction has no patch".into();
         return (report, Vec::new());
     }
-    let work = match tempfile::Builder::new()
-        .prefix(".tmp-replay-")
-        .tempdir_in(inputs.work_root)
-    {
+    let work = match harness::work_dir(inputs.work_root, ".tmp-replay-") {
         Ok(w) => w,
-        Err(e) => {
-            report.error = "io".into();
-            report.error_detail = format!("{}: {e}", inputs.work_root.display());
+        Err(Stop(kind, detail)) => {
+            report.error = Some(kind);
+            report.error_detail = detail;
             return (report, Vec::new());
         }
     };
     let mut output = Vec::new();
     if let Err(Stop(kind, detail)) = run_steps(inputs, p, work.path(), &mut report, &mut output) {
-        report.error = kind.to_string();
+        report.error = Some(kind);
         report.error_detail = detail;
     }
     let total = started.elapsed().as_secs_f64();
@@ -203,16 +214,20 @@ fn run_steps(
         &Limits::default(),
         &NoProgress,
     )
-    .map_err(|e| Stop("bundle_corrupt", e.to_string()))?;
+    .map_err(|e| Stop(Reason::BundleCorrupt, e.to_string()))?;
     let read = |rel: &str| {
-        std::fs::read(unpacked.join(rel))
-            .map_err(|e| Stop("bundle_incomplete", format!("the bundle has no {rel}: {e}")))
+        std::fs::read(unpacked.join(rel)).map_err(|e| {
+            Stop(
+                Reason::BundleIncomplete,
+                format!("the bundle has no {rel}: {e}"),
+            )
+        })
     };
     let instance = Instance::from_json(&read("instance.json")?)
-        .map_err(|e| Stop("bundle_incomplete", e.to_string()))?;
+        .map_err(|e| Stop(Reason::BundleIncomplete, e.to_string()))?;
     if instance.instance_id != p.instance_id {
         return Err(Stop(
-            "bundle_mismatch",
+            Reason::BundleMismatch,
             format!(
                 "the bundle holds instance {}, not {}",
                 instance.instance_id, p.instance_id
@@ -221,25 +236,26 @@ fn run_steps(
     }
     let spec = read("env/spec.toml")?;
     let ctx: Context = toml::from_str(&String::from_utf8_lossy(&spec))
-        .map_err(|e| Stop("bundle_incomplete", format!("env/spec.toml: {e}")))?;
+        .map_err(|e| Stop(Reason::BundleIncomplete, format!("env/spec.toml: {e}")))?;
     let lock_bytes = read("env/pylock.toml")?;
     let lock_id = Sha256Digest::of(&lock_bytes);
     report.lock = lock_id.hex();
-    let lock = PyLock::parse(&lock_bytes).map_err(|e| Stop("bundle_incomplete", e))?;
+    let lock =
+        PyLock::parse(&lock_bytes).map_err(|e| Stop(Reason::BundleIncomplete, e.to_string()))?;
     // What git said about the base commit (format version 2); unpack checked it already.
     let vcs = match std::fs::read(unpacked.join(crate::vcs::MEMBER)) {
         Ok(bytes) => Some(
             crate::vcs::VcsRecord::from_bytes(&bytes)
-                .map_err(|e| Stop("bundle_corrupt", e.to_string()))?,
+                .map_err(|e| Stop(Reason::BundleCorrupt, e.to_string()))?,
         ),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(Stop("io", format!("{}: {e}", crate::vcs::MEMBER))),
+        Err(e) => return Err(Stop(Reason::Io, format!("{}: {e}", crate::vcs::MEMBER))),
     };
     if let Some(v) = &vcs
         && v.base_commit.hex() != instance.base_commit
     {
         return Err(Stop(
-            "bundle_mismatch",
+            Reason::BundleMismatch,
             format!(
                 "the bundle's vcs.json is about commit {}, its instance's base commit is {}",
                 v.base_commit, instance.base_commit
@@ -250,37 +266,28 @@ fn run_steps(
     // 2. The codebase as a git work tree, the environment from objects only.
     let src = work.join("src");
     std::fs::rename(unpacked.join("codebase"), &src)
-        .map_err(|e| Stop("io", format!("{}: {e}", src.display())))?;
+        .map_err(|e| Stop(Reason::Io, format!("{}: {e}", src.display())))?;
     lap(report, "unpack");
     // The git work tree and the environment side by side: one is mostly git hashing the
     // codebase, the other mostly copying files.
     let ((tree, tree_seconds), env) = std::thread::scope(|s| {
         let tree = s.spawn(|| {
             let t = Instant::now();
-            let built = crate::vcs::build_work_tree(&src, vcs.as_ref()).map_err(|e| e.to_string());
+            let built = crate::vcs::build_work_tree(&src, vcs.as_ref())
+                .map_err(|e| Stop(Reason::Io, e.to_string()));
             (built, t.elapsed().as_secs_f64())
         });
         let t = Instant::now();
-        let env = build::build(
-            inputs.objects,
-            inputs.cache_root,
-            &lock_id,
-            &lock,
-            &BuildOptions::default(),
-        )
-        .map_err(|e| e.to_string())
-        .and_then(|built| {
-            let venv =
-                build::instance_copy(&built, &work.join("venv")).map_err(|e| e.to_string())?;
-            Ok((built, venv, t.elapsed().as_secs_f64()))
+        let env = harness::environment(inputs.objects, inputs.cache_root, &lock_id, &lock, work)
+            .map(|(built, venv)| (built, venv, t.elapsed().as_secs_f64()));
+        let tree = tree.join().unwrap_or_else(|_| {
+            let panicked = Stop(Reason::Io, "the git work tree thread panicked".into());
+            (Err(panicked), 0.0)
         });
-        let tree = tree
-            .join()
-            .unwrap_or_else(|_| (Err("the git work tree thread panicked".into()), 0.0));
         (tree, env)
     });
-    tree.map_err(|e| Stop("io", e))?;
-    let (built, venv, env_seconds) = env.map_err(|e| Stop("env_build_failed", e))?;
+    tree?;
+    let (built, venv, env_seconds) = env?;
     report.timings.insert("worktree".into(), tree_seconds);
     report.timings.insert("environment".into(), env_seconds);
     lap(report, "worktree+environment");
@@ -288,40 +295,29 @@ fn run_steps(
     // 3. The prediction's patch, checked before anything runs.
     let patch_text = p.patch.clone().unwrap_or_default();
     if let Some(why) = patch::unsafe_path(&patch_text, &src) {
-        return Err(Stop("patch_unsafe", why));
+        return Err(Stop(Reason::PatchUnsafe, why));
     }
 
     // 4. The context's setup, as SWE-bench's image has it when the patch goes in: its
     // pre_install run and committed.
     let mut runner = Runner::new(work, src.clone(), &ctx, &built, &venv, inputs.opts)?;
-    runner
-        .setup(&ctx, vcs.as_ref())
-        .map_err(|Stop(kind, detail)| {
-            Stop(
-                if kind == "pre-install-failed" {
-                    "pre_install_failed"
-                } else {
-                    "io"
-                },
-                detail,
-            )
-        })?;
+    runner.setup(&ctx, vcs.as_ref())?;
     lap(report, "setup");
 
     // 5. The patch, applied one way or another.
     let patch_file = work.join("model.diff");
-    std::fs::write(&patch_file, &patch_text).map_err(|e| Stop("io", e.to_string()))?;
+    std::fs::write(&patch_file, &patch_text).map_err(|e| Stop(Reason::Io, e.to_string()))?;
     let (way, transcript) = patch::apply(&src, &patch_file);
     lap(report, "patch");
     let Some(way) = way else {
-        return Err(Stop("patch_apply_failed", transcript));
+        return Err(Stop(Reason::PatchApplyFailed, transcript));
     };
     report.patch_successfully_applied = true;
     report.applied_with = way.to_string();
 
     // 6. As SWE-bench's evaluation script: install, reset the test files, the test patch,
     // the test command.
-    let prelude = validate::eval_prelude(&ctx);
+    let prelude = harness::eval_prelude(&ctx);
     if !ctx.install.is_empty() {
         // A failed install is not an error of the run: the tests say what it cost.
         runner.run("install", &format!("{prelude}{}\n", ctx.install))?;
@@ -337,25 +333,11 @@ fn run_steps(
     }
     runner
         .apply("test-patch", &instance.test_patch)
-        .map_err(|Stop(_, d)| Stop("test_patch_apply_failed", d))?;
-    let directives = validate::directives::test_directives(&instance.test_patch, &ctx.test_cmd);
-    let test_cmd = format!(
-        "{} {}",
-        ctx.test_cmd,
-        directives
-            .iter()
-            .map(|d| validate::directives::shell_quote(d))
-            .collect::<Vec<_>>()
-            .join(" ")
-    );
+        .map_err(|stop| stop.with_reason(Reason::TestPatchDoesNotApply))?;
+    let (_, test_cmd) = harness::test_command(&ctx, &instance.test_patch);
     report.services = runner.services.described.clone();
     lap(report, "test-patch");
-    let result = runner
-        .run_tests("test", &prelude, &test_cmd)
-        .map_err(|Stop(kind, detail)| match kind {
-            "service-failed" => Stop("service_failed", detail),
-            _ => Stop(kind, detail),
-        });
+    let result = runner.run_tests("test", &prelude, &test_cmd);
     lap(report, "test");
     report.test_seconds = report.timings.get("test").copied().unwrap_or(0.0);
     report.network = runner.network.to_string();
@@ -366,7 +348,8 @@ fn run_steps(
         fail_to_pass: instance.fail_to_pass.clone(),
         pass_to_pass: instance.pass_to_pass.clone(),
     });
-    let graded = grade_output(report, output).map_err(|e| Stop("log_parse_failed", e));
+    let graded =
+        grade_output(report, output).map_err(|e| Stop(Reason::LogParseFailed, e.to_string()));
     lap(report, "parse");
     graded
 }

@@ -171,7 +171,8 @@ impl<R: Read> Read for Checked<R> {
 impl Ark {
     /// Opens the archive at `root`, creating it if it does not exist.
     pub fn create(root: &Path) -> Result<Ark, ArkError> {
-        for dir in [root.to_path_buf(), root.join("packs"), root.join("objects")] {
+        let layout = super::Layout::new(root);
+        for dir in [root.to_path_buf(), layout.packs(), layout.objects()] {
             fs::create_dir_all(&dir).map_err(|source| ArkError::Io { path: dir, source })?;
         }
         Self::open(root)
@@ -179,8 +180,9 @@ impl Ark {
 
     /// Opens an existing archive.
     pub fn open(root: &Path) -> Result<Ark, ArkError> {
-        let index_path = root.join("index.sqlite");
-        if !index_path.is_file() && !root.join("bundles").is_dir() && !root.join("packs").is_dir() {
+        let layout = super::Layout::new(root);
+        let index_path = layout.index();
+        if !index_path.is_file() && !layout.bundles().is_dir() && !layout.packs().is_dir() {
             return Err(ArkError::NotAnArchive(root.to_path_buf()));
         }
         let index = Index::open(&index_path)?;
@@ -194,6 +196,11 @@ impl Ark {
         &self.root
     }
 
+    /// Every path inside the archive.
+    pub fn layout(&self) -> super::Layout {
+        super::Layout::new(&self.root)
+    }
+
     pub fn index(&self) -> &Index {
         &self.index
     }
@@ -203,24 +210,24 @@ impl Ark {
     }
 
     pub fn objects(&self) -> ObjectStore {
-        ObjectStore::new(self.root.join("objects"))
+        ObjectStore::new(self.layout().objects())
     }
 
     /// Bare mirrors, `mirrors/OWNER__NAME.git`.
     pub fn mirrors_dir(&self) -> PathBuf {
-        self.root.join("mirrors")
+        self.layout().mirrors()
     }
 
     /// Pack files of the deduplicated store, `packs/<sha256>.pack`.
     pub fn packs_dir(&self) -> PathBuf {
-        self.root.join("packs")
+        self.layout().packs()
     }
 
     /// Where bundles were kept as whole files before the deduplicated store:
     /// `bundles/<id>.tar.zst`. Read while the index names them so; `gc` moves them into the
     /// store.
     pub fn bundles_dir(&self) -> PathBuf {
-        self.root.join("bundles")
+        self.layout().bundles()
     }
 
     pub(crate) fn whole_file_path(&self, id: &Sha256Digest) -> PathBuf {
@@ -231,13 +238,13 @@ impl Ark {
     /// Scratch space inside the archive (work directories, staged imports): on the archive's
     /// filesystem, so what is staged there moves into place by a rename.
     pub fn tmp_dir(&self) -> PathBuf {
-        self.root.join("tmp")
+        self.layout().tmp()
     }
 
     /// Release snapshots registered in the archive, `releases/<name>.json`: gc never frees
     /// and `rm` never removes a bundle that one of them names (docs/STORAGE.md).
     pub fn releases_dir(&self) -> PathBuf {
-        self.root.join(super::gc::RELEASES_DIR)
+        self.layout().releases()
     }
 
     pub(crate) fn lock_shared(&self) -> Result<Option<StoreLock>, ArkError> {

@@ -1187,9 +1187,10 @@ impl Index {
 }
 
 /// The index keeps the ETag and body of every GitHub answer, so a repeated collection sends
-/// `If-None-Match` and gets 304s. The cache is best effort: a failure to store is logged.
-impl crate::collect::github::EtagCache for Index {
-    fn lookup(&self, url: &str) -> Option<(String, Vec<u8>)> {
+/// `If-None-Match` and gets 304s (collect's `EtagCache`). The cache is best effort: a failure
+/// to store is logged.
+impl Index {
+    pub fn http_cache_lookup(&self, url: &str) -> Option<(String, Vec<u8>)> {
         self.conn
             .query_row(
                 "SELECT etag, body FROM http_cache WHERE url = ?1",
@@ -1201,7 +1202,7 @@ impl crate::collect::github::EtagCache for Index {
             .flatten()
     }
 
-    fn store(&mut self, url: &str, etag: &str, body: &[u8]) {
+    pub fn http_cache_store(&mut self, url: &str, etag: &str, body: &[u8]) {
         let result = self.conn.execute(
             "INSERT INTO http_cache (url, etag, body, fetched_at) VALUES (?1, ?2, ?3, ?4)
              ON CONFLICT(url) DO UPDATE SET etag = ?2, body = ?3, fetched_at = ?4",

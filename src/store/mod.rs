@@ -14,6 +14,7 @@
 mod ark;
 mod gc;
 mod index;
+mod layout;
 mod lock;
 mod objects;
 mod pieces;
@@ -26,7 +27,14 @@ pub use index::{
     BundleRow, BundleSketch, ImportRows, ImportedMirror, Index, IndexError, InstanceRow, LockRow,
     MirrorRow, ObjectRow, PackRow, PieceLoc, PinRow, RepoStorage, SCHEMA_VERSION, ValidationRow,
 };
+pub use layout::Layout;
 pub use lock::StoreLock;
 pub use objects::{ObjectError, ObjectStore, VerifyingReader};
 pub use pieces::{MAX_DEPTH, PieceError};
 pub use stored::StoredBundle;
+
+impl crate::dataset::OfInstance for BundleRow {
+    fn instance_id(&self) -> &str {
+        &self.instance_id
+    }
+}

@@ -65,7 +65,7 @@ pub fn expected_of(results: &Results) -> Expected {
     Expected {
         instance_id: results.instance_id.clone(),
         verdict: results.verdict.as_str().to_string(),
-        reason_kind: results.reason_kind.clone(),
+        reason_kind: crate::verdict::reason_word(results.reason_kind).to_string(),
         fail_to_pass: results.fail_to_pass.clone(),
         pass_to_pass: results.pass_to_pass.clone(),
         xfail: results.xfail.clone(),

@@ -15,8 +15,8 @@ use rcgen::{
     KeyUsagePurpose, SanType,
 };
 
-use super::Stop;
 use super::directives::shell_quote;
+use super::{Reason, Stop};
 use crate::env::build::BuiltEnv;
 use crate::manifest::Service;
 
@@ -56,7 +56,7 @@ impl Services {
         built: &BuiltEnv,
         work: &Path,
     ) -> Result<Services, Stop> {
-        let io = |p: &Path, e: std::io::Error| Stop("io", format!("{}: {e}", p.display()));
+        let io = |p: &Path, e: std::io::Error| Stop(Reason::Io, format!("{}: {e}", p.display()));
         // The script runs in the checkout and the services in their own folders: absolute
         // paths only.
         let work = &std::path::absolute(work).map_err(|e| io(work, e))?;
@@ -175,7 +175,7 @@ impl Services {
         let Some(ca) = &self.ca else {
             return Ok(Vec::new());
         };
-        let io = |p: &Path, e: std::io::Error| Stop("io", format!("{}: {e}", p.display()));
+        let io = |p: &Path, e: std::io::Error| Stop(Reason::Io, format!("{}: {e}", p.display()));
         let ca_pem = std::fs::read(ca).map_err(|e| io(ca, e))?;
         let mut out = Vec::new();
         for (i, rel) in self.ca_files.iter().enumerate() {
@@ -289,8 +289,8 @@ struct Tls {
 /// A CA made for this run (its key dropped once it has signed), and a certificate it signs for
 /// `names`, `localhost` and 127.0.0.1.
 fn make_tls(names: &[String], dir: &Path) -> Result<Tls, Stop> {
-    let err = |e: rcgen::Error| Stop("io", format!("making the run's TLS certificate: {e}"));
-    let io = |p: &Path, e: std::io::Error| Stop("io", format!("{}: {e}", p.display()));
+    let err = |e: rcgen::Error| Stop(Reason::Io, format!("making the run's TLS certificate: {e}"));
+    let io = |p: &Path, e: std::io::Error| Stop(Reason::Io, format!("{}: {e}", p.display()));
     std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
     let ca_key = KeyPair::generate().map_err(err)?;
     let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(err)?;

@@ -1,0 +1,589 @@
+//! A replay run: predictions (a file, or the gold patches) matched to bundles (the archive's
+//! newest of each instance, or bundle files with an object store), replayed by a worker pool,
+//! each instance's files written as it ends (a run with the same id resumes), and SWE-bench's
+//! run report per model. Also [`rewrite_reports`]: a finished run graded again from its saved
+//! test output.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::bundle::{BundleError, BundleFile, BundleSource};
+use crate::dataset::{Selection, SelectionError};
+use crate::digest::Sha256Digest;
+use crate::fsutil;
+use crate::harness::{Reason, RunOptions};
+use crate::progress::Progress;
+use crate::store::{Ark, ArkError, BundleRow, Layout, ObjectStore};
+
+use super::predictions::{self, PredictionError};
+use super::{InstanceReport, Prediction, ReplayInputs};
+
+/// What to replay.
+#[derive(Debug, Clone)]
+pub enum Predictions {
+    /// A predictions file in SWE-bench's format.
+    File(PathBuf),
+    /// The gold patch of every instance with a bundle in the archive.
+    Gold,
+}
+
+#[derive(Debug, Clone)]
+pub struct ReplayOptions {
+    pub predictions: Predictions,
+    /// The run's name (reports in `runs/<run-id>/`); None: `run-<UTC time>`.
+    pub run_id: Option<String>,
+    /// Bundle files to replay with no index (then `objects` holds what their locks need).
+    pub bundles: Vec<PathBuf>,
+    pub objects: Option<PathBuf>,
+    pub selection: Selection,
+    pub jobs: usize,
+    /// Replay again instances that already have a report in this run.
+    pub force: bool,
+    pub run: RunOptions,
+}
+
+/// What a run did.
+#[derive(Debug)]
+pub struct RunReport {
+    pub run_id: String,
+    /// `runs/<run-id>/`.
+    pub dir: PathBuf,
+    /// Every instance's report, by instance id.
+    pub reports: Vec<InstanceReport>,
+    /// Per model: its name, SWE-bench's run report, and where it was written.
+    pub summaries: Vec<(String, serde_json::Value, PathBuf)>,
+    /// Instances whose files could not be written: the run did not finish as asked.
+    pub failures: Vec<ReplayError>,
+    /// `rewrite_reports`: how many saved outputs were graded again.
+    pub regraded: usize,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    #[error("--jobs must be at least 1")]
+    NoJobs,
+    #[error("--run-id `{0}` must be letters, digits, `-`, `_` or `.`")]
+    BadRunId(String),
+    #[error("there is no run {run_id} in `{}`", .runs.display())]
+    NoSuchRun { run_id: String, runs: PathBuf },
+    #[error("give --predictions FILE, or --gold with an archive")]
+    NoPredictions,
+    #[error("give --objects DIR with bundle files")]
+    NoObjects,
+    #[error(transparent)]
+    Selection(#[from] SelectionError),
+    #[error(transparent)]
+    Ark(#[from] ArkError),
+    #[error(transparent)]
+    Index(#[from] crate::store::IndexError),
+    #[error(transparent)]
+    Predictions(#[from] PredictionError),
+    #[error("bundle `{}`: {source}", .path.display())]
+    Bundle {
+        path: PathBuf,
+        #[source]
+        source: BundleError,
+    },
+    #[error("`{}`: {source}", .path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("`{}` is not a replay report: {source}", .path.display())]
+    NotAReport {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("{instance}: {source}")]
+    Of {
+        instance: String,
+        #[source]
+        source: Box<ReplayError>,
+    },
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ReplayError + '_ {
+    move |source| ReplayError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Whether `s` may name a run (it becomes a directory name).
+pub fn valid_run_id(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 100
+        && s != "."
+        && s != ".."
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+}
+
+/// Where a prediction's bundle is.
+#[derive(Clone)]
+enum Where {
+    File(PathBuf, Option<Sha256Digest>),
+    Archive(BundleRow),
+}
+
+/// The bundle to replay; a worker opens the archive through its own connection.
+fn open_bundle(
+    root: &Path,
+    place: &Where,
+) -> Result<(Box<dyn BundleSource>, Option<Sha256Digest>), ArkError> {
+    Ok(match place {
+        Where::File(path, id) => (Box::new(BundleFile::new(path)), *id),
+        Where::Archive(row) => (Box::new(Ark::open(root)?.bundle(row)?), Some(row.id)),
+    })
+}
+
+/// The gold patch of every instance with a bundle in the archive.
+fn gold(ark: &Ark) -> Result<Vec<Prediction>, ArkError> {
+    let mut out: Vec<Prediction> = Vec::new();
+    for b in ark.index().bundles()? {
+        if out.iter().any(|p| p.instance_id == b.instance_id) {
+            continue;
+        }
+        if let Some(i) = ark.index().instance(&b.instance_id)? {
+            out.push(Prediction {
+                instance_id: i.instance_id,
+                model: "gold".into(),
+                patch: Some(i.patch),
+            });
+        }
+    }
+    Ok(out)
+}
+
+impl crate::dataset::OfInstance for Prediction {
+    fn instance_id(&self) -> &str {
+        &self.instance_id
+    }
+}
+
+/// Replays the selected predictions from the archive at `root` (with bundle files, `root` is
+/// only a home for the environment cache, the work directories and the reports: no index is
+/// read). Instance lines and notes go to `progress`.
+pub fn run(
+    root: &Path,
+    opts: &ReplayOptions,
+    progress: &dyn Progress,
+) -> Result<RunReport, ReplayError> {
+    if opts.jobs == 0 {
+        return Err(ReplayError::NoJobs);
+    }
+    let layout = Layout::new(root);
+    let ark = if opts.bundles.is_empty() {
+        Some(Ark::open(root)?)
+    } else {
+        None
+    };
+    let run_id = match &opts.run_id {
+        Some(r) if valid_run_id(r) => r.clone(),
+        Some(r) => return Err(ReplayError::BadRunId(r.clone())),
+        None => {
+            let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+            format!("run-{}", now.replace([':', '-'], "").trim_end_matches('Z'))
+        }
+    };
+    let (preds, among) = match (&opts.predictions, &ark) {
+        (Predictions::File(path), _) => (predictions::read(path)?, "the predictions do not cover"),
+        (Predictions::Gold, Some(ark)) => (gold(ark)?, "with no bundle in the archive"),
+        (Predictions::Gold, None) => return Err(ReplayError::NoPredictions),
+    };
+    let preds = opts.selection.pick(preds, among)?;
+    let jobs = match_bundles(ark.as_ref(), &opts.bundles, preds, progress)?;
+    let objects = match (&opts.objects, &ark) {
+        (Some(dir), _) => ObjectStore::new(dir),
+        (None, Some(ark)) => ark.objects(),
+        (None, None) => return Err(ReplayError::NoObjects),
+    };
+    drop(ark);
+    let tmp = layout.tmp();
+    std::fs::create_dir_all(&tmp).map_err(io(&tmp))?;
+    let total = jobs.len();
+    progress.line(&format!("run {run_id}: {total} prediction(s)"));
+    progress.start_items("replaying", total as u64);
+    let runs = layout.runs();
+    let place_of_work = Workplace {
+        objects: &objects,
+        root,
+        tmp: &tmp,
+        run: &opts.run,
+    };
+    let (ended, _) = crate::workers::run(
+        opts.jobs,
+        jobs,
+        || Ok::<_, std::convert::Infallible>(()),
+        |_, (p, place): (Prediction, Option<Where>)| {
+            progress.item(&p.instance_id);
+            let dir = super::instance_dir(&runs, &run_id, &p.model, &p.instance_id);
+            let (report, failure) = replay_or_resume(&dir, &p, place, opts.force, &place_of_work);
+            progress.line(&report_line(&report));
+            progress.advance(1);
+            (report, failure)
+        },
+    );
+    progress.finish();
+    let mut reports = Vec::new();
+    let mut failures = Vec::new();
+    for (report, failure) in ended {
+        if let Some(f) = failure {
+            failures.push(ReplayError::Of {
+                instance: report.instance_id.clone(),
+                source: Box::new(f),
+            });
+        }
+        reports.push(report);
+    }
+    reports.sort_by(|a, b| a.instance_id.cmp(&b.instance_id));
+    let summaries = write_summaries(&runs, &run_id, &reports)?;
+    Ok(RunReport {
+        dir: runs.join(&run_id),
+        run_id,
+        reports,
+        summaries,
+        failures,
+        regraded: 0,
+    })
+}
+
+/// Each prediction with its bundle: the newest of its instance in the archive, or the bundle
+/// file given for it; those with none are said on `progress` and reported as unknown.
+fn match_bundles(
+    ark: Option<&Ark>,
+    files: &[PathBuf],
+    preds: Vec<Prediction>,
+    progress: &dyn Progress,
+) -> Result<Vec<(Prediction, Option<Where>)>, ReplayError> {
+    let mut given: BTreeMap<String, Where> = BTreeMap::new();
+    for path in files {
+        let manifest =
+            crate::bundle::read_manifest(path).map_err(|source| ReplayError::Bundle {
+                path: path.clone(),
+                source,
+            })?;
+        given.insert(
+            manifest.instance_id,
+            Where::File(path.clone(), crate::bundle::id_from_file_name(path)),
+        );
+    }
+    let mut jobs = Vec::new();
+    let mut unknown = Vec::new();
+    for p in preds {
+        let found = match ark {
+            Some(ark) => ark
+                .index()
+                .bundles_of_instance(&p.instance_id)?
+                .first()
+                .map(|b| Where::Archive(b.clone())),
+            None => given.get(&p.instance_id).cloned(),
+        };
+        if found.is_none() {
+            unknown.push(p.instance_id.clone());
+        }
+        jobs.push((p, found));
+    }
+    if !unknown.is_empty() {
+        progress.line(&format!(
+            "no bundle in the archive for {} instance(s): {}",
+            unknown.len(),
+            unknown.join(", ")
+        ));
+    }
+    Ok(jobs)
+}
+
+/// What every replay of a run shares.
+struct Workplace<'a> {
+    objects: &'a ObjectStore,
+    /// The archive directory: environments are cached there.
+    root: &'a Path,
+    /// Where work directories go.
+    tmp: &'a Path,
+    run: &'a RunOptions,
+}
+
+/// One prediction: its report from an earlier run with this id (unless forced), or replayed
+/// now with its files written; and the error of writing them, if any.
+fn replay_or_resume(
+    dir: &Path,
+    p: &Prediction,
+    place: Option<Where>,
+    force: bool,
+    at: &Workplace,
+) -> (InstanceReport, Option<ReplayError>) {
+    let resumed = (!force)
+        .then(|| std::fs::read(dir.join("report.json")).ok())
+        .flatten()
+        .and_then(|b| serde_json::from_slice::<BTreeMap<String, InstanceReport>>(&b).ok())
+        .and_then(|m| m.into_values().next());
+    if let Some(r) = resumed {
+        return (r, None);
+    }
+    let failed = |reason: Reason, detail: String| {
+        let mut r = super::blank_report(p, "");
+        r.error = Some(reason);
+        r.error_detail = detail;
+        (r, None)
+    };
+    let Some(place) = place else {
+        return failed(
+            Reason::UnknownInstance,
+            "no bundle of this instance in the archive".into(),
+        );
+    };
+    let (source, id) = match open_bundle(at.root, &place) {
+        Ok(opened) => opened,
+        Err(e) => return failed(Reason::BundleCorrupt, e.to_string()),
+    };
+    let inputs = ReplayInputs {
+        bundle: source.as_ref(),
+        bundle_id: id,
+        objects: at.objects,
+        cache_root: at.root,
+        work_root: at.tmp,
+        opts: at.run,
+    };
+    let (r, output) = super::replay_one(&inputs, p);
+    let failure = write_instance(dir, &r, p, &output).err();
+    crate::failpoint::hit("replay.after-report");
+    (r, failure)
+}
+
+/// `ID: resolved`, `ID: not resolved`, or `ID: reason (first line of why)`.
+fn report_line(report: &InstanceReport) -> String {
+    match report.error {
+        _ if report.resolved => format!("{}: resolved", report.instance_id),
+        None => format!("{}: not resolved", report.instance_id),
+        Some(reason) => format!(
+            "{}: {reason} ({})",
+            report.instance_id,
+            report.error_detail.lines().next().unwrap_or("")
+        ),
+    }
+}
+
+/// report.json (SWE-bench's shape: a map from the instance id), test_output.txt, patch.diff;
+/// report.json last, so a report on disk means the instance is complete.
+fn write_instance(
+    dir: &Path,
+    r: &InstanceReport,
+    p: &Prediction,
+    output: &[u8],
+) -> Result<(), ReplayError> {
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    let write = |name: &str, bytes: &[u8]| {
+        let path = dir.join(name);
+        fsutil::write_atomic(&path, bytes).map_err(io(&path))
+    };
+    write("test_output.txt", output)?;
+    write("patch.diff", p.patch.as_deref().unwrap_or("").as_bytes())?;
+    write("report.json", &report_json(r))
+}
+
+/// A report as report.json holds it: a map from the instance id.
+fn report_json(r: &InstanceReport) -> Vec<u8> {
+    let mut map = BTreeMap::new();
+    map.insert(r.instance_id.clone(), r);
+    // A map of plain data always serializes.
+    serde_json::to_vec_pretty(&map).unwrap_or_default()
+}
+
+/// The run report of each model, written beside its instances; returns them.
+fn write_summaries(
+    runs: &Path,
+    run_id: &str,
+    reports: &[InstanceReport],
+) -> Result<Vec<(String, serde_json::Value, PathBuf)>, ReplayError> {
+    let mut by_model: BTreeMap<String, Vec<&InstanceReport>> = BTreeMap::new();
+    for r in reports {
+        by_model
+            .entry(r.model_name_or_path.clone())
+            .or_default()
+            .push(r);
+    }
+    let dir = runs.join(run_id);
+    let mut summaries = Vec::new();
+    for (model, rs) in by_model {
+        let summary = summarize(&rs);
+        let path = dir.join(format!("{}.{run_id}.json", model.replace('/', "__")));
+        std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+        let bytes = serde_json::to_vec_pretty(&summary).unwrap_or_default();
+        fsutil::write_atomic(&path, &bytes).map_err(io(&path))?;
+        summaries.push((model, summary, path));
+    }
+    Ok(summaries)
+}
+
+/// The few lines printed at the end of a run for one model: counts, what was not evaluated and
+/// why, which instances did not resolve, the times, and whether the network was cut.
+pub fn screen_summary(model: &str, reports: &[InstanceReport], written: &Path) -> String {
+    const SHOWN: usize = 8;
+    let rs: Vec<&InstanceReport> = reports
+        .iter()
+        .filter(|r| r.model_name_or_path == model)
+        .collect();
+    let list = |ids: Vec<&str>| -> String {
+        let more = ids.len().saturating_sub(SHOWN);
+        let mut s = ids.into_iter().take(SHOWN).collect::<Vec<_>>().join(", ");
+        if more > 0 {
+            s.push_str(&format!(", … {more} more"));
+        }
+        s
+    };
+    let median = |mut v: Vec<f64>| -> f64 {
+        v.sort_by(f64::total_cmp);
+        match v.len() {
+            0 => 0.0,
+            n if n % 2 == 1 => v[n / 2],
+            n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+        }
+    };
+    let resolved = rs.iter().filter(|r| r.resolved).count();
+    let unresolved: Vec<&str> = rs
+        .iter()
+        .filter(|r| r.error.is_none() && !r.resolved)
+        .map(|r| r.instance_id.as_str())
+        .collect();
+    let mut by_reason: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for r in &rs {
+        if let Some(reason) = r.error {
+            by_reason
+                .entry(reason.as_str())
+                .or_default()
+                .push(r.instance_id.as_str());
+        }
+    }
+    let ran: Vec<&&InstanceReport> = rs.iter().filter(|r| !r.network.is_empty()).collect();
+    let isolated = ran.iter().filter(|r| r.network == "isolated").count();
+    let mut lines = vec![format!(
+        "{model}: {} instances: resolved {resolved} ({:.1} %), unresolved {}, not evaluated {}",
+        rs.len(),
+        100.0 * resolved as f64 / rs.len().max(1) as f64,
+        unresolved.len(),
+        rs.len() - resolved - unresolved.len(),
+    )];
+    if !unresolved.is_empty() {
+        lines.push(format!("  unresolved: {}", list(unresolved)));
+    }
+    for (reason, ids) in by_reason {
+        lines.push(format!("  {reason} {}: {}", ids.len(), list(ids)));
+    }
+    if !ran.is_empty() {
+        lines.push(format!(
+            "  tests {:.1} s and overhead {:.1} s per instance (medians); network cut for {isolated} of {}",
+            median(ran.iter().map(|r| r.test_seconds).collect()),
+            median(ran.iter().map(|r| r.overhead_seconds).collect()),
+            ran.len()
+        ));
+    }
+    lines.push(format!("  report: {}", written.display()));
+    lines.join("\n")
+}
+
+/// Every finished instance of run `run_id` graded again from its saved test output and
+/// grading inputs (after a parser fix, say); nothing runs, the reports are rewritten.
+pub fn rewrite_reports(root: &Path, run_id: &str) -> Result<RunReport, ReplayError> {
+    if !valid_run_id(run_id) {
+        return Err(ReplayError::BadRunId(run_id.to_string()));
+    }
+    let runs = Layout::new(root).runs();
+    let dir = runs.join(run_id);
+    if !dir.is_dir() {
+        return Err(ReplayError::NoSuchRun {
+            run_id: run_id.to_string(),
+            runs,
+        });
+    }
+    let sorted_dirs = |d: &Path| -> Result<Vec<PathBuf>, ReplayError> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(d)
+            .map_err(io(d))?
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.is_dir())
+            .collect();
+        v.sort();
+        Ok(v)
+    };
+    let mut reports = Vec::new();
+    let mut regraded = 0;
+    for model in sorted_dirs(&dir)? {
+        for inst in sorted_dirs(&model)? {
+            let path = inst.join("report.json");
+            let Ok(bytes) = std::fs::read(&path) else {
+                continue;
+            };
+            let map: BTreeMap<String, InstanceReport> =
+                serde_json::from_slice(&bytes).map_err(|source| ReplayError::NotAReport {
+                    path: path.clone(),
+                    source,
+                })?;
+            for (_, mut r) in map {
+                if r.grading.is_some() {
+                    let saved = inst.join("test_output.txt");
+                    let output = std::fs::read(&saved).map_err(io(&saved))?;
+                    if let Err(e) = super::grade_output(&mut r, &output) {
+                        r.error = Some(Reason::LogParseFailed);
+                        r.error_detail = e.to_string();
+                    }
+                    fsutil::write_atomic(&path, &report_json(&r)).map_err(io(&path))?;
+                    regraded += 1;
+                }
+                reports.push(r);
+            }
+        }
+    }
+    let summaries = write_summaries(&runs, run_id, &reports)?;
+    Ok(RunReport {
+        run_id: run_id.to_string(),
+        dir,
+        reports,
+        summaries,
+        failures: Vec::new(),
+        regraded,
+    })
+}
+
+/// SWE-bench's run report (schema_version 2), with the reasons, bundles, overhead and network
+/// of each instance.
+fn summarize(rs: &[&InstanceReport]) -> serde_json::Value {
+    let ids = |f: &dyn Fn(&InstanceReport) -> bool| -> Vec<String> {
+        rs.iter()
+            .filter(|r| f(r))
+            .map(|r| r.instance_id.clone())
+            .collect()
+    };
+    let completed = |r: &InstanceReport| r.error.is_none();
+    let empty = |r: &InstanceReport| r.error == Some(Reason::EmptyPatch);
+    let error = |r: &InstanceReport| !completed(r) && !empty(r);
+    let resolved = ids(&|r| r.resolved);
+    let unresolved = ids(&|r| completed(r) && !r.resolved);
+    serde_json::json!({
+        "total_instances": rs.len(),
+        "submitted_instances": rs.len(),
+        "completed_instances": ids(&completed).len(),
+        "resolved_instances": resolved.len(),
+        "unresolved_instances": unresolved.len(),
+        "empty_patch_instances": ids(&empty).len(),
+        "error_instances": ids(&error).len(),
+        "completed_ids": ids(&completed),
+        "incomplete_ids": ids(&|r| !completed(r)),
+        "empty_patch_ids": ids(&empty),
+        "submitted_ids": ids(&|_| true),
+        "resolved_ids": resolved,
+        "unresolved_ids": unresolved,
+        "error_ids": ids(&error),
+        "errors": rs.iter().filter_map(|r| r.error.map(|reason| (r.instance_id.clone(), serde_json::json!({"reason": reason, "detail": r.error_detail}))))
+            .collect::<BTreeMap<_, _>>(),
+        "bundles": rs.iter().map(|r| (r.instance_id.clone(), r.bundle.clone())).collect::<BTreeMap<_, _>>(),
+        "locks": rs.iter().map(|r| (r.instance_id.clone(), r.lock.clone())).collect::<BTreeMap<_, _>>(),
+        "overhead_seconds": rs.iter().map(|r| (r.instance_id.clone(), r.overhead_seconds)).collect::<BTreeMap<_, _>>(),
+        "test_seconds": rs.iter().map(|r| (r.instance_id.clone(), r.test_seconds)).collect::<BTreeMap<_, _>>(),
+        "network": rs.iter().map(|r| (r.instance_id.clone(), r.network.clone())).collect::<BTreeMap<_, _>>(),
+        "schema_version": 2,
+        "tool": format!("swe-ark {}", env!("CARGO_PKG_VERSION")),
+    })
+}
