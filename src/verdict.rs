@@ -246,3 +246,88 @@ mod tests {
         assert_eq!(serde_json::from_str::<R>(&none).unwrap().k, None);
     }
 }
+
+/// The index stores verdicts and reasons as their words (`reason_kind` is `''` when none).
+mod sql {
+    use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
+
+    use super::{Reason, Verdict};
+
+    impl ToSql for Verdict {
+        fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+            Ok(ToSqlOutput::from(self.as_str()))
+        }
+    }
+
+    impl FromSql for Verdict {
+        fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+            value
+                .as_str()?
+                .parse()
+                .map_err(|e| FromSqlError::Other(Box::new(e)))
+        }
+    }
+
+    impl ToSql for Reason {
+        fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+            Ok(ToSqlOutput::from(self.as_str()))
+        }
+    }
+
+    /// A reason column: `''` is none.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct ReasonColumn(pub Option<Reason>);
+
+    impl ToSql for ReasonColumn {
+        fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+            Ok(ToSqlOutput::from(super::reason_word(self.0)))
+        }
+    }
+
+    impl FromSql for ReasonColumn {
+        fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+            match value.as_str()? {
+                "" => Ok(ReasonColumn(None)),
+                word => word
+                    .parse()
+                    .map(|r| ReasonColumn(Some(r)))
+                    .map_err(|e| FromSqlError::Other(Box::new(e))),
+            }
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn verdicts_and_reasons_round_trip_through_sqlite() {
+            let db = rusqlite::Connection::open_in_memory().unwrap();
+            db.execute_batch("CREATE TABLE t (v TEXT NOT NULL, r TEXT NOT NULL)")
+                .unwrap();
+            for (v, r) in [
+                (Verdict::Kept, None),
+                (Verdict::Discarded, Some(Reason::NoFailToPass)),
+            ] {
+                db.execute("DELETE FROM t", []).unwrap();
+                db.execute("INSERT INTO t VALUES (?1, ?2)", (v, ReasonColumn(r)))
+                    .unwrap();
+                let (v2, r2): (Verdict, ReasonColumn) = db
+                    .query_row("SELECT v, r FROM t", [], |row| {
+                        Ok((row.get(0)?, row.get(1)?))
+                    })
+                    .unwrap();
+                assert_eq!((v2, r2.0), (v, r));
+            }
+            db.execute("UPDATE t SET v = 'maybe'", []).unwrap();
+            let bad = db.query_row("SELECT v FROM t", [], |row| row.get::<_, Verdict>(0));
+            assert!(
+                bad.unwrap_err()
+                    .to_string()
+                    .contains("`maybe` is not a known verdict")
+            );
+        }
+    }
+}
+
+pub use sql::ReasonColumn;

@@ -354,3 +354,42 @@ fn broken_pipe_is_a_normal_end() {
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
 }
+
+#[test]
+fn manifests_come_from_the_folder_given_and_a_bad_one_is_named() {
+    let t = TestContext::new();
+    pack_fixture(&t);
+    // A folder that does not exist.
+    let missing = t.path("no-such-manifests");
+    let out = t.run_expect(
+        &[
+            "--manifests",
+            missing.to_str().unwrap(),
+            "validate",
+            "--force",
+        ],
+        2,
+    );
+    let err = stderr(&out);
+    assert!(
+        err.contains("cannot read manifests in") && err.contains("no-such-manifests"),
+        "{err}"
+    );
+    // A folder whose one manifest is not TOML: the file is named.
+    let dir = t.path("manifests");
+    fs::create_dir_all(&dir).unwrap();
+    fs::write(dir.join("acme__widgets.toml"), "this is [not toml").unwrap();
+    let out = t.run_expect(
+        &["--manifests", dir.to_str().unwrap(), "validate", "--force"],
+        2,
+    );
+    let err = stderr(&out);
+    assert!(err.contains("acme__widgets.toml"), "{err}");
+    // SWE_ARK_MANIFESTS says the same as the flag.
+    let mut c = t.cmd();
+    c.env("SWE_ARK_MANIFESTS", &missing)
+        .args(["validate", "--force"]);
+    let out = c.output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("no-such-manifests"));
+}
