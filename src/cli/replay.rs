@@ -1,8 +1,6 @@
 use std::process::ExitCode;
-use std::time::Duration;
 
 use crate::dataset::Selection;
-use crate::harness::RunOptions;
 use crate::replay::{self, Predictions, ReplayOptions};
 
 use super::Context;
@@ -32,9 +30,6 @@ pub struct ReplayArgs {
     pub instance_ids: Vec<String>,
     #[arg(long, default_value_t = 1)]
     pub jobs: usize,
-    /// Seconds the test command may run.
-    #[arg(long, default_value_t = 1800)]
-    pub timeout: u64,
     /// Replay again instances that already have a report in this run.
     #[arg(long)]
     pub force: bool,
@@ -42,12 +37,8 @@ pub struct ReplayArgs {
     /// runs, the reports are rewritten.
     #[arg(long, requires = "run_id", conflicts_with_all = ["predictions", "gold", "bundles"])]
     pub rewrite_reports: bool,
-    /// Let the tests reach the network (each report records it).
-    #[arg(long)]
-    pub allow_network: bool,
-    /// Keep each instance's work directory (under <ark>/tmp).
-    #[arg(long)]
-    pub keep_workdir: bool,
+    #[command(flatten)]
+    pub run: super::validate::RunArgs,
     #[arg(long)]
     pub json: bool,
 }
@@ -73,12 +64,7 @@ pub fn run(ctx: &Context, args: ReplayArgs) -> anyhow::Result<ExitCode> {
             selection: Selection::ids(args.instance_ids),
             jobs: args.jobs,
             force: args.force,
-            run: RunOptions {
-                timeout: Duration::from_secs(args.timeout),
-                allow_network: args.allow_network,
-                memory_limit: None,
-                keep_workdir: args.keep_workdir,
-            },
+            run: args.run.options(),
         };
         replay::run(&ctx.ark, &opts, progress.as_ref())?
     };

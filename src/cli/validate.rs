@@ -23,31 +23,44 @@ pub struct ValidateArgs {
     /// Runs after the gold patch; a test whose status differs between them is flaky.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=20))]
     pub runs: u32,
-    /// Seconds a test command may run before it is killed (with everything it started).
-    #[arg(long, default_value_t = 1800)]
-    pub timeout: u64,
     /// Validate again instances that already have a verdict.
     #[arg(long)]
     pub force: bool,
-    /// Let the tests reach the network (recorded in each instance's results).
+    #[command(flatten)]
+    pub run: RunArgs,
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// How each command of an instance runs: validate's and replay's flags.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// Seconds a test command may run before it is killed (with everything it started).
+    #[arg(long, default_value_t = 1800)]
+    pub timeout: u64,
+    /// Let the tests reach the network (each instance's results or report record it).
     #[arg(long)]
     pub allow_network: bool,
     /// Keep each instance's work directory (under <ark>/tmp) for inspection.
     #[arg(long)]
     pub keep_workdir: bool,
-    #[arg(long)]
-    pub json: bool,
+}
+
+impl RunArgs {
+    pub fn options(&self) -> RunOptions {
+        RunOptions {
+            timeout: Duration::from_secs(self.timeout),
+            allow_network: self.allow_network,
+            memory_limit: None,
+            keep_workdir: self.keep_workdir,
+        }
+    }
 }
 
 pub fn run(ctx: &Context, args: ValidateArgs) -> anyhow::Result<ExitCode> {
     let opts = ManyOptions {
         validate: ValidateOptions {
-            run: RunOptions {
-                timeout: Duration::from_secs(args.timeout),
-                allow_network: args.allow_network,
-                memory_limit: None,
-                keep_workdir: args.keep_workdir,
-            },
+            run: args.run.options(),
             runs: args.runs,
             lock: None,
         },
