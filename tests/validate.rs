@@ -582,6 +582,18 @@ fn two_archives_validate_the_same_instance_into_the_same_bundle_and_release() {
         let opened = swe_ark::store::Ark::open(&ark).unwrap();
         let v = opened.index().validations().unwrap().remove(0);
         let raw = opened.objects().get(&v.log_pre.unwrap()).unwrap();
+        // The results name the manifest the context came from; the archive keeps its bytes.
+        let results: serde_json::Value =
+            serde_json::from_slice(&opened.objects().get(&v.results).unwrap()).unwrap();
+        let file = results["manifest"]["file"].as_str().unwrap();
+        assert!(file.ends_with("acme__widget.toml"), "{results}");
+        let sha: swe_ark::digest::Sha256Digest = results["manifest"]["sha256"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let kept = opened.objects().get(&sha).unwrap();
+        assert_eq!(kept, std::fs::read(file).unwrap());
         (
             ids,
             std::fs::read(snapshot).unwrap(),

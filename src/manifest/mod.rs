@@ -264,6 +264,8 @@ pub struct RepoManifest {
     pub log_parser: String,
     pub version_rule: Option<VersionRule>,
     pub path: PathBuf,
+    /// The file as it was read: an archive keeps it with what was made from it.
+    pub text: String,
     defaults: Fields,
     versions: BTreeMap<String, Fields>,
 }
@@ -421,6 +423,7 @@ fn parse(path: &Path, text: &str) -> Result<RepoManifest, ManifestError> {
         log_parser: file.log_parser,
         version_rule: file.version_rule,
         path: path.to_path_buf(),
+        text: text.to_string(),
         defaults: file.defaults,
         versions: file.versions,
     };

@@ -21,7 +21,9 @@ use serde::{Deserialize, Serialize};
 use crate::bundle::{self, Limits};
 use crate::dataset::Instance;
 use crate::digest::Sha256Digest;
+use crate::env::build::BuiltEnv;
 use crate::env::pylock::PyLock;
+use crate::env::venv::Venv;
 use crate::harness::{self, Reason, RunOptions, Runner, Stop};
 use crate::logparse;
 use crate::manifest::Context;
@@ -191,21 +193,19 @@ pub fn replay_one(inputs: &ReplayInputs, p: &Prediction) -> (InstanceReport, Vec
     (report, output)
 }
 
-fn run_steps(
-    inputs: &ReplayInputs,
-    p: &Prediction,
-    work: &Path,
-    report: &mut InstanceReport,
-    output: &mut Vec<u8>,
-) -> Result<(), Stop> {
-    // 1. The bundle, every member checked against its manifest, the whole against its id.
-    let mut clock = Instant::now();
-    let mut lap = |report: &mut InstanceReport, step: &str| {
-        report
-            .timings
-            .insert(step.to_string(), clock.elapsed().as_secs_f64());
-        clock = Instant::now();
-    };
+/// What replay takes from a bundle, checked.
+struct Unpacked {
+    instance: Instance,
+    ctx: Context,
+    lock_id: Sha256Digest,
+    lock: PyLock,
+    vcs: Option<crate::vcs::VcsRecord>,
+}
+
+/// Step 1: the bundle unpacked into `work/bundle`, every member checked against its manifest,
+/// the whole against its id; its instance, context, lock and record of git read and checked
+/// against each other and the prediction.
+fn unpack(inputs: &ReplayInputs, p: &Prediction, work: &Path) -> Result<Unpacked, Stop> {
     let unpacked = work.join("bundle");
     bundle::unpack_from(
         inputs.bundle,
@@ -215,16 +215,13 @@ fn run_steps(
         &NoProgress,
     )
     .map_err(|e| Stop(Reason::BundleCorrupt, e.to_string()))?;
+    let incomplete = |why: String| Stop(Reason::BundleIncomplete, why);
     let read = |rel: &str| {
-        std::fs::read(unpacked.join(rel)).map_err(|e| {
-            Stop(
-                Reason::BundleIncomplete,
-                format!("the bundle has no {rel}: {e}"),
-            )
-        })
+        std::fs::read(unpacked.join(rel))
+            .map_err(|e| incomplete(format!("the bundle has no {rel}: {e}")))
     };
-    let instance = Instance::from_json(&read("instance.json")?)
-        .map_err(|e| Stop(Reason::BundleIncomplete, e.to_string()))?;
+    let instance =
+        Instance::from_json(&read("instance.json")?).map_err(|e| incomplete(e.to_string()))?;
     if instance.instance_id != p.instance_id {
         return Err(Stop(
             Reason::BundleMismatch,
@@ -236,12 +233,10 @@ fn run_steps(
     }
     let spec = read("env/spec.toml")?;
     let ctx: Context = toml::from_str(&String::from_utf8_lossy(&spec))
-        .map_err(|e| Stop(Reason::BundleIncomplete, format!("env/spec.toml: {e}")))?;
+        .map_err(|e| incomplete(format!("env/spec.toml: {e}")))?;
     let lock_bytes = read("env/pylock.toml")?;
     let lock_id = Sha256Digest::of(&lock_bytes);
-    report.lock = lock_id.hex();
-    let lock =
-        PyLock::parse(&lock_bytes).map_err(|e| Stop(Reason::BundleIncomplete, e.to_string()))?;
+    let lock = PyLock::parse(&lock_bytes).map_err(|e| incomplete(e.to_string()))?;
     // What git said about the base commit (format version 2); unpack checked it already.
     let vcs = match std::fs::read(unpacked.join(crate::vcs::MEMBER)) {
         Ok(bytes) => Some(
@@ -262,24 +257,38 @@ fn run_steps(
             ),
         ));
     }
-
-    // 2. The codebase as a git work tree, the environment from objects only.
     let src = work.join("src");
     std::fs::rename(unpacked.join("codebase"), &src)
         .map_err(|e| Stop(Reason::Io, format!("{}: {e}", src.display())))?;
-    lap(report, "unpack");
-    // The git work tree and the environment side by side: one is mostly git hashing the
-    // codebase, the other mostly copying files.
+    Ok(Unpacked {
+        instance,
+        ctx,
+        lock_id,
+        lock,
+        vcs,
+    })
+}
+
+/// Step 2: the codebase in `work/src` made a git work tree and the environment built from
+/// objects only, side by side (one is mostly git hashing the codebase, the other mostly
+/// copying files); with the seconds of each.
+fn tree_and_environment(
+    inputs: &ReplayInputs,
+    b: &Unpacked,
+    work: &Path,
+) -> Result<(BuiltEnv, Venv, f64, f64), Stop> {
+    let src = work.join("src");
     let ((tree, tree_seconds), env) = std::thread::scope(|s| {
         let tree = s.spawn(|| {
             let t = Instant::now();
-            let built = crate::vcs::build_work_tree(&src, vcs.as_ref())
+            let built = crate::vcs::build_work_tree(&src, b.vcs.as_ref())
                 .map_err(|e| Stop(Reason::Io, e.to_string()));
             (built, t.elapsed().as_secs_f64())
         });
         let t = Instant::now();
-        let env = harness::environment(inputs.objects, inputs.cache_root, &lock_id, &lock, work)
-            .map(|(built, venv)| (built, venv, t.elapsed().as_secs_f64()));
+        let env =
+            harness::environment(inputs.objects, inputs.cache_root, &b.lock_id, &b.lock, work)
+                .map(|(built, venv)| (built, venv, t.elapsed().as_secs_f64()));
         let tree = tree.join().unwrap_or_else(|_| {
             let panicked = Stop(Reason::Io, "the git work tree thread panicked".into());
             (Err(panicked), 0.0)
@@ -288,9 +297,36 @@ fn run_steps(
     });
     tree?;
     let (built, venv, env_seconds) = env?;
+    Ok((built, venv, tree_seconds, env_seconds))
+}
+
+fn run_steps(
+    inputs: &ReplayInputs,
+    p: &Prediction,
+    work: &Path,
+    report: &mut InstanceReport,
+    output: &mut Vec<u8>,
+) -> Result<(), Stop> {
+    let mut clock = Instant::now();
+    let mut lap = |report: &mut InstanceReport, step: &str| {
+        report
+            .timings
+            .insert(step.to_string(), clock.elapsed().as_secs_f64());
+        clock = Instant::now();
+    };
+    // 1. The bundle.
+    let b = unpack(inputs, p, work)?;
+    report.lock = b.lock_id.hex();
+    lap(report, "unpack");
+    // 2. The codebase as a git work tree, the environment from objects only.
+    let (built, venv, tree_seconds, env_seconds) = tree_and_environment(inputs, &b, work)?;
     report.timings.insert("worktree".into(), tree_seconds);
     report.timings.insert("environment".into(), env_seconds);
     lap(report, "worktree+environment");
+    let Unpacked {
+        instance, ctx, vcs, ..
+    } = b;
+    let src = work.join("src");
 
     // 3. The prediction's patch, checked before anything runs.
     let patch_text = p.patch.clone().unwrap_or_default();

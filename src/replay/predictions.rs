@@ -24,33 +24,63 @@ pub enum PredictionError {
     Malformed { path: String, problems: Vec<String> },
 }
 
-fn one(v: &serde_json::Value, at: &str, key_id: Option<&str>) -> Result<Prediction, String> {
+/// What is wrong with one prediction; `at` says where (`line 3`, `item 2`, `key `x``).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PredictionProblem {
+    #[error("{at}: not a JSON object")]
+    NotAnObject { at: String },
+    #[error("{at}: no `instance_id`")]
+    NoInstanceId { at: String },
+    #[error("{at} ({instance_id}): no `model_name_or_path`")]
+    NoModel { at: String, instance_id: String },
+    #[error("{at} ({instance_id}): `model_name_or_path` `{model}` cannot name a report directory")]
+    BadModel {
+        at: String,
+        instance_id: String,
+        model: String,
+    },
+    #[error("{at} ({instance_id}): `model_patch` is {kind}, not a string")]
+    BadPatch {
+        at: String,
+        instance_id: String,
+        kind: &'static str,
+    },
+}
+
+fn one(
+    v: &serde_json::Value,
+    at: &str,
+    key_id: Option<&str>,
+) -> Result<Prediction, PredictionProblem> {
+    let at = at.to_string();
     let obj = v
         .as_object()
-        .ok_or_else(|| format!("{at}: not a JSON object"))?;
+        .ok_or_else(|| PredictionProblem::NotAnObject { at: at.clone() })?;
     let instance_id = match (obj.get("instance_id").and_then(|x| x.as_str()), key_id) {
         (Some(id), _) => id.to_string(),
         (None, Some(k)) => k.to_string(),
-        (None, None) => return Err(format!("{at}: no `instance_id`")),
+        (None, None) => return Err(PredictionProblem::NoInstanceId { at }),
     };
-    let model = obj
-        .get("model_name_or_path")
-        .and_then(|x| x.as_str())
-        .ok_or_else(|| format!("{at} ({instance_id}): no `model_name_or_path`"))?
-        .to_string();
+    let Some(model) = obj.get("model_name_or_path").and_then(|x| x.as_str()) else {
+        return Err(PredictionProblem::NoModel { at, instance_id });
+    };
+    let model = model.to_string();
     if model.is_empty() || model.contains('/') && model.contains("..") {
-        return Err(format!(
-            "{at} ({instance_id}): `model_name_or_path` `{model}` cannot name a report directory"
-        ));
+        return Err(PredictionProblem::BadModel {
+            at,
+            instance_id,
+            model,
+        });
     }
     let patch = match obj.get("model_patch") {
         Some(serde_json::Value::String(p)) => Some(p.clone()),
         Some(serde_json::Value::Null) | None => None,
         Some(other) => {
-            return Err(format!(
-                "{at} ({instance_id}): `model_patch` is {}, not a string",
-                crate::dataset::json_type_name(other)
-            ));
+            return Err(PredictionProblem::BadPatch {
+                at,
+                instance_id,
+                kind: crate::dataset::json_type_name(other),
+            });
         }
     };
     Ok(Prediction {
@@ -80,7 +110,7 @@ pub fn read(path: &Path) -> Result<Vec<Prediction>, PredictionError> {
             match serde_json::from_str::<serde_json::Value>(line) {
                 Ok(v) => match one(&v, &at, None) {
                     Ok(p) => out.push(p),
-                    Err(e) => problems.push(e),
+                    Err(e) => problems.push(e.to_string()),
                 },
                 Err(e) => problems.push(format!("{at}: {e}")),
             }
@@ -91,7 +121,7 @@ pub fn read(path: &Path) -> Result<Vec<Prediction>, PredictionError> {
                 for (i, v) in items.iter().enumerate() {
                     match one(v, &format!("item {}", i + 1), None) {
                         Ok(p) => out.push(p),
-                        Err(e) => problems.push(e),
+                        Err(e) => problems.push(e.to_string()),
                     }
                 }
             }
@@ -99,7 +129,7 @@ pub fn read(path: &Path) -> Result<Vec<Prediction>, PredictionError> {
                 for (k, v) in &map {
                     match one(v, &format!("key `{k}`"), Some(k)) {
                         Ok(p) => out.push(p),
-                        Err(e) => problems.push(e),
+                        Err(e) => problems.push(e.to_string()),
                     }
                 }
             }

@@ -119,6 +119,18 @@ pub struct Results {
     /// swe-ark recorded it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paths: Option<expected::RunPaths>,
+    /// The manifest the context came from (absent: a validation from before swe-ark recorded
+    /// it); the archive keeps the file as an object.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest: Option<ManifestUsed>,
+}
+
+/// Which manifest file a validation's context came from: its name (`<built in>/…` or the
+/// folder `--manifests` named) and the sha256 of its bytes, an object of the archive.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ManifestUsed {
+    pub file: String,
+    pub sha256: Sha256Digest,
 }
 
 impl Results {
@@ -133,6 +145,8 @@ pub struct Validation {
     pub results: Results,
     pub log_pre: Option<Vec<u8>>,
     pub log_post: Option<Vec<u8>>,
+    /// The manifest file the context came from, as read.
+    pub manifest: Option<Vec<u8>>,
 }
 
 /// The newest lock of `repo` `version` in the archive.
@@ -212,8 +226,14 @@ pub fn validate(
         tool: format!("swe-ark {}", env!("CARGO_PKG_VERSION")),
         describe: None,
         paths: None,
+        manifest: None,
     };
     let mut logs = Logs::default();
+    // The manifest's bytes, kept by `record` beside the results that name them.
+    let manifest_text = manifests
+        .repo(&instance.repo)
+        .ok()
+        .map(|m| m.text.clone().into_bytes());
     let work = harness::work_dir(&ark.tmp_dir(), ".tmp-validate-")
         .map_err(|Stop(_, why)| ValidateError::WorkDir(why))?;
     let outcome = run_steps(
@@ -241,6 +261,7 @@ pub fn validate(
         results,
         log_pre: logs.pre,
         log_post: logs.post,
+        manifest: manifest_text,
     })
 }
 
@@ -264,6 +285,12 @@ fn run_steps(
     let ctx: Context = manifests
         .context(&instance.repo, &instance.version)
         .map_err(|e| Stop(Reason::NoContext, e.to_string()))?;
+    if let Ok(m) = manifests.repo(&instance.repo) {
+        results.manifest = Some(ManifestUsed {
+            file: m.path.display().to_string(),
+            sha256: Sha256Digest::of(m.text.as_bytes()),
+        });
+    }
     results.log_parser = ctx.log_parser.clone();
     if !logparse::known_parsers().contains(&ctx.log_parser.as_str()) {
         return Err(Stop(
@@ -527,6 +554,9 @@ pub fn record(
     }
     if let (Some(id), Some(b)) = (log_post, &v.log_post) {
         objects_rows.push((id, b.len() as u64, "log"));
+    }
+    if let Some(text) = &v.manifest {
+        objects_rows.push((put(text)?, text.len() as u64, "manifest"));
     }
     let updated = (r.verdict == Verdict::Kept
         && instance.fail_to_pass.is_empty()
