@@ -106,38 +106,7 @@ impl Services {
                 let log = work
                     .join("logs")
                     .join(format!("service-{}-{}.log", l.service, l.port));
-                let fill = |a: &String| {
-                    let mut a = a.replace("{port}", &l.port.to_string());
-                    if let Some(t) = &tls {
-                        a = a
-                            .replace("{certfile}", &t.cert.display().to_string())
-                            .replace("{keyfile}", &t.key.display().to_string());
-                    }
-                    shell_quote(&a)
-                };
-                let command: Vec<String> = l.command.iter().map(fill).collect();
-                // Its own environment and nothing of the tests': a clean set of variables.
-                let launch = match venv {
-                    Some(v) => format!(
-                        "exec env -i HOME=\"$HOME\" TZ=UTC LANG=C.UTF-8 LC_ALL=C.UTF-8 \
-                         PYTHONHASHSEED=0 PATH={}:/usr/local/bin:/usr/bin:/bin VIRTUAL_ENV={} {}",
-                        q(&v.join("bin")),
-                        q(v),
-                        command.join(" ")
-                    ),
-                    // A lock made before services had environments: the tests' PATH.
-                    None => format!("exec {}", command.join(" ")),
-                };
-                // Service names are plain (letters, digits, `._-`): no quoting needed.
-                script.push_str(&format!(
-                    "( cd {} && {launch} ) > {} 2>&1 &\n__swe_ark_pids+=(\"$!:{}:{}:{}:\"{})\n",
-                    q(&dir),
-                    q(&log),
-                    l.port,
-                    s.start_timeout(),
-                    l.service,
-                    q(&log),
-                ));
+                script.push_str(&launch_line(l, s, venv, tls.as_ref(), &dir, &log));
             }
             let first = plain.first().or(s.tls_ports.first()).copied().unwrap_or(0);
             if let Some(var) = &s.env_var {
@@ -245,6 +214,51 @@ __swe_ark_wait() {
   done
 }
 "#;
+
+/// The bash line that starts listener `l` of service `s` in the background, from its own
+/// environment `venv` (with nothing of the tests'), its output in `log`, and registers it with
+/// the wait function.
+fn launch_line(
+    l: &Listener,
+    s: &Service,
+    venv: Option<&PathBuf>,
+    tls: Option<&Tls>,
+    dir: &Path,
+    log: &Path,
+) -> String {
+    let fill = |a: &String| {
+        let mut a = a.replace("{port}", &l.port.to_string());
+        if let Some(t) = tls {
+            a = a
+                .replace("{certfile}", &t.cert.display().to_string())
+                .replace("{keyfile}", &t.key.display().to_string());
+        }
+        shell_quote(&a)
+    };
+    let command: Vec<String> = l.command.iter().map(fill).collect();
+    // Its own environment and nothing of the tests': a clean set of variables.
+    let launch = match venv {
+        Some(v) => format!(
+            "exec env -i HOME=\"$HOME\" TZ=UTC LANG=C.UTF-8 LC_ALL=C.UTF-8 \
+             PYTHONHASHSEED=0 PATH={}:/usr/local/bin:/usr/bin:/bin VIRTUAL_ENV={} {}",
+            q(&v.join("bin")),
+            q(v),
+            command.join(" ")
+        ),
+        // A lock made before services had environments: the tests' PATH.
+        None => format!("exec {}", command.join(" ")),
+    };
+    // Service names are plain (letters, digits, `._-`): no quoting needed.
+    format!(
+        "( cd {} && {launch} ) > {} 2>&1 &\n__swe_ark_pids+=(\"$!:{}:{}:{}:\"{})\n",
+        q(dir),
+        q(log),
+        l.port,
+        s.start_timeout(),
+        l.service,
+        q(log),
+    )
+}
 
 fn q(p: &Path) -> String {
     shell_quote(&p.display().to_string())
