@@ -7,13 +7,14 @@ use std::path::Path;
 
 /// docs/ARCHITECTURE.md, "Layers".
 const LAYERS: &[(u32, &[&str])] = &[
-    (9, &["cli", "main", "lib"]),
-    (8, &["archive", "demo"]),
-    (7, &["pack", "release"]),
-    (6, &["validate", "replay"]),
-    (5, &["harness"]),
-    (4, &["env", "collect", "text"]),
-    (3, &["store", "mirror"]),
+    (10, &["cli", "main", "lib"]),
+    (9, &["archive", "demo"]),
+    (8, &["pack", "release"]),
+    (7, &["validate", "replay"]),
+    (6, &["harness"]),
+    (5, &["env", "collect", "text"]),
+    (4, &["store"]),
+    (3, &["mirror"]),
     (2, &["bundle", "manifest"]),
     (1, &["dataset", "logparse", "vcs", "sandbox"]),
     (

@@ -1,4 +1,3 @@
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -93,12 +92,7 @@ pub fn run(ctx: &Context, args: CollectArgs) -> anyhow::Result<ExitCode> {
     let stats = client.stats.clone();
     drop(client);
 
-    let mut reasons: BTreeMap<&str, usize> = BTreeMap::new();
-    for o in report.outcomes.values() {
-        if let Outcome::Skipped { reason } = o {
-            *reasons.entry(reason.as_str()).or_default() += 1;
-        }
-    }
+    let reasons = report.skipped_by_reason();
     let manifests = ctx.manifests().unwrap_or_default();
     let versioned = collect::assign_and_record(&mut ark, &repo, &manifests)?;
     for note in &versioned.notes {

@@ -12,6 +12,7 @@ macro_rules! out {
 
 mod archive;
 mod collect;
+mod context;
 mod dataset;
 mod demo;
 mod env;
@@ -33,6 +34,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+pub use context::Context;
 pub use output::TerminalProgress;
 
 #[derive(Debug, Parser)]
@@ -115,97 +117,11 @@ pub enum Command {
     Demo(demo::DemoArgs),
 }
 
-/// What every command gets besides its own arguments.
-pub struct Context {
-    pub ark: PathBuf,
-    pub quiet: bool,
-    /// A bar on stderr (it is a terminal, and neither `-q` nor `--no-progress`).
-    pub progress: bool,
-    /// `--manifests DIR`: None for the built-in manifests.
-    pub manifests: Option<PathBuf>,
-}
-
-impl Context {
-    /// A bar on a terminal, plain lines on another stderr, nothing with `-q`.
-    pub fn progress(&self) -> Box<dyn crate::progress::Progress> {
-        if self.quiet {
-            Box::new(crate::progress::NoProgress)
-        } else if self.progress {
-            Box::new(TerminalProgress::new())
-        } else {
-            Box::new(crate::progress::Lines)
-        }
-    }
-
-    /// The manifests of the known repositories: `--manifests DIR` (or `SWE_ARK_MANIFESTS`),
-    /// else the ones built into the binary.
-    pub fn manifests(&self) -> Result<crate::manifest::Manifests, crate::manifest::ManifestError> {
-        match &self.manifests {
-            Some(dir) => crate::manifest::Manifests::load_dir(dir),
-            None => crate::manifest::Manifests::builtin(),
-        }
-    }
-
-    /// A note for people, on stderr, unless `-q`.
-    pub fn note(&self, msg: impl std::fmt::Display) {
-        if !self.quiet {
-            eprintln!("{msg}");
-        }
-    }
-}
-
-fn init_tracing(verbose: u8, quiet: bool) {
-    use tracing_subscriber::EnvFilter;
-    let default = match (quiet, verbose) {
-        (true, _) => "error",
-        (false, 0) => "warn",
-        (false, 1) => "swe_ark=debug",
-        (false, _) => "swe_ark=trace",
-    };
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .without_time()
-        .try_init();
-}
-
-fn is_broken_pipe(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| {
-        c.downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-    })
-}
-
-/// The error and its causes, joined by `: `, leaving out a cause whose text the message
-/// already carries (typed errors here put their source in their own sentence).
-fn error_chain(e: &anyhow::Error) -> String {
-    let mut msg = String::new();
-    for cause in e.chain() {
-        let text = cause.to_string();
-        if msg.contains(&text) {
-            continue;
-        }
-        if !msg.is_empty() {
-            msg.push_str(": ");
-        }
-        msg.push_str(&text);
-    }
-    msg
-}
-
 /// Parses the command line, runs the command and returns the process exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing(cli.verbose, cli.quiet);
-    let ctx = Context {
-        ark: cli.ark.clone(),
-        quiet: cli.quiet,
-        progress: !cli.quiet
-            && !cli.no_progress
-            && std::io::IsTerminal::is_terminal(&std::io::stderr()),
-        manifests: cli.manifests.clone(),
-    };
+    context::init_tracing(cli.verbose, cli.quiet);
+    let ctx = Context::new(&cli);
     let result = match cli.command {
         Command::Pack(args) => pack::run(&ctx, args),
         Command::Ls(args) => ls::run(&ctx, args),
@@ -232,9 +148,9 @@ pub fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         // A reader that stops early (`| head`) is a normal end.
-        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) if output::is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("swe-ark: error: {}", error_chain(&e));
+            eprintln!("swe-ark: error: {}", output::error_chain(&e));
             ExitCode::from(2)
         }
     }

@@ -1,4 +1,5 @@
-//! Output helpers: the terminal progress bar, sizes for people, sizes from people.
+//! Output helpers: the terminal progress bar, sizes for people, sizes from people, errors for
+//! people.
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
@@ -84,6 +85,31 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 pub fn human_time(secs: i64) -> String {
     let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs.max(0) as u64);
     humantime::format_rfc3339_seconds(t).to_string()
+}
+
+/// Whether `e` comes from writing to a closed pipe (a reader that stopped early).
+pub(super) fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// The error and its causes, joined by `: `, leaving out a cause whose text the message
+/// already carries (typed errors here put their source in their own sentence).
+pub(super) fn error_chain(e: &anyhow::Error) -> String {
+    let mut msg = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if msg.contains(&text) {
+            continue;
+        }
+        if !msg.is_empty() {
+            msg.push_str(": ");
+        }
+        msg.push_str(&text);
+    }
+    msg
 }
 
 #[cfg(test)]

@@ -3,7 +3,6 @@ use std::process::ExitCode;
 
 use anyhow::bail;
 
-use crate::dataset::Selection;
 use crate::fsutil;
 use crate::store::Ark;
 use crate::text::{self, DEFAULT_TOP_K, Options, Retrieval};
@@ -48,40 +47,12 @@ pub struct TextArgs {
 }
 
 fn count_tokens(path: &Path) -> anyhow::Result<ExitCode> {
-    let bytes = std::fs::read(path)
-        .map_err(|e| anyhow::anyhow!("cannot read `{}`: {e}", path.display()))?;
-    let text = String::from_utf8(bytes)
-        .map_err(|e| anyhow::anyhow!("`{}` is not UTF-8 text: {e}", path.display()))?;
-    // Load the encoding before the clock starts: only encoding is timed.
-    text::tokenizer::count("");
-    let started = std::time::Instant::now();
-    let tokens = text::tokenizer::count(&text);
-    let seconds = started.elapsed().as_secs_f64();
+    let c = text::files::count_file(path)?;
     out!(
         "{}",
-        serde_json::json!({"file": path, "bytes": text.len(), "tokens": tokens, "seconds": seconds})
+        serde_json::json!({"file": path, "bytes": c.bytes, "tokens": c.tokens, "seconds": c.seconds})
     );
     Ok(ExitCode::SUCCESS)
-}
-
-fn records_bytes(path: &Path, records: &[Vec<u8>]) -> Vec<u8> {
-    let mut out = Vec::new();
-    if path.extension().is_some_and(|e| e == "jsonl") {
-        for r in records {
-            out.extend_from_slice(r);
-            out.push(b'\n');
-        }
-    } else {
-        out.push(b'[');
-        for (i, r) in records.iter().enumerate() {
-            if i > 0 {
-                out.extend_from_slice(b", ");
-            }
-            out.extend_from_slice(r);
-        }
-        out.extend_from_slice(b"]\n");
-    }
-    out
 }
 
 fn write(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
@@ -116,17 +87,7 @@ pub fn run(ctx: &Context, args: TextArgs) -> anyhow::Result<ExitCode> {
         top_k: args.top_k,
     };
     let ark = Ark::open(&ctx.ark)?;
-    let instances = Selection::ids(args.instance_ids.clone())
-        .pick(ark.index().all_instances()?, "not in the archive")?;
-    let mut bundles = Vec::new();
-    let mut unpacked = Vec::new();
-    for inst in &instances {
-        let rows = ark.index().bundles_of_instance(&inst.instance_id)?;
-        match rows.into_iter().max_by_key(|b| b.packed_at) {
-            Some(row) => bundles.push((inst.instance_id.clone(), row)),
-            None => unpacked.push(inst.instance_id.as_str()),
-        }
-    }
+    let (bundles, unpacked) = text::files::newest_bundles(&ark, &args.instance_ids)?;
     if !unpacked.is_empty() {
         if !args.instance_ids.is_empty() {
             bail!(
@@ -170,9 +131,12 @@ pub fn run(ctx: &Context, args: TextArgs) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    write(&output, &records_bytes(&output, &records))?;
+    write(&output, &text::files::records_bytes(&output, &records))?;
     if let Some(path) = &args.hits {
-        write(path, &records_bytes(Path::new("hits.jsonl"), &hits))?;
+        write(
+            path,
+            &text::files::records_bytes(Path::new("hits.jsonl"), &hits),
+        )?;
     }
     let how = match max_tokens {
         Some(n) => format!("bm25, at most {n} tokens"),

@@ -6,6 +6,7 @@ mod archive;
 pub mod github;
 mod pulls;
 pub mod rules;
+mod summary;
 pub mod version;
 
 pub use archive::{Versioned, assign_and_record};

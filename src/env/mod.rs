@@ -15,6 +15,7 @@ pub mod asof;
 pub mod build;
 pub mod conda;
 mod install;
+pub mod listing;
 pub mod lock;
 pub mod packed;
 pub mod proxy;

@@ -213,6 +213,26 @@ impl Mirror {
     }
 }
 
+/// The mirror name `mirror import` gives a bundle file when none is given: `local/STEM`, the
+/// file's stem with every character a name cannot have made `-`.
+pub fn import_name(file: &Path) -> String {
+    let stem = file
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let cleaned: String = stem
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    format!("local/{cleaned}")
+}
+
 /// Reads the git bundle at `file` into mirror `name` under `mirrors_dir`, creating it if
 /// needed (with `url` as its `origin`, or none). Every object arrives through libgit2's pack
 /// writer, which checks the pack before anything is kept; a new mirror appears only when the

@@ -19,7 +19,7 @@ use git2::{AutotagOption, FetchOptions, FetchPrune, RemoteCallbacks, Repository}
 use crate::digest::{Sha256Digest, Sha256Hasher};
 use crate::progress::Progress;
 
-pub use bundlefile::{ExportStats, ImportStats, import_bundle};
+pub use bundlefile::{ExportStats, ImportStats, import_bundle, import_name};
 pub use check::{Checked, Expected, ExpectedPin, verify};
 pub use name::{RepoName, Source, parse_source};
 

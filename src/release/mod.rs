@@ -9,6 +9,7 @@
 
 mod create;
 mod diff;
+pub mod ops;
 pub mod rebuild;
 mod verify;
 
@@ -21,6 +22,7 @@ use crate::store::{ArkError, IndexError, ObjectError};
 
 pub use create::{LockReader, Selection, create};
 pub use diff::{Change, InstanceChange, MemberChange, NamedObject, ReleaseDiff, Side, diff};
+pub use ops::OpsError;
 pub use verify::{Check, verify};
 
 /// The `format` of every snapshot.

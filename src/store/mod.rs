@@ -12,16 +12,22 @@
 //! ```
 
 mod ark;
+mod check;
+mod config;
 mod gc;
 mod index;
 mod layout;
 mod lock;
+mod mirrors;
 mod objects;
 mod pieces;
 mod put;
+mod stats;
 mod stored;
 
 pub use ark::{Ark, ArkBundle, ArkError};
+pub use check::{Checked, check_bundle_file};
+pub use config::{ConfigError, git_base};
 pub use gc::{GcReport, RELEASES_DIR, release_names};
 pub use index::{
     BundleRow, BundleSketch, ImportRows, ImportedMirror, Index, IndexError, InstanceRow, LockRow,
@@ -29,8 +35,10 @@ pub use index::{
 };
 pub use layout::Layout;
 pub use lock::StoreLock;
+pub use mirrors::MirrorStateError;
 pub use objects::{ObjectError, ObjectStore, VerifyingReader};
 pub use pieces::{MAX_DEPTH, PieceError};
+pub use stats::{StorageStats, dedup_ratio};
 pub use stored::StoredBundle;
 
 impl crate::dataset::OfInstance for BundleRow {

@@ -5,6 +5,7 @@
 
 mod analyzer;
 mod bm25;
+pub mod files;
 mod porter;
 mod prompt;
 pub mod tokenizer;

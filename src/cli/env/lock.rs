@@ -1,0 +1,89 @@
+//! `env lock`: a context installed for real, locked, its artifacts kept.
+
+use std::process::ExitCode;
+use std::time::SystemTime;
+
+use anyhow::Context as _;
+
+use crate::env::EnvError;
+use crate::env::lock::{self, LockOptions};
+use crate::store::Ark;
+
+use super::super::Context;
+use super::super::output::human_bytes;
+use super::LockArgs;
+
+fn parse_when(s: &str) -> anyhow::Result<SystemTime> {
+    let full = if s.len() == 10 {
+        format!("{s}T00:00:00Z")
+    } else {
+        s.to_string()
+    };
+    humantime::parse_rfc3339_weak(full.trim_end_matches('Z')).with_context(|| {
+        format!("--exclude-newer `{s}` is not a date (YYYY-MM-DD) or an RFC 3339 time")
+    })
+}
+
+pub(super) fn lock_cmd(ctx: &Context, a: LockArgs) -> anyhow::Result<ExitCode> {
+    let manifests = ctx.manifests()?;
+    let context = manifests.context(&a.repo, &a.version)?;
+    let exclude_newer = a.exclude_newer.as_deref().map(parse_when).transpose()?;
+    let mut ark = Ark::create(&ctx.ark)?;
+    if !context.notes.is_empty() {
+        ctx.note(format!(
+            "note: this context differs from SWE-bench's: {}",
+            context.notes
+        ));
+    }
+    let opts = LockOptions {
+        commit: a.commit,
+        python: a.python,
+        index_url: a.index_url,
+        exclude_newer,
+        pack_python: a.pack_python,
+        allow_yanked: a.allow_yanked,
+        installer: a.installer,
+    };
+    let report = lock::lock(&mut ark, &context, &opts, &|m| ctx.note(m)).map_err(|e| {
+        // A conda-only context that fails to install: say why it may.
+        if !context.notes.is_empty()
+            && matches!(e, EnvError::Command { .. } | EnvError::Fetch { .. })
+        {
+            anyhow::Error::new(e).context(format!(
+                "locking {} {} failed; its manifest notes: {}",
+                context.repo, context.version, context.notes
+            ))
+        } else {
+            e.into()
+        }
+    })?;
+    for n in &report.notes {
+        ctx.note(format!("note: {n}"));
+    }
+    if a.json {
+        out!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        ctx.note(format!(
+            "locked {} {} at {} with Python {}: {} packages ({} installed, {}{} in the wheelhouse only), \
+             {} artifacts, {}; {} wheels built from sdists; proven offline in {:.1} s",
+            report.repo,
+            report.version,
+            &report.commit[..12],
+            report.python,
+            report.packages,
+            report.runtime,
+            if report.services > 0 {
+                format!("{} in services' own environments, ", report.services)
+            } else {
+                String::new()
+            },
+            report.build,
+            report.artifacts,
+            human_bytes(report.bytes),
+            report.built_wheels.len(),
+            report.env.seconds
+        ));
+        out!("{}", report.id);
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,112 @@
+//! `env`: locked, offline-installable environments. `lock.rs` locks one, `build.rs` builds
+//! one, `locks.rs` lists and shows the locks.
+
+mod build;
+mod lock;
+mod locks;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use crate::env::build::Installer;
+use crate::env::lock::DEFAULT_INDEX;
+
+use super::Context;
+
+#[derive(Debug, clap::Args)]
+pub struct EnvArgs {
+    #[command(subcommand)]
+    pub command: EnvCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum EnvCommand {
+    /// Install a context for real (online, as of its environment setup commit), write its
+    /// PEP 751 lock and keep every artifact as an object; prints the lock id last.
+    Lock(LockArgs),
+    /// Build a lock's environment from the objects alone, into `envs/<lock id>/`; prints the
+    /// environment's directory last.
+    Build(BuildArgs),
+    /// The locks: repository, version, Python, packages, artifacts, bytes, built or not.
+    Ls(LsArgs),
+    /// Print a lock's pylock.toml.
+    Show(ShowArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct LockArgs {
+    /// OWNER/NAME, as in manifests/.
+    pub repo: String,
+    /// The release version, as SWE-bench writes it (e.g. 3.0).
+    pub version: String,
+    /// The environment setup commit (default: the one the archive's instances of this
+    /// version name).
+    #[arg(long)]
+    pub commit: Option<String>,
+    /// The interpreter to use (it must be the context's major.minor).
+    #[arg(long, value_name = "PATH")]
+    pub python: Option<PathBuf>,
+    /// The simple index to resolve from.
+    #[arg(long, env = "SWE_ARK_INDEX_URL", default_value = DEFAULT_INDEX, value_name = "URL")]
+    pub index_url: String,
+    /// Resolve as of this instant (RFC 3339, or YYYY-MM-DD) instead of the commit's date.
+    #[arg(long, value_name = "WHEN")]
+    pub exclude_newer: Option<String>,
+    /// Keep the interpreter's prefix as an object too, for machines without this Python.
+    #[arg(long)]
+    pub pack_python: bool,
+    /// Offer and lock releases the index marks as yanked, instead of refusing them (the index
+    /// says what is yanked today, not what was yanked as of the commit).
+    #[arg(long)]
+    pub allow_yanked: bool,
+    /// The installer of the offline proof build.
+    #[arg(long, value_enum, default_value_t = Installer::Auto)]
+    pub installer: Installer,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct BuildArgs {
+    /// A lock id, or a unique prefix of one.
+    pub lock: String,
+    /// Accepted for clarity: building never uses the network.
+    #[arg(long)]
+    pub offline: bool,
+    #[arg(long, value_enum, default_value_t = Installer::Auto)]
+    pub installer: Installer,
+    /// Use this interpreter instead of the exact version the lock names.
+    #[arg(long, value_name = "PATH")]
+    pub python: Option<PathBuf>,
+    /// Use the interpreter packed in the lock even if this machine has the version.
+    #[arg(long)]
+    pub packed_python: bool,
+    /// Rebuild even if the cache has it.
+    #[arg(long)]
+    pub force: bool,
+    /// Also make a per-instance copy of the environment at DIR (a new directory).
+    #[arg(long, value_name = "DIR")]
+    pub copy_to: Option<PathBuf>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct LsArgs {
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ShowArgs {
+    pub lock: String,
+}
+
+pub fn run(ctx: &Context, args: EnvArgs) -> anyhow::Result<ExitCode> {
+    match args.command {
+        EnvCommand::Lock(a) => lock::lock_cmd(ctx, a),
+        EnvCommand::Build(a) => build::build_cmd(ctx, a),
+        EnvCommand::Ls(a) => locks::ls(ctx, a),
+        EnvCommand::Show(a) => locks::show(ctx, a),
+    }
+}
