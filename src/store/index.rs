@@ -326,18 +326,22 @@ fn insert_object(
     .map(|_| ())
 }
 
-/// The row of a bundle whose pieces are stored; one already there is kept.
+/// The row of a bundle whose pieces are stored, packed at `t`; `on_conflict` says what
+/// becomes of one already there.
 fn insert_stored_bundle(
     conn: &Connection,
     b: &BundleRow,
     sketch: &[u8],
     t: i64,
+    on_conflict: &str,
 ) -> rusqlite::Result<()> {
     conn.execute(
-        "INSERT INTO bundles (id, instance_id, format_version, codebase_tree, tar_size,
-             file_size, member_count, codebase_files, packed_at, manifest_piece, sketch)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
-         ON CONFLICT(id) DO NOTHING",
+        &format!(
+            "INSERT INTO bundles (id, instance_id, format_version, codebase_tree, tar_size,
+                 file_size, member_count, codebase_files, packed_at, manifest_piece, sketch)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+             ON CONFLICT(id) {on_conflict}"
+        ),
         params![
             b.id.hex(),
             b.instance_id,
@@ -478,6 +482,18 @@ fn upsert_pin(conn: &Connection, pin: &PinRow, t: i64) -> rusqlite::Result<()> {
     .map(|_| ())
 }
 
+/// Why a write failed: SQLite, or a check of the index's own (which rolls it back too).
+enum WriteError {
+    Sql(rusqlite::Error),
+    Index(IndexError),
+}
+
+impl From<rusqlite::Error> for WriteError {
+    fn from(e: rusqlite::Error) -> Self {
+        WriteError::Sql(e)
+    }
+}
+
 /// One row of a query: its columns, with SQLite's errors and bad hashes as the index's.
 struct Cols<'r, 's> {
     row: &'r rusqlite::Row<'s>,
@@ -559,7 +575,7 @@ impl Index {
     /// stamp rows with; commits if it succeeds, rolls back if not.
     fn write<T>(
         &mut self,
-        write: impl FnOnce(&rusqlite::Transaction, i64) -> rusqlite::Result<T>,
+        write: impl FnOnce(&rusqlite::Transaction, i64) -> Result<T, WriteError>,
     ) -> Result<T, IndexError> {
         let sql = self.sql_err();
         let t = now();
@@ -567,7 +583,10 @@ impl Index {
             .conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
             .map_err(&sql)?;
-        let out = write(&tx, t).map_err(&sql)?;
+        let out = write(&tx, t).map_err(|e| match e {
+            WriteError::Sql(e) => sql(e),
+            WriteError::Index(e) => e,
+        })?;
         tx.commit().map_err(&sql)?;
         Ok(out)
     }
@@ -734,7 +753,7 @@ impl Index {
             if let Some(inst) = instance {
                 upsert_instance(tx, inst, t)?;
             }
-            upsert_validation(tx, v, t)
+            Ok(upsert_validation(tx, v, t)?)
         })
     }
 
@@ -750,7 +769,8 @@ impl Index {
                 upsert_instance(tx, inst, t)?;
             }
             for (b, sketch) in &rows.bundles {
-                insert_stored_bundle(tx, b, sketch, t)?;
+                // One already there is kept.
+                insert_stored_bundle(tx, b, sketch, t, "DO NOTHING")?;
             }
             failpoint::hit("index.mid-transaction");
             for lock in &rows.locks {
@@ -944,7 +964,7 @@ impl Index {
         refs_sha256: &Sha256Digest,
         size: u64,
     ) -> Result<(), IndexError> {
-        self.write(|tx, t| upsert_mirror(tx, name, url, refs, refs_sha256, size, t))
+        self.write(|tx, t| Ok(upsert_mirror(tx, name, url, refs, refs_sha256, size, t)?))
     }
 
     pub fn mirrors(&self) -> Result<Vec<MirrorRow>, IndexError> {
@@ -1041,8 +1061,8 @@ impl Index {
                     instance.map(|i| i.instance_id.as_str()).unwrap_or_default(),
                     t
                 ],
-            )
-            .map(|_| ())
+            )?;
+            Ok(())
         })
     }
 

@@ -6,7 +6,9 @@ use std::collections::{HashMap, HashSet};
 use rusqlite::params;
 use rusqlite::types::Value;
 
-use super::{BundleRow, Cols, Index, IndexError, now, upsert_instance};
+use super::{
+    BundleRow, Cols, Index, IndexError, WriteError, insert_stored_bundle, upsert_instance,
+};
 use crate::dataset::Instance;
 use crate::digest::Sha256Digest;
 use crate::failpoint;
@@ -251,7 +253,7 @@ impl Index {
     /// bundles this way (so that the next one finds them as delta bases) and names them all in
     /// its one transaction at the end. Until then no bundle uses them, so gc may free them.
     pub fn record_pieces(&mut self, parts: &StoredParts) -> Result<(), IndexError> {
-        self.write(|tx, t| insert_parts(tx, parts, t))
+        self.write(|tx, t| Ok(insert_parts(tx, parts, t)?))
     }
 
     /// Records a bundle stored as pieces, in one transaction: the new pack and its pieces,
@@ -264,62 +266,51 @@ impl Index {
         bundle: &BundleRow,
         parts: &StoredParts,
     ) -> Result<(), IndexError> {
-        let sql = self.sql_err();
-        let t = now();
-        let tx = self
-            .conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(&sql)?;
-        insert_parts(&tx, parts, t).map_err(&sql)?;
-        if let Some(inst) = instance {
-            upsert_instance(&tx, inst, t).map_err(&sql)?;
-        }
-        failpoint::hit("index.mid-transaction");
-        let pack_size = parts.pack.as_ref().map_or(0, |(_, s)| *s as i64);
-        if instance.is_some() {
-            tx.execute(
-                "INSERT INTO bundles (id, instance_id, format_version, codebase_tree, tar_size,
-                     file_size, member_count, codebase_files, packed_at, manifest_piece, sketch)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
-                 ON CONFLICT(id) DO UPDATE SET packed_at = ?9,
-                     file_size = CASE WHEN manifest_piece IS NULL THEN ?6 ELSE file_size END,
-                     manifest_piece = ?10, sketch = ?11",
-                params![
-                    bundle.id.hex(),
-                    bundle.instance_id,
-                    bundle.format_version,
-                    bundle.codebase_tree.hex(),
-                    bundle.tar_size as i64,
-                    pack_size,
-                    bundle.member_count as i64,
-                    bundle.codebase_files as i64,
+        let path = self.path.clone();
+        self.write(|tx, t| {
+            insert_parts(tx, parts, t)?;
+            if let Some(inst) = instance {
+                upsert_instance(tx, inst, t)?;
+            }
+            failpoint::hit("index.mid-transaction");
+            let pack_size = parts.pack.as_ref().map_or(0, |(_, s)| *s);
+            if instance.is_some() {
+                let stored = BundleRow {
+                    file_size: pack_size,
+                    manifest_piece: Some(parts.manifest_piece),
+                    ..bundle.clone()
+                };
+                // A bundle already there gets the new pieces and time; its size changes only
+                // if it was a whole file.
+                insert_stored_bundle(
+                    tx,
+                    &stored,
+                    &parts.sketch,
                     t,
-                    &parts.manifest_piece.0[..],
-                    parts.sketch,
-                ],
-            )
-            .map_err(&sql)?;
-        } else {
-            let n = tx
-                .execute(
+                    "DO UPDATE SET packed_at = ?9,
+                         file_size = CASE WHEN manifest_piece IS NULL THEN ?6 ELSE file_size END,
+                         manifest_piece = ?10, sketch = ?11",
+                )?;
+            } else {
+                let n = tx.execute(
                     "UPDATE bundles SET file_size = ?2, manifest_piece = ?3, sketch = ?4
                      WHERE id = ?1",
                     params![
                         bundle.id.hex(),
-                        pack_size,
+                        pack_size as i64,
                         &parts.manifest_piece.0[..],
                         parts.sketch
                     ],
-                )
-                .map_err(&sql)?;
-            if n != 1 {
-                return Err(IndexError::Corrupt {
-                    path: self.path.clone(),
-                    detail: format!("bundle {} is not in the index", bundle.id),
-                });
+                )?;
+                if n != 1 {
+                    return Err(WriteError::Index(IndexError::Corrupt {
+                        path,
+                        detail: format!("bundle {} is not in the index", bundle.id),
+                    }));
+                }
             }
-        }
-        tx.commit().map_err(&sql)
+            Ok(())
+        })
     }
 
     /// Removes bundles from the index, in one transaction. What they alone used stays on disk
