@@ -829,8 +829,7 @@ fn misnamed(t: &TestContext, name: Option<&str>) -> (PathBuf, String, String) {
 
 /// A real packed bundle: its path in the archive and its bytes.
 fn packed_bundle(t: &TestContext) -> (String, Vec<u8>) {
-    make_fixture_codebase(&t.path("cb"));
-    let id = t.pack(&t.path("cb"));
+    let (_, id) = t.packed_fixture();
     let bytes = fs::read(t.bundle_path(&id)).unwrap();
     (id, bytes)
 }
