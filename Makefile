@@ -30,12 +30,11 @@ lint:
 fmt:
 	$(CARGO) fmt --all
 
-# A bare git repository for bench_dedup.py (the archive's size on a real history); it is
-# skipped, with a message, when the path does not exist. Override: make bench
-# SWE_ARK_BENCH_REPO=/path/to/repo.git. MIRRORS: a folder of repository snapshots
-# (OWNER+NAME/repo), by default beside the checkout.
-MIRRORS ?= ../.mirror
-SWE_ARK_BENCH_REPO ?= $(MIRRORS)/sqlfluff+sqlfluff/repo
+# SWE_ARK_BENCH_REPO: a bare git repository for bench_dedup.py (the archive's size on a real
+# history, e.g. a snapshot of sqlfluff/sqlfluff): make bench SWE_ARK_BENCH_REPO=/path/to/repo.git,
+# or set it in the environment. Empty by default: that bench is skipped, with a message, as it
+# is when the path does not exist.
+SWE_ARK_BENCH_REPO ?=
 
 # Pack/unpack against tar | zstd on a generated 200 MB / 20,000-file tree; pack from a
 # mirror against git archive | zstd, and mirror add/update, on a generated 2,500-commit repo;

@@ -14,14 +14,13 @@
 #      the test patch applied, FAIL_TO_PASS failing, the gold patch applied, FAIL_TO_PASS and
 #      PASS_TO_PASS passing.
 # It ends with a summary of results and times. Exit status: 0 when everything passed, 1 when a
-# step failed, 0 with SKIPPED when the repository snapshot or the dataset is not there.
+# step failed, 0 with SKIPPED when the repository snapshot or the dataset is not given or not
+# there.
 #
 # Usage: scripts/e2e.sh [path/to/swe-ark]   (make e2e builds it first)
 # Environment:
-#   E2E_REPO=DIR       the marshmallow repository (bare or not; default ../.mirror/
-#                      marshmallow-code+marshmallow/repo beside this checkout)
-#   E2E_DATA=DIR       the folder of SWE-bench *.jsonl files (default ../shared/data beside
-#                      this checkout)
+#   E2E_REPO=DIR       the marshmallow repository (bare or not); none: SKIPPED
+#   E2E_DATA=DIR       the folder of SWE-bench *.jsonl files; none: SKIPPED
 #   E2E_VERSIONS="3.0" only these versions (default: every version the dataset has)
 #   E2E_TEST_FILE=F    the test file run at the base commit (default tests/test_schema.py)
 #   E2E_FALLBACK_EXCLUDE_NEWER=WHEN  when the faithful lock fails, lock again as of WHEN so
@@ -48,22 +47,16 @@ if [ ! -x "$SWE_ARK" ]; then
   note "e2e: $SWE_ARK is not an executable (run make build first)"
   exit 2
 fi
-REPO=${E2E_REPO:-$PROJECT/../.mirror/marshmallow-code+marshmallow/repo}
-if [ ! -d "$REPO" ]; then
-  echo "e2e: SKIPPED: no marshmallow repository at $REPO (set E2E_REPO=DIR to a clone or a" \
+REPO=${E2E_REPO:-}
+if [ -z "$REPO" ] || [ ! -d "$REPO" ]; then
+  echo "e2e: SKIPPED: no marshmallow repository at '$REPO' (set E2E_REPO=DIR to a clone or a" \
        "bare mirror of https://github.com/marshmallow-code/marshmallow)"
   exit 0
 fi
 REPO=$(realpath "$REPO")
 DATA=${E2E_DATA:-}
-if [ -z "$DATA" ]; then
-  for d in "$PROJECT/../shared/data"; do
-    if compgen -G "$d/*.jsonl" >/dev/null; then DATA=$d; break; fi
-  done
-fi
 if [ -z "$DATA" ] || ! compgen -G "$DATA/*.jsonl" >/dev/null; then
-  echo "e2e: SKIPPED: no SWE-bench *.jsonl files (looked in ../shared/data beside the" \
-       "checkout; set E2E_DATA=DIR)"
+  echo "e2e: SKIPPED: no SWE-bench *.jsonl files in '$DATA' (set E2E_DATA=DIR)"
   exit 0
 fi
 DATA=$(realpath "$DATA")

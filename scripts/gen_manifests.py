@@ -6,7 +6,7 @@ per-version specifications, as published in the `swebench` package on PyPI.
     /tmp/swebench-venv/bin/pip install 'swebench>=4,<5'
     /tmp/swebench-venv/bin/python scripts/gen_manifests.py --out manifests
     /tmp/swebench-venv/bin/python scripts/gen_manifests.py --out manifests --check \
-        --dataset ../shared/data/swe-bench-lite-dev.jsonl
+        --dataset swe-bench-lite-dev.jsonl
 
 Facts come from:
   swebench.harness.constants    MAP_REPO_VERSION_TO_SPECS, MAP_REPO_TO_REQS_PATHS,

@@ -26,7 +26,7 @@ Exit 0 when the pipeline ran (instances may still fail: the table says why), 1 w
 the pipeline itself failed. Standard library only.
 
 Usage: python3 scripts/trial.py --swe-ark target/release/swe-ark --mirrors DIR
-           [--data ../shared/data/swe-bench-lite-dev.jsonl] [--work target/trial]
+           --data swe-bench-lite-dev.jsonl [--work target/trial]
            [--repos OWNER/NAME,...] [--jobs 2] [--out FILE]
            [--environments-as-of WHEN|commit] [--dataset NAME]
 """
@@ -113,8 +113,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--swe-ark", default=os.path.join(ROOT, "target", "release", "swe-ark"))
     ap.add_argument("--mirrors", required=True)
-    ap.add_argument("--data", default=os.path.join(ROOT, "..", "shared", "data",
-                                                   "swe-bench-lite-dev.jsonl"))
+    ap.add_argument("--data", required=True, help="a SWE-bench dataset file (JSON Lines)")
     ap.add_argument("--work", default=os.path.join(ROOT, "target", "trial"))
     ap.add_argument("--repos", default="")
     ap.add_argument("--jobs", type=int, default=2)

@@ -247,9 +247,7 @@ fn codebase_tree_id_equals_gits_on_a_generated_tree() {
 #[test]
 fn unpack_restores_the_codebase_exactly() {
     let t = TestContext::new();
-    let cb = t.path("cb");
-    make_fixture_codebase(&cb);
-    let id = t.pack(&cb);
+    let (cb, id) = t.packed_fixture();
     let out = t.run_expect(&["unpack", &id[..12], "-o", "out"], 0);
     assert_eq!(last_line(&out.stdout), id);
     let mut expected = tree_listing(&cb);
@@ -285,9 +283,7 @@ fn unpack_restores_the_codebase_exactly() {
 #[test]
 fn gnu_tar_reads_bundles_the_same_way() {
     let t = TestContext::new();
-    let cb = t.path("cb");
-    make_fixture_codebase(&cb);
-    let id = t.pack(&cb);
+    let (_, id) = t.packed_fixture();
     fs::create_dir(t.path("by-tar")).unwrap();
     let status = Command::new("bash")
         .arg("-c")
@@ -319,9 +315,7 @@ fn gnu_tar_reads_bundles_the_same_way() {
 #[test]
 fn a_different_codebase_gives_a_different_id() {
     let t = TestContext::new();
-    let cb = t.path("cb");
-    make_fixture_codebase(&cb);
-    let id1 = t.pack(&cb);
+    let (cb, id1) = t.packed_fixture();
     // Only the executable bit changes.
     use std::os::unix::fs::PermissionsExt;
     fs::set_permissions(cb.join("setup.py"), fs::Permissions::from_mode(0o755)).unwrap();

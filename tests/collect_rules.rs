@@ -154,17 +154,7 @@ fn split_patches_applied_to_the_base_give_the_head_tree() {
 
     // Apply the gold patch, then the test patch, onto a checkout of the base.
     let work = ctx.path("work");
-    git(
-        &repo,
-        &[
-            "worktree",
-            "add",
-            "-q",
-            "--detach",
-            work.to_str().unwrap(),
-            &base,
-        ],
-    );
+    detached_worktree(&repo, &work, &base);
     fs::write(ctx.path("gold.diff"), &split.patch).unwrap();
     fs::write(ctx.path("test.diff"), &split.test_patch).unwrap();
     for patch in ["gold.diff", "test.diff"] {
@@ -176,17 +166,7 @@ fn split_patches_applied_to_the_base_give_the_head_tree() {
 
     // And the gold patch alone gives the head tree without the test files' changes.
     let gold_only = ctx.path("gold-only");
-    git(
-        &repo,
-        &[
-            "worktree",
-            "add",
-            "-q",
-            "--detach",
-            gold_only.to_str().unwrap(),
-            &base,
-        ],
-    );
+    detached_worktree(&repo, &gold_only, &base);
     let p = ctx.path("gold.diff");
     git(&gold_only, &["apply", "--binary", p.to_str().unwrap()]);
     assert!(gold_only.join("tests/test_gone.py").exists());
@@ -204,16 +184,20 @@ fn split_patches_applied_to_the_base_give_the_head_tree() {
     );
 }
 
+/// Checks `commit` of `repo` out at `dir`, as a detached work tree.
+fn detached_worktree(repo: &Path, dir: &Path, commit: &str) {
+    let dir = dir.to_str().unwrap();
+    git(repo, &["worktree", "add", "-q", "--detach", dir, commit]);
+}
+
 /// The published Lite dev split: joining each instance's gold and test patches and splitting
 /// them again by our rules gives back exactly the published two halves.
 #[test]
 fn the_split_reproduces_the_published_lite_dev_patches() {
-    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/data/swe-bench-lite-dev.jsonl");
-    let Ok(text) = std::fs::read_to_string(&path) else {
-        eprintln!("skipped: {} is not here", path.display());
+    let Some(path) = lite_dev() else {
         return;
     };
+    let text = std::fs::read_to_string(&path).unwrap();
     let mut checked = 0;
     for line in text.lines() {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();

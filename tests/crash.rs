@@ -5,10 +5,11 @@
 
 mod common;
 
+use std::ffi::OsStr;
 use std::fs;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Lines};
 use std::os::unix::process::ExitStatusExt;
-use std::process::Stdio;
+use std::process::{Child, ChildStderr, Stdio};
 
 use common::*;
 
@@ -43,15 +44,6 @@ fn pack_args(t: &TestContext) -> Vec<String> {
     ]
 }
 
-fn listed_instances(t: &TestContext) -> usize {
-    let out = t.run_expect(&["ls", "--json"], 0);
-    serde_json::from_slice::<serde_json::Value>(&out.stdout)
-        .unwrap()
-        .as_array()
-        .unwrap()
-        .len()
-}
-
 /// Runs swe-ark with `args`, aborting at `point`; checks it died of the abort.
 fn crash_running(t: &TestContext, point: &str, args: &[String]) {
     let out = t
@@ -77,9 +69,36 @@ fn crash_at(t: &TestContext, point: &str) {
     crash_running(t, point, &args);
 }
 
+/// Starts `swe-ark args` and returns once it is stalled half-way through writing its pieces
+/// (failpoint `pack.mid-store`), with its stderr, kept open.
+fn stalled<S: AsRef<OsStr>>(t: &TestContext, args: &[S]) -> (Child, Lines<BufReader<ChildStderr>>) {
+    let mut child = t
+        .cmd()
+        .env("SWE_ARK_FAILPOINT", "pack.mid-store:stall")
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let reached = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .any(|l| l.contains("failpoint `pack.mid-store` reached"));
+    assert!(reached, "the pack reached the middle of its pieces");
+    (child, lines)
+}
+
+/// After a crash: no instance is listed and the archive verifies; returns what verify noted
+/// (its stderr).
+fn nothing_listed(t: &TestContext) -> String {
+    assert_eq!(t.listed_instances(), 0);
+    stderr(&t.run_expect(&["verify"], 0))
+}
+
 fn recovers(t: &TestContext) {
     let id = last_line(&t.run_expect(&pack_args(t), 0).stdout);
-    assert_eq!(listed_instances(t), 1);
+    assert_eq!(t.listed_instances(), 1);
     t.run_expect(&["verify"], 0);
     t.run_expect(&["unpack", &id, "-o", "recovered"], 0);
     // gc sweeps what the crash left; nothing the bundle needs.
@@ -100,38 +119,22 @@ fn abort_before_rename_leaves_no_visible_pack() {
         1,
         "the aborted write leaves only its temporary file"
     );
-    assert_eq!(listed_instances(&t), 0);
-    let out = t.run_expect(&["verify"], 0);
-    assert!(stderr(&out).contains("temporary file"), "{}", stderr(&out));
+    let noted = nothing_listed(&t);
+    assert!(noted.contains("temporary file"), "{noted}");
     recovers(&t);
 }
 
 #[test]
 fn kill_while_writing_the_pack_leaves_no_visible_pack() {
     let t = TestContext::new();
-    let args = pack_args(&t);
-    let mut child = t
-        .cmd()
-        .env("SWE_ARK_FAILPOINT", "pack.mid-store:stall")
-        .args(&args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
     // Wait until the pack is half-way through its pieces, then kill it.
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let reached = lines
-        .by_ref()
-        .map_while(Result::ok)
-        .any(|l| l.contains("failpoint `pack.mid-store` reached"));
-    assert!(reached, "the pack reached the middle of its pieces");
+    let (mut child, _stderr) = stalled(&t, &pack_args(&t));
     assert_eq!(temp_files(&t).len(), 1, "half a pack is being written");
     child.kill().unwrap();
     let status = child.wait().unwrap();
     assert_eq!(status.signal(), Some(9));
     assert!(t.pack_files().is_empty(), "{:?}", pack_dir_files(&t));
-    assert_eq!(listed_instances(&t), 0);
-    t.run_expect(&["verify"], 0);
+    nothing_listed(&t);
     recovers(&t);
 }
 
@@ -148,8 +151,7 @@ fn abort_while_hashing_the_tar_leaves_nothing_listed() {
         "{:?}",
         pack_dir_files(&t)
     );
-    assert_eq!(listed_instances(&t), 0);
-    t.run_expect(&["verify"], 0);
+    nothing_listed(&t);
     recovers(&t);
 }
 
@@ -158,13 +160,8 @@ fn abort_between_rename_and_index_leaves_a_whole_unindexed_pack() {
     let t = TestContext::new();
     crash_at(&t, "pack.before-index");
     assert_eq!(t.pack_files().len(), 1);
-    assert_eq!(listed_instances(&t), 0);
-    let out = t.run_expect(&["verify"], 0);
-    assert!(
-        stderr(&out).contains("the index does not name"),
-        "{}",
-        stderr(&out)
-    );
+    let noted = nothing_listed(&t);
+    assert!(noted.contains("the index does not name"), "{noted}");
     // Packing again writes the same pack (same name) and indexes it.
     let stray = t.pack_files();
     recovers(&t);
@@ -176,8 +173,7 @@ fn abort_inside_the_index_transaction_rolls_it_back() {
     let t = TestContext::new();
     crash_at(&t, "index.mid-transaction");
     // The instance row written before the abort is not there: the transaction never committed.
-    assert_eq!(listed_instances(&t), 0);
-    t.run_expect(&["verify"], 0);
+    nothing_listed(&t);
     recovers(&t);
 }
 
@@ -264,21 +260,14 @@ fn gc_refuses_to_run_while_another_process_uses_the_store() {
         fs::write(cb.join(format!("m{i}.py")), format!("x = {i}\n").repeat(30)).unwrap();
     }
     let inst = t.instance_file();
-    let mut child = t
-        .cmd()
-        .env("SWE_ARK_FAILPOINT", "pack.mid-store:stall")
-        .args(["pack", "--instance", inst.to_str().unwrap(), "--codebase"])
-        .arg(&cb)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let reached = lines
-        .by_ref()
-        .map_while(Result::ok)
-        .any(|l| l.contains("failpoint `pack.mid-store` reached"));
-    assert!(reached, "the pack reached the middle of its pieces");
+    let args = [
+        "pack",
+        "--instance",
+        inst.to_str().unwrap(),
+        "--codebase",
+        cb.to_str().unwrap(),
+    ];
+    let (mut child, _stderr) = stalled(&t, &args);
     let err = stderr(&t.run_expect(&["gc"], 2));
     assert!(err.contains("another swe-ark process"), "{err}");
     child.kill().unwrap();

@@ -4,32 +4,14 @@
 mod common;
 
 use std::fs;
-use std::path::PathBuf;
 
 use common::*;
-
-/// The Lite dev split beside this repository (`../shared/data/`), if this checkout has it.
-fn lite_dev() -> Option<PathBuf> {
-    let p =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data/swe-bench-lite-dev.jsonl");
-    if p.is_file() {
-        Some(p)
-    } else {
-        eprintln!("skipped: {} is not here", p.display());
-        None
-    }
-}
 
 fn instance_count(t: &TestContext) -> usize {
     if !t.ark().join("index.sqlite").exists() {
         return 0;
     }
-    let out = t.run_expect(&["ls", "--json"], 0);
-    serde_json::from_slice::<serde_json::Value>(&out.stdout)
-        .unwrap()
-        .as_array()
-        .unwrap()
-        .len()
+    t.listed_instances()
 }
 
 fn record(id: &str) -> serde_json::Value {

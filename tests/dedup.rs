@@ -6,7 +6,7 @@
 mod common;
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use common::*;
 
@@ -92,16 +92,6 @@ fn make_history(dir: &Path, commits: usize) -> Vec<String> {
     out
 }
 
-fn instance_at(t: &TestContext, commit: &str, id: &str) -> PathBuf {
-    let mut v: serde_json::Value = serde_json::from_str(&fixture_instance_json()).unwrap();
-    v["instance_id"] = id.into();
-    v["base_commit"] = commit.into();
-    v["environment_setup_commit"] = commit.into();
-    let p = t.path(&format!("{id}.json"));
-    fs::write(&p, v.to_string()).unwrap();
-    p
-}
-
 /// Mirrors `upstream` as acme/widgets and packs one instance per commit; returns the ids.
 fn pack_history(t: &TestContext, upstream: &Path, commits: &[String]) -> Vec<String> {
     let url = format!("file://{}", upstream.display());
@@ -109,21 +99,15 @@ fn pack_history(t: &TestContext, upstream: &Path, commits: &[String]) -> Vec<Str
     commits
         .iter()
         .enumerate()
-        .map(|(i, c)| {
-            let inst = instance_at(t, c, &format!("acme__widgets-{i}"));
-            let out = t.run_expect(
-                &[
-                    "pack",
-                    "--repo",
-                    "acme/widgets",
-                    "--instance",
-                    inst.to_str().unwrap(),
-                ],
-                0,
-            );
-            last_line(&out.stdout)
-        })
+        .map(|(i, c)| pack_from_mirror(t, &t.instance_at(c, &format!("acme__widgets-{i}"))))
         .collect()
+}
+
+/// Packs `inst` from the acme/widgets mirror; returns the bundle id.
+fn pack_from_mirror(t: &TestContext, inst: &Path) -> String {
+    let inst = inst.to_str().unwrap();
+    let out = t.run_expect(&["pack", "--repo", "acme/widgets", "--instance", inst], 0);
+    last_line(&out.stdout)
 }
 
 fn stats(t: &TestContext) -> serde_json::Value {
@@ -166,7 +150,7 @@ fn a_history_of_instances_is_stored_many_times_smaller_and_reads_back_exactly() 
 
     // `pack --output` writes the same bytes that the store gives back.
     let last = commits.len() - 1;
-    let inst = instance_at(&t, &commits[last], &format!("acme__widgets-{last}"));
+    let inst = t.instance_at(&commits[last], &format!("acme__widgets-{last}"));
     let out = t.run_expect(
         &[
             "-q",
@@ -223,7 +207,7 @@ fn two_versions(t: &TestContext) -> (String, String) {
     write(&cb, "widgets/big.py", &format!("{big}{}", g.line()));
     fs::remove_file(cb.join("widgets/old.py")).unwrap();
     write(&cb, "widgets/new.py", &g.file(50));
-    let inst = instance_at(t, BASE_COMMIT, "acme__widgets-43");
+    let inst = t.instance_at(BASE_COMMIT, "acme__widgets-43");
     let out = t.run_expect(
         &[
             "pack",
@@ -451,18 +435,7 @@ fn a_release_imported_elsewhere_is_stored_deduplicated_and_release_rm_frees_what
     // alone. `release rm` removes it (and only it) from the index; gc then frees what no
     // bundle needs (here its pieces all stay: the other bundles, and the deltas of the new
     // one, are made against them; rm_and_gc_free_what_nothing_else_uses tests the freeing).
-    let inst = instance_at(&t, &commits[7], "acme__widgets-3");
-    let out = t.run_expect(
-        &[
-            "pack",
-            "--repo",
-            "acme/widgets",
-            "--instance",
-            inst.to_str().unwrap(),
-        ],
-        0,
-    );
-    let newer = last_line(&out.stdout);
+    let newer = pack_from_mirror(&t, &t.instance_at(&commits[7], "acme__widgets-3"));
     assert_ne!(newer, ids[3]);
     let out = t.run_expect(&["release", "rm", "r1"], 0);
     assert_eq!(stdout(&out).trim(), ids[3]);

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::pyindex::PyIndex;
-use common::{TestContext, git, git_commit_all, pyfix, stderr, stdout};
+use common::{TestContext, git, git_commit_all, git_init_commit, pyfix, stderr, stdout};
 
 /// Everything made before 2021-06-01 (the commit's date); alpha 2.0 came later.
 const SPEC: &str = r#"[
@@ -99,16 +99,9 @@ impl Fixture {
         let repo = t.path("repo");
         pyfix::mkproject(&python_path, &repo, "widget", "0.1", r#"["gamma"]"#);
         std::fs::write(repo.join("requirements.txt"), "beta\n# a comment\n-e .\n").unwrap();
-        git(&repo, &["init", "-q", "-b", "main"]);
-        let commit = git_commit_all(&repo, "widget 0.1", COMMIT_DATE);
+        let commit = git_init_commit(&repo, "widget 0.1", COMMIT_DATE);
 
-        let manifests = t.path("manifests");
-        std::fs::create_dir_all(&manifests).unwrap();
-        std::fs::write(
-            manifests.join("acme__widget.toml"),
-            manifest(&python, extra_versions),
-        )
-        .unwrap();
+        t.widget_manifests(&manifest(&python, extra_versions));
         let f = Fixture {
             t,
             index,
@@ -148,6 +141,11 @@ impl Fixture {
             stderr(&out)
         );
         out
+    }
+
+    /// The lock `id` as `env show` prints it.
+    fn shown_lock(&self, id: &str) -> toml::Value {
+        toml::from_str(&self.ok(&["env", "show", id])).unwrap()
     }
 
     fn ok(&self, args: &[&str]) -> String {
@@ -285,19 +283,9 @@ fn locks_as_of_then_and_builds_offline_from_objects_only() {
     assert!(ls.contains(&id[..12]) && ls.contains("acme/widget"), "{ls}");
 
     // Locking again gives the same bytes, hence the same id, and downloads nothing.
-    let before = f
-        .index
-        .requests()
-        .iter()
-        .filter(|r| r.contains("/files/"))
-        .count();
+    let before = f.index.file_requests();
     assert_eq!(f.lock("0.1", &[]), id);
-    let after = f
-        .index
-        .requests()
-        .iter()
-        .filter(|r| r.contains("/files/"))
-        .count();
+    let after = f.index.file_requests();
     assert_eq!(before, after, "a re-lock downloaded files again");
 
     // Another builder: another archive, HOME, TMPDIR, user and working directory, seconds
@@ -469,14 +457,8 @@ fn pip_and_uv_build_the_same_environment() {
 fn a_tampered_or_missing_object_is_refused_naming_the_package() {
     let Some(f) = Fixture::new("") else { return };
     let id = f.lock("0.5", &[]);
-    let text = f.ok(&["env", "show", &id]);
-    let lock: toml::Value = toml::from_str(&text).unwrap();
-    let alpha = lock["packages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"].as_str() == Some("alpha"))
-        .unwrap();
+    let lock = f.shown_lock(&id);
+    let alpha = locked_package(&lock, "alpha");
     let sha = alpha["wheels"][0]["hashes"]["sha256"].as_str().unwrap();
     let object =
         f.t.ark()
@@ -768,14 +750,8 @@ fn an_instance_whose_base_commit_needs_more_gets_it_in_the_wheelhouse() {
         "{said}"
     );
     let id = common::last_line(&out.stdout);
-    let text = f.ok(&["env", "show", &id]);
-    let lock: toml::Value = toml::from_str(&text).unwrap();
-    let omega = lock["packages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"].as_str() == Some("omega"))
-        .unwrap_or_else(|| panic!("omega is not in the lock:\n{text}"));
+    let lock = f.shown_lock(&id);
+    let omega = locked_package(&lock, "omega");
     assert_eq!(omega["tool"]["swe-ark"]["role"].as_str(), Some("instance"));
     let mut covered = vec![base.clone(), base2.clone()];
     covered.sort();
@@ -818,19 +794,30 @@ fn dataset_file(f: &Fixture, version: &str, created_at: &str) -> PathBuf {
     path
 }
 
+/// `env lock acme/widget 0.1`: the new lock's id.
+fn lock_0_1(f: &Fixture) -> String {
+    common::last_line(f.ok(&["env", "lock", "acme/widget", "0.1"]).as_bytes())
+}
+
 fn lock_meta(f: &Fixture, id: &str) -> toml::Value {
     let text = f.ok(&["env", "show", id]);
     toml::from_str(&text).unwrap()
 }
 
-fn locked_version(lock: &toml::Value, name: &str) -> String {
+/// The package `name` of `lock`; a panic, showing the lock, when it has none.
+fn locked_package<'a>(lock: &'a toml::Value, name: &str) -> &'a toml::Value {
     lock["packages"]
         .as_array()
         .unwrap()
         .iter()
         .find(|p| p["name"].as_str() == Some(name))
-        .and_then(|p| p["version"].as_str())
-        .unwrap_or_else(|| panic!("{name} not in the lock"))
+        .unwrap_or_else(|| panic!("{name} is not in the lock:\n{lock}"))
+}
+
+fn locked_version(lock: &toml::Value, name: &str) -> String {
+    locked_package(lock, name)["version"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{name} has no version in the lock"))
         .to_string()
 }
 
@@ -954,8 +941,7 @@ fn a_dataset_date_is_what_locks_resolve_as_of_and_bad_dates_are_refused() {
     // SWE-bench's own files by default: as of when its harness built its environments, so
     // alpha 2.0 (2023) is what unpinned `alpha` resolves to, though the commit is of 2021.
     f.ok(&["import", data]);
-    let id = common::last_line(f.ok(&["env", "lock", "acme/widget", "0.1"]).as_bytes());
-    let lock = lock_meta(&f, &id);
+    let lock = lock_meta(&f, &lock_0_1(&f));
     assert_eq!(locked_version(&lock, "alpha"), "2.0");
     let meta = &lock["tool"]["swe-ark"];
     assert_eq!(meta["exclude-newer"].as_str(), Some("2024-01-26T00:00:00Z"));
@@ -976,8 +962,7 @@ fn a_dataset_date_is_what_locks_resolve_as_of_and_bad_dates_are_refused() {
         "--environments-as-of",
         "2022-01-01",
     ]);
-    let id = common::last_line(f.ok(&["env", "lock", "acme/widget", "0.1"]).as_bytes());
-    let lock = lock_meta(&f, &id);
+    let lock = lock_meta(&f, &lock_0_1(&f));
     assert_eq!(locked_version(&lock, "alpha"), "1.0");
     let meta = &lock["tool"]["swe-ark"];
     assert_eq!(meta["exclude-newer"].as_str(), Some("2022-01-01T00:00:00Z"));
@@ -1019,7 +1004,7 @@ fn a_dataset_date_is_what_locks_resolve_as_of_and_bad_dates_are_refused() {
     );
     // `commit`: as of the environment setup commit again.
     f.ok(&["import", data, "--environments-as-of", "commit"]);
-    let id = common::last_line(f.ok(&["env", "lock", "acme/widget", "0.1"]).as_bytes());
+    let id = lock_0_1(&f);
     assert_eq!(
         lock_meta(&f, &id)["tool"]["swe-ark"]["exclude-newer"].as_str(),
         Some(COMMIT_DATE)

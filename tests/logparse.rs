@@ -27,6 +27,13 @@ fn status(map: &StatusMap, id: &str) -> Option<TestStatus> {
     map.get(id).copied()
 }
 
+/// Each test id has its status in `map` (`None`: not there).
+fn assert_statuses(map: &StatusMap, want: &[(&str, Option<TestStatus>)]) {
+    for (id, status) in want {
+        assert_eq!(map.get(*id).copied(), *status, "{id}");
+    }
+}
+
 #[test]
 fn every_fixture_gives_what_swebench_gives() {
     let mut checked = 0;
@@ -167,18 +174,11 @@ fn pytest_ra_summary_as_swebench_reads_it() {
     }
     // Python 3.11 gives IntEnum parameters their number.
     let m = parsed("pytest/pytest8-py311.log");
-    assert_eq!(
-        status(&m, "tests/sub/test_nested.py::test_click_fail[2]"),
-        Some(Failed)
-    );
+    let id = "tests/sub/test_nested.py::test_click_fail[2]";
+    assert_statuses(&m, &[(id, Some(Failed))]);
     let m = parsed("pytest/pytest6-py39.log");
-    assert_eq!(
-        status(
-            &m,
-            "tests/sub/test_nested.py::test_click_fail[MouseButton.MIDDLE]"
-        ),
-        Some(Failed)
-    );
+    let id = "tests/sub/test_nested.py::test_click_fail[MouseButton.MIDDLE]";
+    assert_statuses(&m, &[(id, Some(Failed))]);
 }
 
 #[test]
@@ -294,25 +294,21 @@ fn pytest_v2_reads_verbose_lines_and_colours() {
 #[test]
 fn matplotlib_writes_mouse_buttons_as_numbers() {
     let m = parsed("matplotlib/pytest6-py39.log");
-    assert_eq!(
-        status(&m, "tests/sub/test_nested.py::test_click[1]"),
-        Some(Passed)
-    );
-    assert_eq!(
-        status(&m, "tests/sub/test_nested.py::test_click[3]"),
-        Some(Passed)
-    );
-    assert_eq!(
-        status(&m, "tests/sub/test_nested.py::test_click[MouseButton.LEFT]"),
-        None
-    );
-    // Only LEFT and RIGHT are rewritten.
-    assert_eq!(
-        status(
-            &m,
-            "tests/sub/test_nested.py::test_click_fail[MouseButton.MIDDLE]"
-        ),
-        Some(Failed)
+    assert_statuses(
+        &m,
+        &[
+            ("tests/sub/test_nested.py::test_click[1]", Some(Passed)),
+            ("tests/sub/test_nested.py::test_click[3]", Some(Passed)),
+            (
+                "tests/sub/test_nested.py::test_click[MouseButton.LEFT]",
+                None,
+            ),
+            // Only LEFT and RIGHT are rewritten.
+            (
+                "tests/sub/test_nested.py::test_click_fail[MouseButton.MIDDLE]",
+                Some(Failed),
+            ),
+        ],
     );
 }
 

@@ -1,5 +1,7 @@
 //! The shipped manifests: every SWE-bench Lite repository, every version its instances use.
 
+mod common;
+
 use std::path::PathBuf;
 
 use swe_ark::manifest::Manifests;
@@ -48,12 +50,10 @@ fn every_lite_repository_has_a_valid_manifest() {
 
 #[test]
 fn every_lite_dev_instance_has_its_context() {
-    let path =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data/swe-bench-lite-dev.jsonl");
-    let Ok(text) = std::fs::read_to_string(&path) else {
-        eprintln!("skipped: {} is not here", path.display());
+    let Some(path) = common::lite_dev() else {
         return;
     };
+    let text = std::fs::read_to_string(&path).unwrap();
     let m = shipped();
     for line in text.lines() {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();

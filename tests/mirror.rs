@@ -74,16 +74,6 @@ fn make_upstream(root: &Path) -> Upstream {
     Upstream { dir, base }
 }
 
-fn instance_at(t: &TestContext, commit: &str, id: &str) -> PathBuf {
-    let mut v: serde_json::Value = serde_json::from_str(&fixture_instance_json()).unwrap();
-    v["instance_id"] = id.into();
-    v["base_commit"] = commit.into();
-    v["environment_setup_commit"] = commit.into();
-    let p = t.path(&format!("{id}.json"));
-    fs::write(&p, v.to_string()).unwrap();
-    p
-}
-
 fn mirror_dir(t: &TestContext) -> PathBuf {
     t.ark().join("mirrors/acme__widgets.git")
 }
@@ -98,6 +88,14 @@ fn refs_of(git_dir: &Path) -> String {
 fn add_file_mirror(t: &TestContext, up: &Upstream) -> String {
     let url = format!("file://{}", up.dir.display());
     stdout(&t.run_expect(&["mirror", "add", &url, "--name", "acme/widgets"], 0))
+}
+
+/// A fresh test directory with the upstream mirrored as acme/widgets.
+fn mirrored() -> (TestContext, Upstream) {
+    let t = TestContext::new();
+    let up = make_upstream(t.dir.path());
+    add_file_mirror(&t, &up);
+    (t, up)
 }
 
 /// `swe-ark pack --repo REPO --instance INST`, expecting exit `code`.
@@ -146,7 +144,7 @@ fn a_file_mirror_holds_every_ref_and_packs_the_exact_tree() {
     assert_eq!(ls[0]["refs_count"], upstream_refs.lines().count());
 
     // Pack from the mirror: the tree id is the commit's, the submodule is a gitlink.
-    let inst = instance_at(&t, &up.base, "acme__widgets-1");
+    let inst = t.instance_at(&up.base, "acme__widgets-1");
     let id = pack_from_mirror(&t, &inst);
     let show: serde_json::Value =
         serde_json::from_slice(&t.run_expect(&["show", "--json", &id], 0).stdout).unwrap();
@@ -187,10 +185,8 @@ fn a_file_mirror_holds_every_ref_and_packs_the_exact_tree() {
 
 #[test]
 fn pins_survive_an_upstream_force_push_and_a_deleted_branch() {
-    let t = TestContext::new();
-    let up = make_upstream(t.dir.path());
-    add_file_mirror(&t, &up);
-    let inst = instance_at(&t, &up.base, "acme__widgets-2");
+    let (t, up) = mirrored();
+    let inst = t.instance_at(&up.base, "acme__widgets-2");
     let id = pack_from_mirror(&t, &inst);
 
     // Upstream rewrites history: the feature branch and the pull ref go, main is reset to
@@ -237,9 +233,7 @@ fn pins_survive_an_upstream_force_push_and_a_deleted_branch() {
 
 #[test]
 fn update_fetches_only_what_is_new() {
-    let t = TestContext::new();
-    let up = make_upstream(t.dir.path());
-    add_file_mirror(&t, &up);
+    let (t, up) = mirrored();
     let before: serde_json::Value =
         serde_json::from_slice(&t.run_expect(&["mirror", "ls", "--json"], 0).stdout).unwrap();
 
@@ -335,7 +329,7 @@ fn mirrors_over_the_git_protocol_on_loopback() {
         .map(str::to_string)
         .collect();
     assert_eq!(mirror_refs.join("\n"), refs_of(&up.dir));
-    let inst = instance_at(&t, &up.base, "acme__widgets-3");
+    let inst = t.instance_at(&up.base, "acme__widgets-3");
     pack_from_mirror(&t, &inst);
     write(&up.dir, "NEW.md", "new\n");
     git(&up.dir, &["add", "-A"]);
@@ -390,10 +384,8 @@ fn owner_name_resolves_against_the_configured_git_base() {
 
 #[test]
 fn export_and_import_carry_a_mirror_across_the_air_gap() {
-    let t = TestContext::new();
-    let up = make_upstream(t.dir.path());
-    add_file_mirror(&t, &up);
-    let inst = instance_at(&t, &up.base, "acme__widgets-4");
+    let (t, up) = mirrored();
+    let inst = t.instance_at(&up.base, "acme__widgets-4");
     let id = pack_from_mirror(&t, &inst);
     t.run_expect(
         &["mirror", "export", "acme/widgets", "-o", "widgets.bundle"],
@@ -438,7 +430,7 @@ fn export_and_import_carry_a_mirror_across_the_air_gap() {
         "every ref, pins included, arrives"
     );
     other.run_expect(&["mirror", "verify"], 0);
-    let inst2 = instance_at(&other, &up.base, "acme__widgets-4");
+    let inst2 = other.instance_at(&up.base, "acme__widgets-4");
     assert_eq!(pack_from_mirror(&other, &inst2), id);
     // With no URL, update skips it and says why.
     let err = stderr(&other.run_expect(&["mirror", "update"], 0));
@@ -478,15 +470,14 @@ fn bad_sources_and_commits_are_clear_errors_that_change_nothing() {
 
     add_file_mirror(&t, &up);
     // A commit the mirror does not have.
-    let inst = instance_at(
-        &t,
+    let inst = t.instance_at(
         "0123456789abcdef0123456789abcdef01234567",
         "acme__widgets-5",
     );
     let err = stderr(&pack_repo(&t, "acme/widgets", &inst, 2));
     assert!(err.contains("has no commit 0123456789abcdef"), "{err}");
     // A mirror that does not exist, and a repo that is not the instance's.
-    let inst = instance_at(&t, &up.base, "acme__widgets-6");
+    let inst = t.instance_at(&up.base, "acme__widgets-6");
     let err = stderr(&pack_repo(&t, "acme/nothing", &inst, 2));
     assert!(err.contains("acme/nothing"), "{err}");
     // An unreachable upstream on update: an error, and the mirror as it was.
@@ -500,9 +491,7 @@ fn bad_sources_and_commits_are_clear_errors_that_change_nothing() {
 
 #[test]
 fn a_truncated_bundle_is_refused_and_leaves_the_mirror_intact() {
-    let t = TestContext::new();
-    let up = make_upstream(t.dir.path());
-    add_file_mirror(&t, &up);
+    let (t, _) = mirrored();
     t.run_expect(&["mirror", "export", "acme/widgets", "-o", "w.bundle"], 0);
     let bytes = fs::read(t.path("w.bundle")).unwrap();
     fs::write(t.path("cut.bundle"), &bytes[..bytes.len() * 2 / 3]).unwrap();
@@ -548,9 +537,7 @@ fn a_truncated_bundle_is_refused_and_leaves_the_mirror_intact() {
 
 #[test]
 fn verify_finds_a_corrupt_object_and_pack_names_it() {
-    let t = TestContext::new();
-    let up = make_upstream(t.dir.path());
-    add_file_mirror(&t, &up);
+    let (t, _) = mirrored();
     // Damage the mirror's pack in the middle: some object can no longer be read.
     let pack_dir = mirror_dir(&t).join("objects/pack");
     let pack = fs::read_dir(&pack_dir)
@@ -574,10 +561,8 @@ fn verify_finds_a_corrupt_object_and_pack_names_it() {
 
 #[test]
 fn a_missing_blob_is_named_by_pack_and_verify() {
-    let t = TestContext::new();
-    let up = make_upstream(t.dir.path());
-    add_file_mirror(&t, &up);
-    let inst = instance_at(&t, &up.base, "acme__widgets-7");
+    let (t, up) = mirrored();
+    let inst = t.instance_at(&up.base, "acme__widgets-7");
     pack_from_mirror(&t, &inst);
     // Turn the mirror's pack into loose objects, then lose one blob the base commit needs.
     let m = mirror_dir(&t);
@@ -622,9 +607,7 @@ fn a_missing_blob_is_named_by_pack_and_verify() {
 
 #[test]
 fn a_fetch_killed_half_way_leaves_the_mirror_as_it_was() {
-    let t = TestContext::new();
-    let up = make_upstream(t.dir.path());
-    add_file_mirror(&t, &up);
+    let (t, up) = mirrored();
     let before = refs_of(&mirror_dir(&t));
     write(&up.dir, "NEW.md", "new\n");
     git_commit_all(&up.dir, "new", "2024-03-01T00:00:00Z");

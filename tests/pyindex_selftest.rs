@@ -170,21 +170,51 @@ fn exchange(conn: &mut BufReader<TcpStream>, request: &str, head: bool) -> Raw {
     }
 }
 
+/// A GET of `path` accepting `accept`, and its answer.
+fn fetch(conn: &mut BufReader<TcpStream>, path: &str, accept: &str) -> Raw {
+    exchange(conn, &get(path, accept), false)
+}
+
 fn get(path: &str, accept: &str) -> String {
     format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: {accept}\r\n\r\n")
 }
 
-#[test]
-fn index_speaks_http_and_both_simple_apis() {
+/// [`SPEC`]'s dists, made in a temporary directory.
+struct Made {
+    python: PathBuf,
+    tmp: tempfile::TempDir,
+    spec: PathBuf,
+    dists: PathBuf,
+}
+
+/// Makes [`SPEC`]'s dists; `None`, saying so, when there is no Python to make them with.
+fn made_dists() -> Option<Made> {
     let Some(python) = find_python() else {
         eprintln!("skipped: no python3.9 to 3.12 found (pyenv or PATH)");
-        return;
+        return None;
     };
     let tmp = tempfile::tempdir().unwrap();
     let spec = tmp.path().join("spec.json");
     std::fs::write(&spec, SPEC).unwrap();
     let dists = tmp.path().join("dists");
     mkdists(&python, &dists, &spec);
+    Some(Made {
+        python,
+        tmp,
+        spec,
+        dists,
+    })
+}
+
+#[test]
+fn index_speaks_http_and_both_simple_apis() {
+    // `_tmp` keeps the directory for the whole test.
+    let Some(Made {
+        tmp: _tmp, dists, ..
+    }) = made_dists()
+    else {
+        return;
+    };
     let index = PyIndex::start(&dists);
     let port = index.port();
     assert_eq!(index.url(), format!("http://127.0.0.1:{port}/simple"));
@@ -193,7 +223,7 @@ fn index_speaks_http_and_both_simple_apis() {
     let mut conn = BufReader::new(stream);
     // Several requests on one connection (keep-alive).
     let json = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01";
-    let r = exchange(&mut conn, &get("/simple/Alpha", json), false);
+    let r = fetch(&mut conn, "/simple/Alpha", json);
     assert_eq!(r.status, 200);
     assert_eq!(
         r.header("content-type"),
@@ -218,7 +248,7 @@ fn index_speaks_http_and_both_simple_apis() {
 
     index.yank("alpha-2.0-py3-none-any.whl", "broken <\"badly\">");
     index.set_upload_time("alpha-2.0-py3-none-any.whl", "2021-06-01T12:00:00Z");
-    let r = exchange(&mut conn, &get("/simple/alpha/", "text/html"), false);
+    let r = fetch(&mut conn, "/simple/alpha/", "text/html");
     assert_eq!(r.status, 200);
     assert!(r.header("content-type").unwrap().starts_with("text/html"));
     let html = r.text();
@@ -234,12 +264,12 @@ fn index_speaks_http_and_both_simple_apis() {
         "{html}"
     );
     assert!(!html.contains(".meta.json"), "{html}");
-    let r = exchange(&mut conn, &get("/simple/alpha/", json), false);
+    let r = fetch(&mut conn, "/simple/alpha/", json);
     let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
     assert_eq!(v["files"][1]["yanked"], "broken <\"badly\">");
     assert_eq!(v["files"][1]["upload-time"], "2021-06-01T12:00:00Z");
 
-    let r = exchange(&mut conn, &get("/simple/", json), false);
+    let r = fetch(&mut conn, "/simple/", json);
     let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
     let names: Vec<&str> = v["projects"]
         .as_array()
@@ -252,16 +282,12 @@ fn index_speaks_http_and_both_simple_apis() {
         ["alpha", "beta", "delta", "gamma", "tinybuild"],
         "{v}"
     );
-    let r = exchange(&mut conn, &get("/simple/", "text/html"), false);
+    let r = fetch(&mut conn, "/simple/", "text/html");
     assert!(r.text().contains("<a href=\"/simple/beta/\">beta</a>"));
 
-    let r = exchange(&mut conn, &get("/simple/nothere/", json), false);
+    let r = fetch(&mut conn, "/simple/nothere/", json);
     assert_eq!(r.status, 404);
-    let r = exchange(
-        &mut conn,
-        &get("/files/alpha-1.0-py3-none-any.whl", "*/*"),
-        false,
-    );
+    let r = fetch(&mut conn, "/files/alpha-1.0-py3-none-any.whl", "*/*");
     assert_eq!(r.status, 200);
     assert_eq!(r.body, whl);
     assert_eq!(r.header("content-type"), Some("application/octet-stream"));
@@ -272,10 +298,10 @@ fn index_speaks_http_and_both_simple_apis() {
         r.header("content-length"),
         Some(whl.len().to_string().as_str())
     );
-    let r = exchange(
+    let r = fetch(
         &mut conn,
-        &get("/files/alpha-1.0-py3-none-any.whl.meta.json", "*/*"),
-        false,
+        "/files/alpha-1.0-py3-none-any.whl.meta.json",
+        "*/*",
     );
     assert_eq!(r.status, 404);
     let r = exchange(
@@ -292,14 +318,10 @@ fn index_speaks_http_and_both_simple_apis() {
     )
     .unwrap();
     index.vanish("gamma-1.0-py3-none-any.whl");
-    let r = exchange(&mut conn, &get("/simple/gamma", json), false);
+    let r = fetch(&mut conn, "/simple/gamma", json);
     let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
     assert_eq!(v["versions"], serde_json::json!(["1.0", "1.1"]));
-    let r = exchange(
-        &mut conn,
-        &get("/files/gamma-1.0-py3-none-any.whl", "*/*"),
-        false,
-    );
+    let r = fetch(&mut conn, "/files/gamma-1.0-py3-none-any.whl", "*/*");
     assert_eq!(r.status, 404);
 
     // `Connection: close` is honoured: the answer says so and the stream ends.
@@ -322,15 +344,15 @@ fn index_speaks_http_and_both_simple_apis() {
 
 #[test]
 fn pip_installs_wheels_an_sdist_and_an_editable_project_from_the_index() {
-    let Some(python) = find_python() else {
-        eprintln!("skipped: no python3.9 to 3.12 found (pyenv or PATH)");
+    let Some(Made {
+        python,
+        tmp,
+        spec,
+        dists,
+    }) = made_dists()
+    else {
         return;
     };
-    let tmp = tempfile::tempdir().unwrap();
-    let spec = tmp.path().join("spec.json");
-    std::fs::write(&spec, SPEC).unwrap();
-    let dists = tmp.path().join("dists");
-    mkdists(&python, &dists, &spec);
     // Deterministic: a second run makes the same bytes.
     let again = tmp.path().join("again");
     mkdists(&python, &again, &spec);

@@ -1,8 +1,8 @@
-//! The reader refuses every kind of bad bundle. Each test crafts one bundle by hand (raw ustar
-//! headers, so names like `/etc/x` or `a/../b` and odd entry types can be written at all) that
-//! is valid but for exactly one thing, runs `swe-ark unpack` on it, and checks the exit code,
-//! that the message names the member and the reason, and that nothing was written outside the
-//! target (nor left inside it).
+//! The reader refuses every kind of bad bundle. Each case of one table crafts one bundle by
+//! hand (raw ustar headers, so names like `/etc/x` or `a/../b` and odd entry types can be
+//! written at all) that is valid but for exactly one thing, runs `swe-ark unpack` on it, and
+//! checks the exit code, that the message names the member and the reason, and that nothing
+//! was written outside the target (nor left inside it).
 
 mod common;
 use common::*;
@@ -508,193 +508,7 @@ fn crafted_valid_bundle_unpacks_and_verifies() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The zstd stream.
-
-/// A real packed bundle: its path in the archive and its bytes.
-fn packed_bundle(t: &TestContext) -> (String, Vec<u8>) {
-    make_fixture_codebase(&t.path("cb"));
-    let id = t.pack(&t.path("cb"));
-    let bytes = fs::read(t.bundle_path(&id)).unwrap();
-    (id, bytes)
-}
-
-#[test]
-fn truncated_zstd_is_refused() {
-    let t = TestContext::new();
-    let (id, bytes) = packed_bundle(&t);
-    let bundle = save_as(&t, &format!("{id}.tar.zst"), &bytes[..bytes.len() / 2]);
-    refused(&t, &bundle, &[], &["zstd", "truncated"], &[]);
-}
-
-#[test]
-fn corrupt_zstd_is_refused() {
-    let t = TestContext::new();
-    let (id, mut bytes) = packed_bundle(&t);
-    // Flip bytes in the middle of the compressed data (past the frame header).
-    let mid = bytes.len() / 2;
-    for b in &mut bytes[mid..mid + 8] {
-        *b ^= 0x55;
-    }
-    // (Some flips land on bits the decoder ignores; these do not.)
-    assert!(zstd::decode_all(&bytes[..]).is_err());
-    let bundle = save_as(&t, &format!("{id}.tar.zst"), &bytes);
-    refused(&t, &bundle, &[], &["zstd", "corrupt"], &[]);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Content and listing against bundle.json.
-
-#[test]
-fn flipped_content_byte_is_refused_naming_the_member() {
-    let t = TestContext::new();
-    let members = valid_members();
-    let mut entries = members.clone();
-    let core = entries
-        .iter_mut()
-        .find(|e| e.name == b"codebase/widgets/core.py")
-        .unwrap();
-    core.data[13] ^= 0x01; // "return 1" -> "return 0"
-    let bundle = save(&t, &bundle_tar(&members, &entries));
-    let err = refused(
-        &t,
-        &bundle,
-        &[],
-        &["codebase/widgets/core.py", "does not match bundle.json"],
-        &[],
-    );
-    // No other member is blamed.
-    assert!(!err.contains("codebase/setup.py"), "{err}");
-    verify_finds(
-        &t,
-        &bundle,
-        &["codebase/widgets/core.py", "does not match bundle.json"],
-    );
-}
-
-#[test]
-fn member_not_listed_in_bundle_json_is_refused() {
-    let t = TestContext::new();
-    let entries = with(valid_members(), Entry::file("codebase/extra.py", "x = 1\n"));
-    // Listed: everything but the extra member; the tree id still covers it, so the listing is
-    // the only thing wrong.
-    let mut manifest = ManifestJson::listing(&entries);
-    manifest.unlist("codebase/extra.py");
-    let mut all = vec![manifest.entry()];
-    all.extend(entries);
-    let bundle = save(&t, &tar_of(&all));
-    let err = refused(
-        &t,
-        &bundle,
-        &[],
-        &["codebase/extra.py", "not listed in bundle.json"],
-        &[],
-    );
-    assert!(!err.contains("tree id"), "{err}");
-    verify_finds(&t, &bundle, &["codebase/extra.py", "not listed"]);
-}
-
-#[test]
-fn listed_member_missing_from_the_bundle_is_refused() {
-    let t = TestContext::new();
-    let listed = valid_members();
-    let entries: Vec<Entry> = listed
-        .iter()
-        .filter(|e| e.name != b"codebase/setup.py")
-        .cloned()
-        .collect();
-    // The tree id is that of the members present, so the absence is the only thing wrong.
-    let mut manifest = ManifestJson::listing(&listed);
-    manifest.codebase_tree = tree_of(&entries);
-    let mut all = vec![manifest.entry()];
-    all.extend(entries);
-    let bundle = save(&t, &tar_of(&all));
-    let err = refused(
-        &t,
-        &bundle,
-        &[],
-        &["codebase/setup.py", "missing from the bundle"],
-        &[],
-    );
-    assert!(!err.contains("tree id"), "{err}");
-}
-
-#[test]
-fn wrong_codebase_tree_is_refused() {
-    let t = TestContext::new();
-    let members = valid_members();
-    let mut manifest = ManifestJson::listing(&members);
-    manifest.codebase_tree = "0".repeat(40);
-    let mut all = vec![manifest.entry()];
-    all.extend(members);
-    let bundle = save(&t, &tar_of(&all));
-    refused(
-        &t,
-        &bundle,
-        &[],
-        &["codebase/", "tree id", &"0".repeat(40)],
-        &[],
-    );
-}
-
-#[test]
-fn wrong_id_in_file_name_is_refused_naming_both_ids() {
-    let t = TestContext::new();
-    let tar = honest_tar(&valid_members());
-    let actual = sha256_hex(&tar);
-    let claimed = sha256_hex(b"some other bundle");
-    let bundle = save_as(&t, &format!("{claimed}.tar.zst"), &compress(&tar));
-    refused(&t, &bundle, &[], &[&actual, &claimed, "hashes to"], &[]);
-    // The same content under a neutral name with a wrong --expect: the reason alone names
-    // both ids.
-    let plain = save_as(&t, "plain.tar.zst", &compress(&tar));
-    refused(
-        &t,
-        &plain,
-        &["--expect", &claimed],
-        &[&actual, &claimed, "hashes to"],
-        &[],
-    );
-    // The right id is accepted.
-    let dest = t.path("good");
-    t.run_expect(
-        &["unpack", s(&plain), "-o", s(&dest), "--expect", &actual],
-        0,
-    );
-}
-
-#[test]
-fn data_after_the_end_of_the_archive_is_refused() {
-    let t = TestContext::new();
-    let mut tar = honest_tar(&valid_members());
-    tar.extend_from_slice(b"smuggled bytes after the end-of-archive marker");
-    let bundle = save(&t, &tar);
-    refused(&t, &bundle, &[], &["data follows the end"], &[]);
-}
-
-// ---------------------------------------------------------------------------------------------
-// bundle.json itself.
-
-#[test]
-fn unknown_format_version_is_refused() {
-    let t = TestContext::new();
-    let members = valid_members();
-    let mut manifest = ManifestJson::listing(&members);
-    manifest.version = 4;
-    let mut all = vec![manifest.entry()];
-    all.extend(members);
-    let bundle = save(&t, &tar_of(&all));
-    refused(
-        &t,
-        &bundle,
-        &[],
-        &["version 4", "reads versions 1, 2 and 3"],
-        &[],
-    );
-    verify_finds(&t, &bundle, &["version 4"]);
-}
-
-// ---------------------------------------------------------------------------------------------
-// vcs.json (format version 2).
+// Bundles that must be read: the later format versions, a pax path with a newline.
 
 /// A `vcs.json` as the format describes it, about the fixture's base commit.
 fn vcs_json() -> String {
@@ -724,52 +538,6 @@ fn a_version_2_bundle_with_its_vcs_json_is_read() {
         vcs_json()
     );
     t.run_expect(&["verify", s(&bundle)], 0);
-}
-
-#[test]
-fn a_malformed_vcs_json_is_refused() {
-    let t = TestContext::new();
-    for (bad, words) in [
-        (
-            "{not json\n".to_string(),
-            vec!["vcs.json", "not a valid VCS record"],
-        ),
-        // Valid JSON, but its describe is not what its first tag says.
-        (
-            vcs_json().replace("4.4.2-6-g", "4.4.2-7-g"),
-            vec!["vcs.json", "its first tag makes it"],
-        ),
-        (
-            vcs_json().replace("\"commits\": 12", "\"commits\": 12, \"extra\": 1"),
-            vec!["vcs.json", "unknown field"],
-        ),
-        (
-            vcs_json().replace("\n  ", "\n    "),
-            vec!["vcs.json", "canonical form"],
-        ),
-    ] {
-        let bundle = bundle_with_vcs(&t, 2, Some(&bad));
-        refused(&t, &bundle, &[], &words, &[]);
-        verify_finds(&t, &bundle, &words);
-    }
-}
-
-#[test]
-fn vcs_json_and_the_version_must_agree() {
-    let t = TestContext::new();
-    let bundle = bundle_with_vcs(&t, 1, Some(&vcs_json()));
-    refused(
-        &t,
-        &bundle,
-        &[],
-        &[
-            "lists vcs.json, a member of format version 2",
-            "says version 1",
-        ],
-        &[],
-    );
-    let bundle = bundle_with_vcs(&t, 2, None);
-    refused(&t, &bundle, &[], &["does not list vcs.json"], &[]);
 }
 
 /// A canonical expected.json (bundle format version 3).
@@ -838,596 +606,6 @@ fn a_version_3_bundle_with_its_expected_json_is_read() {
 }
 
 #[test]
-fn expected_json_and_the_version_must_agree_and_it_must_be_canonical() {
-    let t = TestContext::new();
-    let e = expected_json();
-    for (version, extra, words) in [
-        (
-            1,
-            vec![("expected.json", e.as_str())],
-            vec!["lists expected.json", "says version 1"],
-        ),
-        (
-            2,
-            vec![("expected.json", e.as_str()), ("vcs.json", &vcs_json())],
-            vec!["lists expected.json", "says version 2"],
-        ),
-        (3, vec![], vec!["says version 3", "does not list it"]),
-        (
-            3,
-            vec![("expected.json", e.as_str()), ("results.json", "{}\n")],
-            vec!["lists results.json", "replaces with expected.json"],
-        ),
-    ] {
-        let bundle = bundle_with(&t, version, &extra);
-        refused(&t, &bundle, &[], &words, &[]);
-    }
-    for (bad, words) in [
-        (
-            e.replace("\n  ", "\n    "),
-            vec!["expected.json", "canonical form"],
-        ),
-        (
-            e.replace("\"flaky\": [],", "\"flaky\": [],\n  \"timings\": {},"),
-            vec!["expected.json", "unknown field `timings`"],
-        ),
-        (
-            e.replace("  \"log_parser\": \"pytest\",\n", ""),
-            vec!["expected.json", "missing field `log_parser`"],
-        ),
-    ] {
-        let bundle = bundle_with(&t, 3, &[("expected.json", &bad)]);
-        refused(&t, &bundle, &[], &words, &[]);
-        verify_finds(&t, &bundle, &words);
-    }
-}
-
-#[test]
-fn unknown_format_name_is_refused() {
-    let t = TestContext::new();
-    let members = valid_members();
-    let mut manifest = ManifestJson::listing(&members);
-    manifest.format = "some-other-bundle".into();
-    let mut all = vec![manifest.entry()];
-    all.extend(members);
-    let bundle = save(&t, &tar_of(&all));
-    refused(
-        &t,
-        &bundle,
-        &[],
-        &["not a swe-ark bundle", "some-other-bundle"],
-        &[],
-    );
-}
-
-#[test]
-fn first_member_not_bundle_json_is_refused() {
-    let t = TestContext::new();
-    let members = valid_members();
-    let manifest = ManifestJson::listing(&members).entry();
-    let (instance, rest): (Vec<Entry>, Vec<Entry>) = members
-        .into_iter()
-        .partition(|e| e.name == b"instance.json");
-    let mut all = instance;
-    all.push(manifest);
-    all.extend(rest);
-    let bundle = save(&t, &tar_of(&all));
-    refused(
-        &t,
-        &bundle,
-        &[],
-        &["instance.json", "first member", "not bundle.json"],
-        &[],
-    );
-}
-
-#[test]
-fn oversized_bundle_json_is_refused_from_its_header() {
-    let t = TestContext::new();
-    // The header claims 300 MiB; a few bytes follow.
-    let manifest = ManifestJson::listing(&valid_members())
-        .entry()
-        .claiming(300 << 20);
-    let bundle = save(&t, &tar_of(&[manifest]));
-    let err = refused(&t, &bundle, &[], &["bundle.json", "over the limit"], &[]);
-    assert!(!err.contains("truncated"), "{err}");
-}
-
-// ---------------------------------------------------------------------------------------------
-// Paths.
-
-#[test]
-fn absolute_path_is_refused() {
-    let t = TestContext::new();
-    // Where the member would land if the path were followed: beside the targets.
-    let escape = t.path("escaped-absolute");
-    let name = escape.to_str().unwrap().to_string();
-    let members = valid_members();
-    let entries = {
-        let mut v = vec![Entry::file(&name, "pwned\n")];
-        v.extend(members.clone());
-        v
-    };
-    // bundle.json cannot even list such a path, so it lists the rest.
-    let bundle = save(&t, &bundle_tar(&members, &entries));
-    refused(&t, &bundle, &[], &[&name, "absolute"], &[escape]);
-    verify_finds(&t, &bundle, &[&name, "absolute"]);
-}
-
-#[test]
-fn dotdot_component_is_refused() {
-    let t = TestContext::new();
-    // From the staging directory inside the target, three levels up is the target's parent;
-    // from the target itself, it is the test's directory.
-    let name = "codebase/../../../escaped-dotdot";
-    let members = valid_members();
-    let entries = with(members.clone(), Entry::file(name, "pwned\n"));
-    let bundle = save(&t, &bundle_tar(&members, &entries));
-    refused(
-        &t,
-        &bundle,
-        &[],
-        &[name, "`..` component"],
-        &[t.path("escaped-dotdot")],
-    );
-}
-
-#[test]
-fn dotdot_in_a_pax_path_is_refused() {
-    let t = TestContext::new();
-    // A path over 100 bytes travels in a pax header; the header's own name field holds a
-    // harmless prefix of it.
-    let long = format!("codebase/{}/../../../../escaped-pax", "d".repeat(100));
-    let members = valid_members();
-    let mut entries = members.clone();
-    entries.insert(0, pax_path(long.as_bytes()));
-    entries.insert(1, Entry::file(&long.as_bytes()[..100], "pwned\n"));
-    let bundle = save(&t, &bundle_tar(&members, &entries));
-    refused(
-        &t,
-        &bundle,
-        &[],
-        &["escaped-pax", "`..` component"],
-        &[t.path("escaped-pax")],
-    );
-}
-
-#[test]
-fn dot_and_empty_components_are_refused() {
-    let t = TestContext::new();
-    for (name, reason) in [
-        ("codebase/./x.py", "`.` component"),
-        ("codebase//x.py", "empty component"),
-    ] {
-        let members = valid_members();
-        let entries = with(members.clone(), Entry::file(name, "x\n"));
-        let bundle = save(&t, &bundle_tar(&members, &entries));
-        refused(&t, &bundle, &[], &[name, reason], &[]);
-    }
-}
-
-#[test]
-fn path_outside_codebase_and_fixed_members_is_refused() {
-    let t = TestContext::new();
-    let entries = with(valid_members(), Entry::executable("evil.sh", "rm -rf ~\n"));
-    let bundle = save(&t, &honest_tar(&entries));
-    refused(
-        &t,
-        &bundle,
-        &[],
-        &["evil.sh", "not a member of the bundle format"],
-        &[],
-    );
-}
-
-#[test]
-fn duplicate_member_is_refused() {
-    let t = TestContext::new();
-    let members = valid_members();
-    let entries = with(
-        members.clone(),
-        Entry::file("codebase/widgets/core.py", "def f(): return 666\n"),
-    );
-    let bundle = save(&t, &bundle_tar(&members, &entries));
-    refused(
-        &t,
-        &bundle,
-        &[],
-        &["codebase/widgets/core.py", "appears twice"],
-        &[],
-    );
-}
-
-#[test]
-fn path_through_a_symlink_member_is_refused() {
-    let t = TestContext::new();
-    let link = Entry::symlink("codebase/link", "widgets");
-    // On its own the link is fine.
-    let good = with(valid_members(), link.clone());
-    unpacks(&t, &save(&t, &honest_tar(&good)), "control");
-    let entries = with(
-        good.clone(),
-        Entry::file("codebase/link/x", "through the link\n"),
-    );
-    // No git tree can hold both, so bundle.json lists the rest.
-    let bundle = save(&t, &bundle_tar(&good, &entries));
-    refused(
-        &t,
-        &bundle,
-        &[],
-        &[
-            "codebase/link/x",
-            "goes through the symlink",
-            "codebase/link",
-        ],
-        &[t.path("control/codebase/widgets/x")],
-    );
-}
-
-#[test]
-fn path_below_a_file_member_is_refused() {
-    let t = TestContext::new();
-    let members = valid_members();
-    let entries = with(members.clone(), Entry::file("codebase/setup.py/x", "x\n"));
-    let bundle = save(&t, &bundle_tar(&members, &entries));
-    refused(
-        &t,
-        &bundle,
-        &[],
-        &["codebase/setup.py/x", "goes through the file"],
-        &[],
-    );
-}
-
-// ---------------------------------------------------------------------------------------------
-// Links.
-
-#[test]
-fn symlink_pointing_outside_the_tree_is_refused() {
-    let t = TestContext::new();
-    let entries = with(
-        valid_members(),
-        Entry::symlink("codebase/passwd", "../../etc/passwd"),
-    );
-    let bundle = save(&t, &honest_tar(&entries));
-    refused(
-        &t,
-        &bundle,
-        &[],
-        &[
-            "codebase/passwd",
-            "points outside the tree",
-            "../../etc/passwd",
-        ],
-        &[],
-    );
-}
-
-#[test]
-fn absolute_symlink_is_refused() {
-    let t = TestContext::new();
-    let entries = with(
-        valid_members(),
-        Entry::symlink("codebase/passwd", "/etc/passwd"),
-    );
-    let bundle = save(&t, &honest_tar(&entries));
-    refused(
-        &t,
-        &bundle,
-        &[],
-        &["codebase/passwd", "points outside the tree"],
-        &[],
-    );
-}
-
-#[test]
-fn symlink_climbing_through_another_symlink_is_refused() {
-    let t = TestContext::new();
-    // `s` points at codebase/ itself, which is fine; `t` = `s/../../x` looks like
-    // codebase/a/x when read as text, but through `s` it is <target>/../x: a sibling of the
-    // target.
-    let s_link = Entry::symlink("codebase/a/b/s", "../..");
-    let good = with(valid_members(), s_link);
-    unpacks(&t, &save(&t, &honest_tar(&good)), "control");
-    let entries = with(
-        good,
-        Entry::symlink("codebase/a/b/t", "s/../../escaped-via-link"),
-    );
-    let bundle = save(&t, &honest_tar(&entries));
-    refused(
-        &t,
-        &bundle,
-        &[],
-        &["codebase/a/b/t", "points outside the tree"],
-        &[t.path("escaped-via-link")],
-    );
-}
-
-#[test]
-fn symlink_outside_codebase_is_refused() {
-    let t = TestContext::new();
-    let mut entries = valid_members();
-    for e in &mut entries {
-        if e.name == b"instance.json" {
-            *e = Entry::symlink("instance.json", "codebase/setup.py");
-        }
-    }
-    let bundle = save(&t, &honest_tar(&entries));
-    refused(
-        &t,
-        &bundle,
-        &[],
-        &["instance.json", "only codebase/ may hold symlinks"],
-        &[],
-    );
-}
-
-#[test]
-fn hard_link_pointing_outside_the_tree_is_refused() {
-    let t = TestContext::new();
-    // A file the link would reach from the target (`out/../../victim.txt`).
-    let victim = t.path("victim.txt");
-    fs::write(&victim, "precious\n").unwrap();
-    let entries = with(
-        valid_members(),
-        Entry::special("codebase/hl", HARD_LINK).link_to("../../victim.txt"),
-    );
-    let bundle = save(&t, &honest_tar(&entries));
-    refused(
-        &t,
-        &bundle,
-        &[],
-        &["codebase/hl", "hard link", "outside the tree"],
-        &[],
-    );
-    assert_eq!(fs::read_to_string(&victim).unwrap(), "precious\n");
-    assert_eq!(
-        fs::metadata(&victim).unwrap().nlink(),
-        1,
-        "a hard link to the victim was made"
-    );
-}
-
-// ---------------------------------------------------------------------------------------------
-// Entry types.
-
-#[test]
-fn char_device_is_refused() {
-    let t = TestContext::new();
-    let entries = with(
-        valid_members(),
-        Entry::special("codebase/null", CHAR_DEVICE),
-    );
-    let bundle = save(&t, &honest_tar(&entries));
-    refused(&t, &bundle, &[], &["codebase/null", "device file"], &[]);
-}
-
-#[test]
-fn block_device_is_refused() {
-    let t = TestContext::new();
-    let entries = with(
-        valid_members(),
-        Entry::special("codebase/sda", BLOCK_DEVICE),
-    );
-    let bundle = save(&t, &honest_tar(&entries));
-    refused(&t, &bundle, &[], &["codebase/sda", "device file"], &[]);
-}
-
-#[test]
-fn fifo_is_refused() {
-    let t = TestContext::new();
-    let entries = with(valid_members(), Entry::special("codebase/pipe", FIFO));
-    let bundle = save(&t, &honest_tar(&entries));
-    refused(&t, &bundle, &[], &["codebase/pipe", "FIFO"], &[]);
-}
-
-#[test]
-fn directory_entry_is_refused() {
-    let t = TestContext::new();
-    // Without the usual trailing slash, so that the type is what is refused, not the path.
-    let entries = with(
-        valid_members(),
-        Entry::special("codebase/widgets", DIRECTORY).with_mode(0o755),
-    );
-    let bundle = save(&t, &bundle_tar(&valid_members(), &entries));
-    refused(
-        &t,
-        &bundle,
-        &[],
-        &["codebase/widgets", "directory entry"],
-        &[],
-    );
-}
-
-#[test]
-fn unknown_entry_type_is_refused() {
-    let t = TestContext::new();
-    let members = valid_members();
-    let entries = with(members.clone(), Entry::special("codebase/odd", b'Z'));
-    let bundle = save(&t, &bundle_tar(&members, &entries));
-    refused(&t, &bundle, &[], &["codebase/odd", "tar type `Z`"], &[]);
-}
-
-#[test]
-fn contiguous_file_entry_is_refused() {
-    let t = TestContext::new();
-    // Type `7` reads like a regular file, but bundle format v1 has type `0` only.
-    let entries = with(
-        valid_members(),
-        Entry::file("codebase/contiguous.py", "x = 1\n").with_type(b'7'),
-    );
-    let bundle = save(&t, &honest_tar(&entries));
-    refused(
-        &t,
-        &bundle,
-        &[],
-        &["codebase/contiguous.py", "tar type `7`"],
-        &[],
-    );
-}
-
-// ---------------------------------------------------------------------------------------------
-// Size limits: refused from the header, before the data is read.
-
-#[test]
-fn member_over_max_member_size_is_refused_from_its_header() {
-    let t = TestContext::new();
-    let members = valid_members();
-    // The header claims 5 GiB; 4 KiB of data and the end of the archive follow. Reading the
-    // data would find it truncated, so a refusal that names the limit came from the header.
-    let huge = Entry::file("codebase/huge.bin", vec![7u8; 4096]).claiming(5 << 30);
-    let entries = with(members.clone(), huge);
-    let bundle = save(&t, &bundle_tar(&members, &entries));
-    let err = refused(
-        &t,
-        &bundle,
-        &["--max-member-size", "4GiB"],
-        &["codebase/huge.bin", "member size limit", "5368709120"],
-        &[],
-    );
-    assert!(!err.contains("truncated"), "{err}");
-    // The default limit is 4 GiB too.
-    refused(
-        &t,
-        &bundle,
-        &[],
-        &["codebase/huge.bin", "member size limit"],
-        &[],
-    );
-}
-
-#[test]
-fn bundle_over_max_total_size_is_refused() {
-    let t = TestContext::new();
-    let mut entries = valid_members();
-    for i in 1..=3 {
-        entries = with(
-            entries,
-            Entry::file(format!("codebase/big{i}.bin"), vec![i as u8; 6 << 10]),
-        );
-    }
-    let bundle = save(&t, &honest_tar(&entries));
-    // Each member is under the member limit; the third takes the sum past the total limit.
-    refused(
-        &t,
-        &bundle,
-        &["--max-member-size", "8KiB", "--max-total-size", "16KiB"],
-        &["codebase/big3.bin", "total size limit"],
-        &[],
-    );
-    // Under roomier limits the same bundle is fine.
-    let target = t.path("roomy");
-    t.run_expect(
-        &[
-            "unpack",
-            s(&bundle),
-            "-o",
-            s(&target),
-            "--max-total-size",
-            "32KiB",
-        ],
-        0,
-    );
-}
-
-// ---------------------------------------------------------------------------------------------
-// Pax extended headers: held to the limits like members, and only `path` / `linkpath`.
-
-#[test]
-fn pax_header_over_the_limit_is_refused_from_its_header() {
-    let t = TestContext::new();
-    let members = valid_members();
-    // The header claims 5 GiB; 4 KiB of records follow.
-    let mut pax = pax_header(&pax_record("comment", &[b'z'; 4000])).claiming(5 << 30);
-    pax.data.resize(4096, b'\n');
-    let mut entries = members.clone();
-    entries.insert(0, pax);
-    let bundle = save(&t, &bundle_tar(&members, &entries));
-    let err = refused(
-        &t,
-        &bundle,
-        &[],
-        &[
-            "././@PaxHeader",
-            "5368709120",
-            "over the limit",
-            "pax header",
-        ],
-        &[],
-    );
-    assert!(!err.contains("truncated"), "{err}");
-}
-
-#[test]
-fn large_pax_header_counts_against_the_limits() {
-    let t = TestContext::new();
-    // 4 MiB of real pax data (a few KiB compressed) under 1 MiB member and total limits: the
-    // tar library on its own would read all of it into memory and accept the bundle.
-    let members = valid_members();
-    let mut entries = members.clone();
-    entries.insert(0, pax_header(&pax_record("comment", &vec![b'z'; 4 << 20])));
-    let bundle = save(&t, &bundle_tar(&members, &entries));
-    refused(
-        &t,
-        &bundle,
-        &["--max-member-size", "1MiB", "--max-total-size", "1MiB"],
-        &["././@PaxHeader", "over the limit", "pax header"],
-        &[],
-    );
-}
-
-#[test]
-fn pax_size_record_is_refused() {
-    let t = TestContext::new();
-    // A `size` record would make this reader see 20 bytes where a plain ustar reader sees an
-    // empty file: two readers, two bundles.
-    let hidden = b"hidden from ustar!!\n";
-    let members = with(valid_members(), Entry::file("codebase/sized.py", hidden));
-    let mut entries = valid_members();
-    let at = entries.partition_point(|e| e.name < b"codebase/sized.py".to_vec());
-    entries.insert(
-        at,
-        pax_header(&pax_record("size", hidden.len().to_string().as_bytes())),
-    );
-    entries.insert(at + 1, Entry::file("codebase/sized.py", hidden).claiming(0));
-    let bundle = save(&t, &bundle_tar(&members, &entries));
-    refused(
-        &t,
-        &bundle,
-        &[],
-        &["././@PaxHeader", "pax `size` record"],
-        &[],
-    );
-}
-
-#[test]
-fn pax_header_with_no_member_after_it_is_refused() {
-    let t = TestContext::new();
-    let members = valid_members();
-    let mut entries = members.clone();
-    entries.push(pax_path(b"codebase/never.py"));
-    let bundle = save(&t, &bundle_tar(&members, &entries));
-    refused(&t, &bundle, &[], &["ends after a pax header"], &[]);
-}
-
-#[test]
-fn two_pax_headers_in_a_row_are_refused() {
-    let t = TestContext::new();
-    let members = valid_members();
-    let mut entries = members.clone();
-    entries.insert(0, pax_path(b"codebase/setup.py"));
-    entries.insert(0, pax_path(b"codebase/../../../escaped-pax2"));
-    let bundle = save(&t, &bundle_tar(&members, &entries));
-    refused(
-        &t,
-        &bundle,
-        &[],
-        &["././@PaxHeader", "two pax headers"],
-        &[t.path("escaped-pax2")],
-    );
-}
-
-#[test]
 fn pax_path_with_a_newline_is_read_whole() {
     // Not a refusal: a path over 100 bytes with a newline in it is a legal git path, and its
     // pax record must be split by its length, not at the newline. Crafted, then packed.
@@ -1461,29 +639,801 @@ fn pax_path_with_a_newline_is_read_whole() {
     );
 }
 
-#[test]
-fn bundle_without_a_required_member_is_refused() {
+// ---------------------------------------------------------------------------------------------
+// The refusals: one table. Each case crafts one bundle in a fresh directory; the loop checks
+// them all and names every case that failed.
+
+/// One bad bundle: how it is crafted and what the refusal must say.
+struct Case {
+    name: &'static str,
+    craft: fn(&TestContext) -> Crafted,
+    /// What stderr must hold (the crafting may add words only it knows).
+    words: &'static [&'static str],
+}
+
+/// A crafted bundle and the checks its case adds to the refusal.
+struct Crafted {
+    bundle: PathBuf,
+    /// Arguments after `unpack <bundle> -o <target>`.
+    args: Vec<String>,
+    /// Words known only once crafted: a temporary path, a hash.
+    words: Vec<String>,
+    /// Where a malicious path or link would have written.
+    escapes: Vec<PathBuf>,
+    /// What stderr must not hold: the refusal has this reason, not another.
+    lacks: Vec<&'static str>,
+    /// `verify` must find the bundle bad, with the same words.
+    verify: bool,
+    then: Option<Check>,
+}
+
+/// A check run after a case's refusals.
+type Check = Box<dyn FnOnce(&TestContext)>;
+
+impl Crafted {
+    fn new(bundle: PathBuf) -> Self {
+        Crafted {
+            bundle,
+            args: Vec::new(),
+            words: Vec::new(),
+            escapes: Vec::new(),
+            lacks: Vec::new(),
+            verify: false,
+            then: None,
+        }
+    }
+
+    fn args(mut self, args: &[&str]) -> Self {
+        self.args.extend(args.iter().map(|a| a.to_string()));
+        self
+    }
+
+    fn word(mut self, word: impl Into<String>) -> Self {
+        self.words.push(word.into());
+        self
+    }
+
+    fn escape(mut self, path: PathBuf) -> Self {
+        self.escapes.push(path);
+        self
+    }
+
+    fn lacks(mut self, word: &'static str) -> Self {
+        self.lacks.push(word);
+        self
+    }
+
+    fn verified(mut self) -> Self {
+        self.verify = true;
+        self
+    }
+
+    fn then(mut self, check: impl FnOnce(&TestContext) + 'static) -> Self {
+        self.then = Some(Box::new(check));
+        self
+    }
+}
+
+/// Crafts the case's bundle in a fresh directory and checks every refusal it promises.
+fn check(case: &Case) {
     let t = TestContext::new();
-    let entries: Vec<Entry> = valid_members()
-        .into_iter()
-        .filter(|e| e.name != b"instance.json")
-        .collect();
-    let bundle = save(&t, &honest_tar(&entries));
-    refused(
-        &t,
-        &bundle,
-        &[],
-        &["instance.json", "every bundle holds"],
-        &[],
-    );
+    let c = (case.craft)(&t);
+    let mut words: Vec<&str> = case.words.to_vec();
+    words.extend(c.words.iter().map(String::as_str));
+    let args: Vec<&str> = c.args.iter().map(String::as_str).collect();
+    let err = refused(&t, &c.bundle, &args, &words, &c.escapes);
+    for w in &c.lacks {
+        assert!(!err.contains(w), "stderr holds {w:?}:\n{err}");
+    }
+    if c.verify {
+        verify_finds(&t, &c.bundle, &words);
+    }
+    if let Some(then) = c.then {
+        then(&t);
+    }
+}
+
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "a panic without a message".into())
 }
 
 #[test]
-fn symlink_entry_carrying_data_is_refused() {
-    let t = TestContext::new();
-    let mut link = Entry::symlink("codebase/link", "setup.py");
-    link.data = b"hidden payload".to_vec();
-    let entries = with(valid_members(), link);
-    let bundle = save(&t, &honest_tar(&entries));
-    refused(&t, &bundle, &[], &["codebase/link", "carries data"], &[]);
+fn every_crafted_bad_bundle_is_refused() {
+    let mut names: Vec<&str> = CASES.iter().map(|c| c.name).collect();
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), CASES.len(), "two cases share a name");
+    // A failing case panics; it is caught so that the others still run.
+    let failures: Vec<String> = CASES
+        .iter()
+        .filter_map(|case| {
+            let outcome = std::panic::catch_unwind(|| check(case));
+            outcome
+                .err()
+                .map(|p| format!("{}: {}", case.name, panic_text(&*p)))
+        })
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases failed:\n\n{}",
+        failures.len(),
+        CASES.len(),
+        failures.join("\n\n")
+    );
 }
+
+// Crafting helpers.
+
+/// The valid members with `extra` too, all listed in bundle.json.
+fn honest_with(t: &TestContext, extra: Entry) -> PathBuf {
+    save(t, &honest_tar(&with(valid_members(), extra)))
+}
+
+/// The valid members with `extra` too, which bundle.json does not list (it cannot, or no git
+/// tree could hold it).
+fn unlisted(t: &TestContext, extra: Entry) -> PathBuf {
+    let members = valid_members();
+    save(t, &bundle_tar(&members, &with(members.clone(), extra)))
+}
+
+/// The valid members after the unlisted entries `lead`.
+fn led_by(t: &TestContext, lead: Vec<Entry>) -> PathBuf {
+    let members = valid_members();
+    let mut entries = lead;
+    entries.extend(members.clone());
+    save(t, &bundle_tar(&members, &entries))
+}
+
+/// `entries`, listed in a bundle.json that `edit` then changes.
+fn edited(t: &TestContext, entries: Vec<Entry>, edit: impl FnOnce(&mut ManifestJson)) -> PathBuf {
+    let mut manifest = ManifestJson::listing(&entries);
+    edit(&mut manifest);
+    let mut all = vec![manifest.entry()];
+    all.extend(entries);
+    save(t, &tar_of(&all))
+}
+
+/// A version 2 bundle whose vcs.json is the canonical one with `from` replaced by `to`.
+fn bad_vcs_json(t: &TestContext, from: &str, to: &str) -> Crafted {
+    Crafted::new(bundle_with_vcs(t, 2, Some(&vcs_json().replace(from, to)))).verified()
+}
+
+/// A version 3 bundle whose expected.json is the canonical one with `from` replaced by `to`.
+fn bad_expected_json(t: &TestContext, from: &str, to: &str) -> Crafted {
+    let bad = expected_json().replace(from, to);
+    Crafted::new(bundle_with(t, 3, &[("expected.json", &bad)])).verified()
+}
+
+/// A member whose header claims 5 GiB; 4 KiB of data and the end of the archive follow.
+/// Reading the data would find it truncated, so a refusal that names the limit came from the
+/// header.
+fn huge_member(t: &TestContext) -> PathBuf {
+    unlisted(
+        t,
+        Entry::file("codebase/huge.bin", vec![7u8; 4096]).claiming(5 << 30),
+    )
+}
+
+/// A bundle under a name that is not its hash: (bundle, actual id, claimed id).
+fn misnamed(t: &TestContext, name: Option<&str>) -> (PathBuf, String, String) {
+    let tar = honest_tar(&valid_members());
+    let actual = sha256_hex(&tar);
+    let claimed = sha256_hex(b"some other bundle");
+    let name = name.map_or_else(|| format!("{claimed}.tar.zst"), str::to_string);
+    (save_as(t, &name, &compress(&tar)), actual, claimed)
+}
+
+/// A real packed bundle: its path in the archive and its bytes.
+fn packed_bundle(t: &TestContext) -> (String, Vec<u8>) {
+    let (_, id) = t.packed_fixture();
+    let bytes = fs::read(t.bundle_path(&id)).unwrap();
+    (id, bytes)
+}
+
+fn corrupt_zstd(t: &TestContext) -> Crafted {
+    let (id, mut bytes) = packed_bundle(t);
+    // Flip bytes in the middle of the compressed data (past the frame header).
+    let mid = bytes.len() / 2;
+    for b in &mut bytes[mid..mid + 8] {
+        *b ^= 0x55;
+    }
+    // (Some flips land on bits the decoder ignores; these do not.)
+    assert!(zstd::decode_all(&bytes[..]).is_err());
+    Crafted::new(save_as(t, &format!("{id}.tar.zst"), &bytes))
+}
+
+fn flipped_content_byte(t: &TestContext) -> Crafted {
+    let members = valid_members();
+    let mut entries = members.clone();
+    let core = entries
+        .iter_mut()
+        .find(|e| e.name == b"codebase/widgets/core.py")
+        .unwrap();
+    core.data[13] ^= 0x01; // "return 1" -> "return 0"
+    // No other member is blamed.
+    Crafted::new(save(t, &bundle_tar(&members, &entries)))
+        .lacks("codebase/setup.py")
+        .verified()
+}
+
+fn first_member_not_bundle_json(t: &TestContext) -> Crafted {
+    let members = valid_members();
+    let manifest = ManifestJson::listing(&members).entry();
+    let (instance, rest): (Vec<Entry>, Vec<Entry>) = members
+        .into_iter()
+        .partition(|e| e.name == b"instance.json");
+    let mut all = instance;
+    all.push(manifest);
+    all.extend(rest);
+    Crafted::new(save(t, &tar_of(&all)))
+}
+
+fn absolute_path(t: &TestContext) -> Crafted {
+    // Where the member would land if the path were followed: beside the targets.
+    let escape = t.path("escaped-absolute");
+    let name = escape.to_str().unwrap().to_string();
+    // bundle.json cannot even list such a path, so it lists the rest.
+    let bundle = led_by(t, vec![Entry::file(&name, "pwned\n")]);
+    Crafted::new(bundle).word(name).escape(escape).verified()
+}
+
+fn dotdot_in_a_pax_path(t: &TestContext) -> Crafted {
+    // A path over 100 bytes travels in a pax header; the header's own name field holds a
+    // harmless prefix of it.
+    let long = format!("codebase/{}/../../../../escaped-pax", "d".repeat(100));
+    let lead = vec![
+        pax_path(long.as_bytes()),
+        Entry::file(&long.as_bytes()[..100], "pwned\n"),
+    ];
+    Crafted::new(led_by(t, lead)).escape(t.path("escaped-pax"))
+}
+
+fn path_through_a_symlink_member(t: &TestContext) -> Crafted {
+    let link = Entry::symlink("codebase/link", "widgets");
+    // On its own the link is fine.
+    let good = with(valid_members(), link);
+    unpacks(t, &save(t, &honest_tar(&good)), "control");
+    let entries = with(
+        good.clone(),
+        Entry::file("codebase/link/x", "through the link\n"),
+    );
+    // No git tree can hold both, so bundle.json lists the rest.
+    Crafted::new(save(t, &bundle_tar(&good, &entries))).escape(t.path("control/codebase/widgets/x"))
+}
+
+fn symlink_climbing_through_another_symlink(t: &TestContext) -> Crafted {
+    // `s` points at codebase/ itself, which is fine; `t` = `s/../../x` looks like
+    // codebase/a/x when read as text, but through `s` it is <target>/../x: a sibling of the
+    // target.
+    let good = with(valid_members(), Entry::symlink("codebase/a/b/s", "../.."));
+    unpacks(t, &save(t, &honest_tar(&good)), "control");
+    let entries = with(
+        good,
+        Entry::symlink("codebase/a/b/t", "s/../../escaped-via-link"),
+    );
+    Crafted::new(save(t, &honest_tar(&entries))).escape(t.path("escaped-via-link"))
+}
+
+fn hard_link_pointing_outside_the_tree(t: &TestContext) -> Crafted {
+    // A file the link would reach from the target (`out/../../victim.txt`).
+    let victim = t.path("victim.txt");
+    fs::write(&victim, "precious\n").unwrap();
+    let link = Entry::special("codebase/hl", HARD_LINK).link_to("../../victim.txt");
+    Crafted::new(honest_with(t, link)).then(move |_| {
+        assert_eq!(fs::read_to_string(&victim).unwrap(), "precious\n");
+        assert_eq!(
+            fs::metadata(&victim).unwrap().nlink(),
+            1,
+            "a hard link to the victim was made"
+        );
+    })
+}
+
+fn bundle_over_max_total_size(t: &TestContext) -> Crafted {
+    let mut entries = valid_members();
+    for i in 1..=3 {
+        entries = with(
+            entries,
+            Entry::file(format!("codebase/big{i}.bin"), vec![i as u8; 6 << 10]),
+        );
+    }
+    let bundle = save(t, &honest_tar(&entries));
+    // Each member is under the member limit; the third takes the sum past the total limit.
+    Crafted::new(bundle.clone())
+        .args(&["--max-member-size", "8KiB", "--max-total-size", "16KiB"])
+        .then(move |t| {
+            // Under roomier limits the same bundle is fine.
+            let target = t.path("roomy");
+            t.run_expect(
+                &[
+                    "unpack",
+                    s(&bundle),
+                    "-o",
+                    s(&target),
+                    "--max-total-size",
+                    "32KiB",
+                ],
+                0,
+            );
+        })
+}
+
+fn pax_header_over_the_limit(t: &TestContext) -> Crafted {
+    // The header claims 5 GiB; 4 KiB of records follow.
+    let mut pax = pax_header(&pax_record("comment", &[b'z'; 4000])).claiming(5 << 30);
+    pax.data.resize(4096, b'\n');
+    Crafted::new(led_by(t, vec![pax])).lacks("truncated")
+}
+
+fn pax_size_record(t: &TestContext) -> Crafted {
+    // A `size` record would make this reader see 20 bytes where a plain ustar reader sees an
+    // empty file: two readers, two bundles.
+    let hidden = b"hidden from ustar!!\n";
+    let members = with(valid_members(), Entry::file("codebase/sized.py", hidden));
+    let mut entries = valid_members();
+    let at = entries.partition_point(|e| e.name < b"codebase/sized.py".to_vec());
+    entries.insert(
+        at,
+        pax_header(&pax_record("size", hidden.len().to_string().as_bytes())),
+    );
+    entries.insert(at + 1, Entry::file("codebase/sized.py", hidden).claiming(0));
+    Crafted::new(save(t, &bundle_tar(&members, &entries)))
+}
+
+const CASES: &[Case] = &[
+    // The zstd stream.
+    Case {
+        name: "truncated zstd",
+        craft: |t| {
+            let (id, bytes) = packed_bundle(t);
+            Crafted::new(save_as(
+                t,
+                &format!("{id}.tar.zst"),
+                &bytes[..bytes.len() / 2],
+            ))
+        },
+        words: &["zstd", "truncated"],
+    },
+    Case {
+        name: "corrupt zstd",
+        craft: corrupt_zstd,
+        words: &["zstd", "corrupt"],
+    },
+    // Content and listing against bundle.json.
+    Case {
+        name: "flipped content byte",
+        craft: flipped_content_byte,
+        words: &["codebase/widgets/core.py", "does not match bundle.json"],
+    },
+    Case {
+        name: "member not listed in bundle.json",
+        craft: |t| {
+            // The tree id still covers the extra member, so the listing is the only thing
+            // wrong.
+            let entries = with(valid_members(), Entry::file("codebase/extra.py", "x = 1\n"));
+            let bundle = edited(t, entries, |m| m.unlist("codebase/extra.py"));
+            Crafted::new(bundle).lacks("tree id").verified()
+        },
+        words: &["codebase/extra.py", "not listed in bundle.json"],
+    },
+    Case {
+        name: "listed member missing from the bundle",
+        craft: |t| {
+            let present = valid_members()
+                .into_iter()
+                .filter(|e| e.name != b"codebase/setup.py")
+                .collect();
+            // bundle.json lists it, but the tree id is that of the members present, so the
+            // absence is the only thing wrong.
+            let bundle = edited(t, present, |m| {
+                m.members = ManifestJson::listing(&valid_members()).members
+            });
+            Crafted::new(bundle).lacks("tree id")
+        },
+        words: &["codebase/setup.py", "missing from the bundle"],
+    },
+    Case {
+        name: "wrong codebase tree",
+        craft: |t| {
+            let bundle = edited(t, valid_members(), |m| m.codebase_tree = "0".repeat(40));
+            Crafted::new(bundle).word("0".repeat(40))
+        },
+        words: &["codebase/", "tree id"],
+    },
+    Case {
+        name: "wrong id in the file name",
+        craft: |t| {
+            let (bundle, actual, claimed) = misnamed(t, None);
+            Crafted::new(bundle).word(actual).word(claimed)
+        },
+        words: &["hashes to"],
+    },
+    Case {
+        name: "wrong id in --expect",
+        craft: |t| {
+            // The same content under a neutral name: the reason alone names both ids.
+            let (bundle, actual, claimed) = misnamed(t, Some("plain.tar.zst"));
+            Crafted::new(bundle.clone())
+                .args(&["--expect", &claimed])
+                .word(actual.clone())
+                .word(claimed)
+                .then(move |t| {
+                    // The right id is accepted.
+                    let dest = t.path("good");
+                    t.run_expect(
+                        &["unpack", s(&bundle), "-o", s(&dest), "--expect", &actual],
+                        0,
+                    );
+                })
+        },
+        words: &["hashes to"],
+    },
+    Case {
+        name: "data after the end of the archive",
+        craft: |t| {
+            let mut tar = honest_tar(&valid_members());
+            tar.extend_from_slice(b"smuggled bytes after the end-of-archive marker");
+            Crafted::new(save(t, &tar))
+        },
+        words: &["data follows the end"],
+    },
+    // bundle.json itself.
+    Case {
+        name: "unknown format version",
+        craft: |t| Crafted::new(edited(t, valid_members(), |m| m.version = 4)).verified(),
+        words: &["version 4", "reads versions 1, 2 and 3"],
+    },
+    Case {
+        name: "unknown format name",
+        craft: |t| {
+            let bundle = edited(t, valid_members(), |m| {
+                m.format = "some-other-bundle".into()
+            });
+            Crafted::new(bundle)
+        },
+        words: &["not a swe-ark bundle", "some-other-bundle"],
+    },
+    Case {
+        name: "first member not bundle.json",
+        craft: first_member_not_bundle_json,
+        words: &["instance.json", "first member", "not bundle.json"],
+    },
+    Case {
+        name: "oversized bundle.json, from its header",
+        craft: |t| {
+            // The header claims 300 MiB; a few bytes follow.
+            let manifest = ManifestJson::listing(&valid_members())
+                .entry()
+                .claiming(300 << 20);
+            Crafted::new(save(t, &tar_of(&[manifest]))).lacks("truncated")
+        },
+        words: &["bundle.json", "over the limit"],
+    },
+    Case {
+        name: "a required member missing",
+        craft: |t| {
+            let entries: Vec<Entry> = valid_members()
+                .into_iter()
+                .filter(|e| e.name != b"instance.json")
+                .collect();
+            Crafted::new(save(t, &honest_tar(&entries)))
+        },
+        words: &["instance.json", "every bundle holds"],
+    },
+    // vcs.json (format version 2).
+    Case {
+        name: "vcs.json not JSON",
+        craft: |t| Crafted::new(bundle_with_vcs(t, 2, Some("{not json\n"))).verified(),
+        words: &["vcs.json", "not a valid VCS record"],
+    },
+    Case {
+        // Valid JSON, but its describe is not what its first tag says.
+        name: "vcs.json describe against its tags",
+        craft: |t| bad_vcs_json(t, "4.4.2-6-g", "4.4.2-7-g"),
+        words: &["vcs.json", "its first tag makes it"],
+    },
+    Case {
+        name: "vcs.json with an unknown field",
+        craft: |t| bad_vcs_json(t, "\"commits\": 12", "\"commits\": 12, \"extra\": 1"),
+        words: &["vcs.json", "unknown field"],
+    },
+    Case {
+        name: "vcs.json not canonical",
+        craft: |t| bad_vcs_json(t, "\n  ", "\n    "),
+        words: &["vcs.json", "canonical form"],
+    },
+    Case {
+        name: "vcs.json in version 1",
+        craft: |t| Crafted::new(bundle_with_vcs(t, 1, Some(&vcs_json()))),
+        words: &[
+            "lists vcs.json, a member of format version 2",
+            "says version 1",
+        ],
+    },
+    Case {
+        name: "version 2 without vcs.json",
+        craft: |t| Crafted::new(bundle_with_vcs(t, 2, None)),
+        words: &["does not list vcs.json"],
+    },
+    // expected.json (format version 3).
+    Case {
+        name: "expected.json in version 1",
+        craft: |t| Crafted::new(bundle_with(t, 1, &[("expected.json", &expected_json())])),
+        words: &["lists expected.json", "says version 1"],
+    },
+    Case {
+        name: "expected.json in version 2",
+        craft: |t| {
+            let (e, v) = (expected_json(), vcs_json());
+            Crafted::new(bundle_with(
+                t,
+                2,
+                &[("expected.json", &e), ("vcs.json", &v)],
+            ))
+        },
+        words: &["lists expected.json", "says version 2"],
+    },
+    Case {
+        name: "version 3 without expected.json",
+        craft: |t| Crafted::new(bundle_with(t, 3, &[])),
+        words: &["says version 3", "does not list it"],
+    },
+    Case {
+        name: "results.json in version 3",
+        craft: |t| {
+            let e = expected_json();
+            let extra = [("expected.json", e.as_str()), ("results.json", "{}\n")];
+            Crafted::new(bundle_with(t, 3, &extra))
+        },
+        words: &["lists results.json", "replaces with expected.json"],
+    },
+    Case {
+        name: "expected.json not canonical",
+        craft: |t| bad_expected_json(t, "\n  ", "\n    "),
+        words: &["expected.json", "canonical form"],
+    },
+    Case {
+        name: "expected.json with an unknown field",
+        craft: |t| bad_expected_json(t, "\"flaky\": [],", "\"flaky\": [],\n  \"timings\": {},"),
+        words: &["expected.json", "unknown field `timings`"],
+    },
+    Case {
+        name: "expected.json without a field",
+        craft: |t| bad_expected_json(t, "  \"log_parser\": \"pytest\",\n", ""),
+        words: &["expected.json", "missing field `log_parser`"],
+    },
+    // Paths.
+    Case {
+        name: "absolute path",
+        craft: absolute_path,
+        words: &["absolute"],
+    },
+    Case {
+        // From the staging directory inside the target, three levels up is the target's
+        // parent; from the target itself, it is the test's directory.
+        name: "`..` component",
+        craft: |t| {
+            let bundle = unlisted(
+                t,
+                Entry::file("codebase/../../../escaped-dotdot", "pwned\n"),
+            );
+            Crafted::new(bundle).escape(t.path("escaped-dotdot"))
+        },
+        words: &["codebase/../../../escaped-dotdot", "`..` component"],
+    },
+    Case {
+        name: "`..` in a pax path",
+        craft: dotdot_in_a_pax_path,
+        words: &["escaped-pax", "`..` component"],
+    },
+    Case {
+        name: "`.` component",
+        craft: |t| Crafted::new(unlisted(t, Entry::file("codebase/./x.py", "x\n"))),
+        words: &["codebase/./x.py", "`.` component"],
+    },
+    Case {
+        name: "empty component",
+        craft: |t| Crafted::new(unlisted(t, Entry::file("codebase//x.py", "x\n"))),
+        words: &["codebase//x.py", "empty component"],
+    },
+    Case {
+        name: "path outside codebase/ and the fixed members",
+        craft: |t| Crafted::new(honest_with(t, Entry::executable("evil.sh", "rm -rf ~\n"))),
+        words: &["evil.sh", "not a member of the bundle format"],
+    },
+    Case {
+        name: "duplicate member",
+        craft: |t| {
+            let again = Entry::file("codebase/widgets/core.py", "def f(): return 666\n");
+            Crafted::new(unlisted(t, again))
+        },
+        words: &["codebase/widgets/core.py", "appears twice"],
+    },
+    Case {
+        name: "path through a symlink member",
+        craft: path_through_a_symlink_member,
+        words: &[
+            "codebase/link/x",
+            "goes through the symlink",
+            "codebase/link",
+        ],
+    },
+    Case {
+        name: "path below a file member",
+        craft: |t| Crafted::new(unlisted(t, Entry::file("codebase/setup.py/x", "x\n"))),
+        words: &["codebase/setup.py/x", "goes through the file"],
+    },
+    // Links.
+    Case {
+        name: "symlink pointing outside the tree",
+        craft: |t| {
+            let link = Entry::symlink("codebase/passwd", "../../etc/passwd");
+            Crafted::new(honest_with(t, link))
+        },
+        words: &[
+            "codebase/passwd",
+            "points outside the tree",
+            "../../etc/passwd",
+        ],
+    },
+    Case {
+        name: "absolute symlink",
+        craft: |t| {
+            let link = Entry::symlink("codebase/passwd", "/etc/passwd");
+            Crafted::new(honest_with(t, link))
+        },
+        words: &["codebase/passwd", "points outside the tree"],
+    },
+    Case {
+        name: "symlink climbing through another symlink",
+        craft: symlink_climbing_through_another_symlink,
+        words: &["codebase/a/b/t", "points outside the tree"],
+    },
+    Case {
+        name: "symlink outside codebase/",
+        craft: |t| {
+            let entries: Vec<Entry> = valid_members()
+                .into_iter()
+                .map(|e| {
+                    if e.name == b"instance.json" {
+                        Entry::symlink("instance.json", "codebase/setup.py")
+                    } else {
+                        e
+                    }
+                })
+                .collect();
+            Crafted::new(save(t, &honest_tar(&entries)))
+        },
+        words: &["instance.json", "only codebase/ may hold symlinks"],
+    },
+    Case {
+        name: "symlink entry carrying data",
+        craft: |t| {
+            let mut link = Entry::symlink("codebase/link", "setup.py");
+            link.data = b"hidden payload".to_vec();
+            Crafted::new(honest_with(t, link))
+        },
+        words: &["codebase/link", "carries data"],
+    },
+    Case {
+        name: "hard link pointing outside the tree",
+        craft: hard_link_pointing_outside_the_tree,
+        words: &["codebase/hl", "hard link", "outside the tree"],
+    },
+    // Entry types.
+    Case {
+        name: "char device",
+        craft: |t| Crafted::new(honest_with(t, Entry::special("codebase/null", CHAR_DEVICE))),
+        words: &["codebase/null", "device file"],
+    },
+    Case {
+        name: "block device",
+        craft: |t| Crafted::new(honest_with(t, Entry::special("codebase/sda", BLOCK_DEVICE))),
+        words: &["codebase/sda", "device file"],
+    },
+    Case {
+        name: "FIFO",
+        craft: |t| Crafted::new(honest_with(t, Entry::special("codebase/pipe", FIFO))),
+        words: &["codebase/pipe", "FIFO"],
+    },
+    Case {
+        // Without the usual trailing slash, so that the type is what is refused, not the path.
+        name: "directory entry",
+        craft: |t| {
+            let dir = Entry::special("codebase/widgets", DIRECTORY).with_mode(0o755);
+            Crafted::new(unlisted(t, dir))
+        },
+        words: &["codebase/widgets", "directory entry"],
+    },
+    Case {
+        name: "unknown entry type",
+        craft: |t| Crafted::new(unlisted(t, Entry::special("codebase/odd", b'Z'))),
+        words: &["codebase/odd", "tar type `Z`"],
+    },
+    Case {
+        // Type `7` reads like a regular file, but bundle format v1 has type `0` only.
+        name: "contiguous file entry",
+        craft: |t| {
+            let file = Entry::file("codebase/contiguous.py", "x = 1\n").with_type(b'7');
+            Crafted::new(honest_with(t, file))
+        },
+        words: &["codebase/contiguous.py", "tar type `7`"],
+    },
+    // Size limits: refused from the header, before the data is read.
+    Case {
+        name: "member over --max-member-size, from its header",
+        craft: |t| {
+            Crafted::new(huge_member(t))
+                .args(&["--max-member-size", "4GiB"])
+                .lacks("truncated")
+        },
+        words: &["codebase/huge.bin", "member size limit", "5368709120"],
+    },
+    Case {
+        // The default limit is 4 GiB too.
+        name: "member over the default member size limit",
+        craft: |t| Crafted::new(huge_member(t)),
+        words: &["codebase/huge.bin", "member size limit"],
+    },
+    Case {
+        name: "bundle over --max-total-size",
+        craft: bundle_over_max_total_size,
+        words: &["codebase/big3.bin", "total size limit"],
+    },
+    // Pax extended headers: held to the limits like members, and only `path` / `linkpath`.
+    Case {
+        name: "pax header over the limit, from its header",
+        craft: pax_header_over_the_limit,
+        words: &[
+            "././@PaxHeader",
+            "5368709120",
+            "over the limit",
+            "pax header",
+        ],
+    },
+    Case {
+        // 4 MiB of real pax data (a few KiB compressed) under 1 MiB member and total limits:
+        // the tar library on its own would read all of it into memory and accept the bundle.
+        name: "large pax header counts against the limits",
+        craft: |t| {
+            let pax = pax_header(&pax_record("comment", &vec![b'z'; 4 << 20]));
+            Crafted::new(led_by(t, vec![pax])).args(&[
+                "--max-member-size",
+                "1MiB",
+                "--max-total-size",
+                "1MiB",
+            ])
+        },
+        words: &["././@PaxHeader", "over the limit", "pax header"],
+    },
+    Case {
+        name: "pax size record",
+        craft: pax_size_record,
+        words: &["././@PaxHeader", "pax `size` record"],
+    },
+    Case {
+        name: "pax header with no member after it",
+        craft: |t| {
+            let members = valid_members();
+            let mut entries = members.clone();
+            entries.push(pax_path(b"codebase/never.py"));
+            Crafted::new(save(t, &bundle_tar(&members, &entries)))
+        },
+        words: &["ends after a pax header"],
+    },
+    Case {
+        name: "two pax headers in a row",
+        craft: |t| {
+            let lead = vec![
+                pax_path(b"codebase/../../../escaped-pax2"),
+                pax_path(b"codebase/setup.py"),
+            ];
+            Crafted::new(led_by(t, lead)).escape(t.path("escaped-pax2"))
+        },
+        words: &["././@PaxHeader", "two pax headers"],
+    },
+];

@@ -13,7 +13,7 @@ use std::process::Command;
 use common::widget::{
     ADD_TEST, BASE_DATE, CORE, GOLD, TESTS, Widget, instance, offline_swe_ark, test_patch,
 };
-use common::{TestContext, git, git_commit_all, last_line, stderr, stdout};
+use common::{TestContext, git_init_commit, last_line, stderr, stdout};
 use swe_ark::digest::Sha256Digest;
 use swe_ark::release::{ReleaseInstance, Snapshot};
 use swe_ark::store::{Ark, LockRow, ValidationRow};
@@ -108,18 +108,13 @@ fn build_fixture_release_on(t: &TestContext, builder: &Builder) -> PathBuf {
         fs::create_dir_all(p.parent().unwrap()).unwrap();
         fs::write(p, text).unwrap();
     }
-    git(&repo, &["init", "-q", "-b", "main"]);
-    let base = git_commit_all(&repo, "widget 1.0", BASE_DATE);
-    let manifests = t.path("manifests");
-    fs::create_dir_all(&manifests).unwrap();
-    fs::write(
-        manifests.join("acme__widget.toml"),
+    let base = git_init_commit(&repo, "widget 1.0", BASE_DATE);
+    let manifests = t.widget_manifests(
         "repo = \"acme/widget\"\nsource = \"tests/release.rs\"\nlog_parser = \"pytest\"\n\n\
          [defaults]\npython = \"3.11\"\npip_packages = [\"pytest\"]\n\
          install = \"python -m pip install -e .\"\ntest_cmd = \"pytest -rA\"\n\n\
          [versions.\"1.0\"]\n",
-    )
-    .unwrap();
+    );
     let run = |args: &[&str]| {
         let out = t
             .cmd()
@@ -754,13 +749,14 @@ fn a_release_crosses_the_air_gap_and_replays_there_with_no_network() {
     let cut = t.path("cut.ark");
     fs::write(&cut, &bytes[..bytes.len() * 2 / 3]).unwrap();
     let target = t.path("refused");
-    let out = w
-        .cmd_at(&t, &target)
-        .args(["import-archive", cut.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(stderr(&out).contains("truncated"), "{}", stderr(&out));
+    // `import-archive file` into `ark`, refused (exit 2); its stderr.
+    let refused_into = |ark: &Path, file: &Path| {
+        let out = w.run_at(&t, ark, &["import-archive", file.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        stderr(&out)
+    };
+    let e = refused_into(&target, &cut);
+    assert!(e.contains("truncated"), "{e}");
     assert!(
         !target.exists(),
         "a refused import left {}",
@@ -771,13 +767,7 @@ fn a_release_crosses_the_air_gap_and_replays_there_with_no_network() {
     altered[bundle_at + 100] ^= 0x01;
     let bad = t.path("altered.ark");
     fs::write(&bad, &altered).unwrap();
-    let out = w
-        .cmd_at(&t, &target)
-        .args(["import-archive", bad.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    let e = stderr(&out);
+    let e = refused_into(&target, &bad);
     assert!(
         e.contains("(`bundles/") && e.contains("hashes to") && e.contains("altered"),
         "{e}"
@@ -785,8 +775,7 @@ fn a_release_crosses_the_air_gap_and_replays_there_with_no_network() {
     assert!(!target.exists());
     // Into an existing archive: the same refusal, and the archive is as it was.
     let listing = ok(&["ls", "--json"]);
-    let out = w.run(&t, &["import-archive", bad.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    refused_into(&t.ark(), &bad);
     assert_eq!(ok(&["ls", "--json"]), listing);
     let leftovers: Vec<_> = fs::read_dir(t.ark().join("tmp"))
         .map(|rd| rd.flatten().map(|e| e.file_name()).collect())

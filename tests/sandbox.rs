@@ -75,6 +75,22 @@ fn py(scratch: &Scratch, python: &Path, code: &str) -> Spec {
     scratch.spec(python, &["-c", code])
 }
 
+/// Runs `python -c code`, which must succeed.
+fn python_ok(scratch: &Scratch, python: &Path, code: &str) -> Outcome {
+    let out = run(&py(scratch, python, code));
+    assert!(out.success(), "{out:?}: {}", scratch.text());
+    out
+}
+
+/// [`python`], saying so when there is none.
+fn python_or_skip() -> Option<PathBuf> {
+    let found = python();
+    if found.is_none() {
+        eprintln!("skipped: no python3");
+    }
+    found
+}
+
 /// A string no other process has in its command line.
 fn marker() -> String {
     static N: AtomicU32 = AtomicU32::new(0);
@@ -274,8 +290,7 @@ fn own_pid_namespace_and_process_group() {
 
 #[test]
 fn loopback_works_inside() {
-    let Some(python) = python() else {
-        eprintln!("skipped: no python3");
+    let Some(python) = python_or_skip() else {
         return;
     };
     let s = Scratch::new();
@@ -291,8 +306,7 @@ for family, host in ((socket.AF_INET, '127.0.0.1'), (socket.AF_INET6, '::1')):
     print(host, conn.recv(4).decode())
 print('localhost', socket.getaddrinfo('localhost', 80, socket.AF_INET)[0][4][0])
 "#;
-    let out = run(&py(&s, &python, code));
-    assert!(out.success(), "{out:?}: {}", s.text());
+    let out = python_ok(&s, &python, code);
     assert_eq!(
         s.text(),
         "127.0.0.1 ping\n::1 ping\nlocalhost 127.0.0.1\n",
@@ -302,8 +316,7 @@ print('localhost', socket.getaddrinfo('localhost', 80, socket.AF_INET)[0][4][0])
 
 #[test]
 fn outside_addresses_time_out() {
-    let Some(python) = python() else {
-        eprintln!("skipped: no python3");
+    let Some(python) = python_or_skip() else {
         return;
     };
     let s = Scratch::new();
@@ -320,8 +333,7 @@ for host in ('10.255.255.1', '1.1.1.1'):
     except OSError as e:
         print(host, 'error', e.errno, e)
 "#;
-    let out = run(&py(&s, &python, code));
-    assert!(out.success(), "{out:?}: {}", s.text());
+    python_ok(&s, &python, code);
     assert_eq!(
         s.text(),
         "10.255.255.1 timeout TimeoutError\n1.1.1.1 timeout TimeoutError\n"
@@ -330,8 +342,7 @@ for host in ('10.255.255.1', '1.1.1.1'):
 
 #[test]
 fn name_lookups_fail() {
-    let Some(python) = python() else {
-        eprintln!("skipped: no python3");
+    let Some(python) = python_or_skip() else {
         return;
     };
     let s = Scratch::new();
@@ -344,8 +355,7 @@ for name in ('example.com', 'pypi.org'):
     except socket.gaierror as e:
         print(name, 'gaierror')
 "#;
-    let out = run(&py(&s, &python, code));
-    assert!(out.success(), "{out:?}: {}", s.text());
+    python_ok(&s, &python, code);
     assert_eq!(s.text(), "example.com gaierror\npypi.org gaierror\n");
 }
 
@@ -427,8 +437,7 @@ fn check_stand_in(python: &Path) {
 
 #[test]
 fn own_host_names_and_port_80() {
-    let Some(python) = python() else {
-        eprintln!("skipped: no python3");
+    let Some(python) = python_or_skip() else {
         return;
     };
     check_stand_in(&python);
@@ -473,8 +482,7 @@ fn output_is_capped() {
 
 #[test]
 fn memory_limit_holds() {
-    let Some(python) = python() else {
-        eprintln!("skipped: no python3");
+    let Some(python) = python_or_skip() else {
         return;
     };
     let s = Scratch::new();
@@ -514,8 +522,7 @@ fn forked(text: &str) -> usize {
 
 #[test]
 fn process_limit_holds() {
-    let Some(python) = python() else {
-        eprintln!("skipped: no python3");
+    let Some(python) = python_or_skip() else {
         return;
     };
     let s = Scratch::new();
@@ -785,8 +792,7 @@ try:
 except socket.timeout:
     print('outside timeout')
 "#;
-        let out = run(&py(&s, &python, code));
-        assert!(out.success(), "{out:?}: {}", s.text());
+        python_ok(&s, &python, code);
         assert_eq!(s.text(), "loopback ok\noutside timeout\n");
 
         // RLIMIT_NPROC, counted inside the user namespace only.

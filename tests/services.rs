@@ -111,13 +111,7 @@ fn a_locked_service_stands_in_for_a_host_offline() {
     std::fs::write(w.repo.join("widget/cacert.pem"), BUNDLE).unwrap();
     let base = git_commit_all(&w.repo, "a CA bundle of its own", "2021-06-02T00:00:00Z");
     let ok = |args: &[&str]| w.ok(&t, args);
-    ok(&[
-        "mirror",
-        "add",
-        w.repo.to_str().unwrap(),
-        "--name",
-        "acme/widget",
-    ]);
+    w.add_mirror(&t);
 
     // The lock: the service's closure, apart from the tests' packages.
     let lock_id = ok(&["env", "lock", "acme/widget", "1.0", "--commit", &base])

@@ -9,7 +9,7 @@
 
 mod common;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use common::widget::{ADD_TEST, GOLD, Widget, instance, offline_swe_ark, test_patch};
 use common::{TestContext, stderr, stdout};
@@ -20,6 +20,20 @@ const NEW_MODULE: &str = "diff --git a/widget/newmod.py b/widget/newmod.py\nnew 
 const README_ONLY: &str = "diff --git a/README.txt b/README.txt\nnew file mode 100644\n\
 --- /dev/null\n+++ b/README.txt\n@@ -0,0 +1 @@\n+hello\n";
 
+/// `export-dataset -o path extra…` through `ok`; the lines it wrote.
+fn exported_lines(ok: impl Fn(&[&str]) -> String, path: &Path, extra: &[&str]) -> Vec<String> {
+    let mut args = vec!["export-dataset", "-o", path.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    ok(&args);
+    let text = std::fs::read_to_string(path).unwrap();
+    text.lines().map(str::to_string).collect()
+}
+
+/// The run summary's list `key` holds exactly `ids`.
+fn assert_ids(summary: &serde_json::Value, key: &str, ids: &[&str]) {
+    assert_eq!(summary[key], serde_json::json!(ids), "{summary}");
+}
+
 #[test]
 fn validation_proves_instances_and_replay_grades_predictions_from_their_bundles() {
     let t = TestContext::new();
@@ -28,13 +42,7 @@ fn validation_proves_instances_and_replay_grades_predictions_from_their_bundles(
     let base = w.base.clone();
     let run = |args: &[&str]| w.run(&t, args);
     let ok = |args: &[&str]| w.ok(&t, args);
-    ok(&[
-        "mirror",
-        "add",
-        w.repo.to_str().unwrap(),
-        "--name",
-        "acme/widget",
-    ]);
+    w.add_mirror(&t);
     ok(&["env", "lock", "acme/widget", "1.0", "--commit", &base]);
 
     let add_test = ADD_TEST;
@@ -164,22 +172,12 @@ fn validation_proves_instances_and_replay_grades_predictions_from_their_bundles(
     );
 
     // The collected instance got its lists; the results say what was seen and how.
-    let exported = t.path("out.jsonl");
-    ok(&[
-        "export-dataset",
-        "-o",
-        exported.to_str().unwrap(),
-        "--instance-ids",
-        "acme__widget-1",
-    ]);
-    let line: serde_json::Value = serde_json::from_str(
-        std::fs::read_to_string(&exported)
-            .unwrap()
-            .lines()
-            .next()
-            .unwrap(),
-    )
-    .unwrap();
+    let exported = exported_lines(
+        ok,
+        &t.path("out.jsonl"),
+        &["--instance-ids", "acme__widget-1"],
+    );
+    let line: serde_json::Value = serde_json::from_str(&exported[0]).unwrap();
     assert!(
         line["FAIL_TO_PASS"].to_string().contains("test_add"),
         "{line}"
@@ -187,16 +185,8 @@ fn validation_proves_instances_and_replay_grades_predictions_from_their_bundles(
     assert!(line["PASS_TO_PASS"].to_string().contains(net), "{line}");
 
     // Only proven instances, when asked.
-    let proven = t.path("proven.jsonl");
-    ok(&[
-        "export-dataset",
-        "-o",
-        proven.to_str().unwrap(),
-        "--validated-only",
-    ]);
-    let ids: Vec<String> = std::fs::read_to_string(&proven)
-        .unwrap()
-        .lines()
+    let ids: Vec<String> = exported_lines(ok, &t.path("proven.jsonl"), &["--validated-only"])
+        .iter()
         .map(|l| {
             serde_json::from_str::<serde_json::Value>(l).unwrap()["instance_id"]
                 .as_str()
@@ -298,31 +288,22 @@ fn validation_proves_instances_and_replay_grades_predictions_from_their_bundles(
         preds.iter().map(|p| format!("{p}\n")).collect::<String>(),
     )
     .unwrap();
-    ok(&[
-        "replay",
-        "--predictions",
-        file.to_str().unwrap(),
-        "--run-id",
-        "p1",
-        "--jobs",
-        "2",
-    ]);
+    // Replays `file` as run p1.
+    let replay_p1 = |extra: &[&str]| {
+        let head = [
+            "replay",
+            "--predictions",
+            file.to_str().unwrap(),
+            "--run-id",
+            "p1",
+        ];
+        ok(&[&head[..], extra].concat())
+    };
+    replay_p1(&["--jobs", "2"]);
     let m = summary("p1", "m");
-    assert_eq!(
-        m["resolved_ids"],
-        serde_json::json!(["acme__widget-1"]),
-        "{m}"
-    );
-    assert_eq!(
-        m["unresolved_ids"],
-        serde_json::json!(["acme__widget-2"]),
-        "{m}"
-    );
-    assert_eq!(
-        m["empty_patch_ids"],
-        serde_json::json!(["acme__widget-6"]),
-        "{m}"
-    );
+    assert_ids(&m, "resolved_ids", &["acme__widget-1"]);
+    assert_ids(&m, "unresolved_ids", &["acme__widget-2"]);
+    assert_ids(&m, "empty_patch_ids", &["acme__widget-6"]);
     assert_eq!(
         m["errors"]["acme__widget-10"]["reason"].as_str(),
         Some("patch-unsafe"),
@@ -385,26 +366,12 @@ fn validation_proves_instances_and_replay_grades_predictions_from_their_bundles(
     assert!(resumed.status.success(), "{}", stderr(&resumed));
     assert_eq!(std::fs::read(&first).unwrap(), first_bytes);
     let k = summary("killed", "m");
-    assert_eq!(
-        k["resolved_ids"],
-        serde_json::json!(["acme__widget-1"]),
-        "{k}"
-    );
-    assert_eq!(
-        k["unresolved_ids"],
-        serde_json::json!(["acme__widget-2"]),
-        "{k}"
-    );
+    assert_ids(&k, "resolved_ids", &["acme__widget-1"]);
+    assert_ids(&k, "unresolved_ids", &["acme__widget-2"]);
 
     // A second run with the same id resumes: the finished reports stay as they are.
     let before = std::fs::read(&report_path).unwrap();
-    ok(&[
-        "replay",
-        "--predictions",
-        file.to_str().unwrap(),
-        "--run-id",
-        "p1",
-    ]);
+    replay_p1(&[]);
     assert_eq!(std::fs::read(&report_path).unwrap(), before);
     // Saved output graded again, nothing run: here the output is edited to stand for a
     // parser that reads it differently.
@@ -425,16 +392,8 @@ fn validation_proves_instances_and_replay_grades_predictions_from_their_bundles(
     std::fs::write(&out_path, edited).unwrap();
     ok(&["replay", "--rewrite-reports", "--run-id", "p1"]);
     let m = summary("p1", "m");
-    assert_eq!(
-        m["resolved_ids"],
-        serde_json::json!(["acme__widget-1", "acme__widget-2"]),
-        "{m}"
-    );
-    assert_eq!(
-        m["empty_patch_ids"],
-        serde_json::json!(["acme__widget-6"]),
-        "{m}"
-    );
+    assert_ids(&m, "resolved_ids", &["acme__widget-1", "acme__widget-2"]);
+    assert_ids(&m, "empty_patch_ids", &["acme__widget-6"]);
 
     // Malformed predictions are refused, naming each bad line.
     let bad = t.path("bad.jsonl");

@@ -13,32 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::widget::{ADD_TEST, GOLD, Widget, instance, test_patch};
-use common::{TestContext, git, git_commit_all, last_line, stderr, stdout};
+use common::{TestContext, git, git_commit_all, git_dated, last_line, stderr, stdout};
 use swe_ark::vcs::{self, TagRecord, VcsRecord};
-
-/// `git args` in `dir` with author and committer dated `date`, hermetically.
-fn git_dated(dir: &Path, args: &[&str], date: &str) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("HOME", dir)
-        .env("GIT_AUTHOR_NAME", "Test Author")
-        .env("GIT_AUTHOR_EMAIL", "author@example.com")
-        .env("GIT_AUTHOR_DATE", date)
-        .env("GIT_COMMITTER_NAME", "Test Committer")
-        .env("GIT_COMMITTER_EMAIL", "committer@example.com")
-        .env("GIT_COMMITTER_DATE", date)
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
 
 /// `git` that may fail: (success, stdout).
 fn git_try(dir: &Path, args: &[&str]) -> (bool, String) {

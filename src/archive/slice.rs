@@ -101,128 +101,52 @@ impl IndexSlice {
     }
 }
 
-impl From<&BundleRow> for SliceBundle {
-    fn from(b: &BundleRow) -> Self {
-        SliceBundle {
-            id: b.id,
-            instance_id: b.instance_id.clone(),
-            format_version: b.format_version,
-            codebase_tree: b.codebase_tree,
-            tar_size: b.tar_size,
-            file_size: b.file_size,
-            member_count: b.member_count,
-            codebase_files: b.codebase_files,
+/// `From` both ways between a slice's record and the index row it carries: the fields they
+/// share are copied; the row's own (times, where it is stored) are set to `own` on the way in,
+/// as the importing archive stamps its own.
+macro_rules! both_ways {
+    ($slice:ident, $row:ident, [$($field:ident),* $(,)?], {$($own:ident: $value:expr),* $(,)?}) => {
+        impl From<&$row> for $slice {
+            fn from(r: &$row) -> Self {
+                $slice { $($field: Clone::clone(&r.$field)),* }
+            }
         }
-    }
+
+        impl From<&$slice> for $row {
+            fn from(s: &$slice) -> Self {
+                $row { $($field: Clone::clone(&s.$field),)* $($own: $value),* }
+            }
+        }
+    };
 }
 
-impl From<&SliceBundle> for BundleRow {
-    fn from(b: &SliceBundle) -> Self {
-        BundleRow {
-            id: b.id,
-            instance_id: b.instance_id.clone(),
-            format_version: b.format_version,
-            codebase_tree: b.codebase_tree,
-            tar_size: b.tar_size,
-            file_size: b.file_size,
-            member_count: b.member_count,
-            codebase_files: b.codebase_files,
-            packed_at: 0,
-            manifest_piece: None,
-        }
-    }
-}
-
-impl From<&LockRow> for SliceLock {
-    fn from(l: &LockRow) -> Self {
-        SliceLock {
-            id: l.id,
-            repo: l.repo.clone(),
-            version: l.version.clone(),
-            commit_id: l.commit_id.clone(),
-            python: l.python.clone(),
-            packages: l.packages,
-            artifacts: l.artifacts,
-            bytes: l.bytes,
-        }
-    }
-}
-
-impl From<&SliceLock> for LockRow {
-    fn from(l: &SliceLock) -> Self {
-        LockRow {
-            id: l.id,
-            repo: l.repo.clone(),
-            version: l.version.clone(),
-            commit_id: l.commit_id.clone(),
-            python: l.python.clone(),
-            packages: l.packages,
-            artifacts: l.artifacts,
-            bytes: l.bytes,
-            created_at: 0,
-        }
-    }
-}
-
-impl From<&ValidationRow> for SliceValidation {
-    fn from(v: &ValidationRow) -> Self {
-        SliceValidation {
-            instance_id: v.instance_id.clone(),
-            verdict: v.verdict.clone(),
-            reason_kind: v.reason_kind.clone(),
-            reason: v.reason.clone(),
-            fail_to_pass: v.fail_to_pass,
-            pass_to_pass: v.pass_to_pass,
-            flaky: v.flaky,
-            lock_id: v.lock_id.clone(),
-            results: v.results,
-            log_pre: v.log_pre,
-            log_post: v.log_post,
-            seconds: v.seconds,
-        }
-    }
-}
-
-impl From<&SliceValidation> for ValidationRow {
-    fn from(v: &SliceValidation) -> Self {
-        ValidationRow {
-            instance_id: v.instance_id.clone(),
-            verdict: v.verdict.clone(),
-            reason_kind: v.reason_kind.clone(),
-            reason: v.reason.clone(),
-            fail_to_pass: v.fail_to_pass,
-            pass_to_pass: v.pass_to_pass,
-            flaky: v.flaky,
-            lock_id: v.lock_id.clone(),
-            results: v.results,
-            log_pre: v.log_pre,
-            log_post: v.log_post,
-            seconds: v.seconds,
-            validated_at: 0,
-        }
-    }
-}
-
-impl From<&PinRow> for SlicePin {
-    fn from(p: &PinRow) -> Self {
-        SlicePin {
-            mirror: p.mirror.clone(),
-            reference: p.reference.clone(),
-            commit: p.commit.clone(),
-            instance_id: p.instance_id.clone(),
-            role: p.role.clone(),
-        }
-    }
-}
-
-impl From<&SlicePin> for PinRow {
-    fn from(p: &SlicePin) -> Self {
-        PinRow {
-            mirror: p.mirror.clone(),
-            reference: p.reference.clone(),
-            commit: p.commit.clone(),
-            instance_id: p.instance_id.clone(),
-            role: p.role.clone(),
-        }
-    }
-}
+both_ways!(
+    SliceBundle,
+    BundleRow,
+    [
+        id, instance_id, format_version, codebase_tree, tar_size, file_size, member_count,
+        codebase_files,
+    ],
+    {packed_at: 0, manifest_piece: None}
+);
+both_ways!(
+    SliceLock,
+    LockRow,
+    [id, repo, version, commit_id, python, packages, artifacts, bytes],
+    {created_at: 0}
+);
+both_ways!(
+    SliceValidation,
+    ValidationRow,
+    [
+        instance_id, verdict, reason_kind, reason, fail_to_pass, pass_to_pass, flaky, lock_id,
+        results, log_pre, log_post, seconds,
+    ],
+    {validated_at: 0}
+);
+both_ways!(
+    SlicePin,
+    PinRow,
+    [mirror, reference, commit, instance_id, role],
+    {}
+);

@@ -326,18 +326,22 @@ fn insert_object(
     .map(|_| ())
 }
 
-/// The row of a bundle whose pieces are stored; one already there is kept.
+/// The row of a bundle whose pieces are stored, packed at `t`; `on_conflict` says what
+/// becomes of one already there.
 fn insert_stored_bundle(
     conn: &Connection,
     b: &BundleRow,
     sketch: &[u8],
     t: i64,
+    on_conflict: &str,
 ) -> rusqlite::Result<()> {
     conn.execute(
-        "INSERT INTO bundles (id, instance_id, format_version, codebase_tree, tar_size,
-             file_size, member_count, codebase_files, packed_at, manifest_piece, sketch)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
-         ON CONFLICT(id) DO NOTHING",
+        &format!(
+            "INSERT INTO bundles (id, instance_id, format_version, codebase_tree, tar_size,
+                 file_size, member_count, codebase_files, packed_at, manifest_piece, sketch)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+             ON CONFLICT(id) {on_conflict}"
+        ),
         params![
             b.id.hex(),
             b.instance_id,
@@ -427,6 +431,112 @@ fn upsert_instance(conn: &Connection, instance: &Instance, t: i64) -> rusqlite::
     .map(|_| ())
 }
 
+/// A mirror's row and its refs, replacing what was recorded.
+fn upsert_mirror(
+    conn: &Connection,
+    name: &str,
+    url: &str,
+    refs: &BTreeMap<String, String>,
+    refs_sha256: &Sha256Digest,
+    size: u64,
+    t: i64,
+) -> rusqlite::Result<()> {
+    conn.execute(
+        "INSERT INTO mirrors (name, url, added_at, last_fetch, refs_count, refs_sha256, size)
+         VALUES (?1, ?2, ?3, ?3, ?4, ?5, ?6)
+         ON CONFLICT(name) DO UPDATE SET url = ?2, last_fetch = ?3, refs_count = ?4,
+             refs_sha256 = ?5, size = ?6",
+        params![
+            name,
+            url,
+            t,
+            refs.len() as i64,
+            refs_sha256.hex(),
+            size as i64
+        ],
+    )?;
+    conn.execute("DELETE FROM mirror_refs WHERE mirror = ?1", [name])?;
+    let mut insert =
+        conn.prepare("INSERT INTO mirror_refs (mirror, name, target) VALUES (?1, ?2, ?3)")?;
+    for (r, target) in refs {
+        insert.execute(params![name, r, target])?;
+    }
+    Ok(())
+}
+
+fn upsert_pin(conn: &Connection, pin: &PinRow, t: i64) -> rusqlite::Result<()> {
+    conn.execute(
+        "INSERT INTO pins (mirror, ref, commit_id, instance_id, role, pinned_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+         ON CONFLICT(mirror, ref) DO UPDATE SET commit_id = ?3, instance_id = ?4,
+             role = ?5, pinned_at = ?6",
+        params![
+            pin.mirror,
+            pin.reference,
+            pin.commit,
+            pin.instance_id,
+            pin.role,
+            t
+        ],
+    )
+    .map(|_| ())
+}
+
+/// Why a write failed: SQLite, or a check of the index's own (which rolls it back too).
+enum WriteError {
+    Sql(rusqlite::Error),
+    Index(IndexError),
+}
+
+impl From<rusqlite::Error> for WriteError {
+    fn from(e: rusqlite::Error) -> Self {
+        WriteError::Sql(e)
+    }
+}
+
+/// One row of a query: its columns, with SQLite's errors and bad hashes as the index's.
+struct Cols<'r, 's> {
+    row: &'r rusqlite::Row<'s>,
+    index: &'r Index,
+}
+
+impl Cols<'_, '_> {
+    fn get<T: rusqlite::types::FromSql>(&self, i: usize) -> Result<T, IndexError> {
+        self.row.get(i).map_err(self.index.err())
+    }
+
+    /// A count or size, which SQLite keeps as a signed integer.
+    fn count(&self, i: usize) -> Result<u64, IndexError> {
+        self.get::<i64>(i).map(|n| n as u64)
+    }
+
+    /// A hash kept as hex text.
+    fn hex<T: std::str::FromStr>(&self, i: usize) -> Result<T, IndexError> {
+        self.index.digest(self.get(i)?)
+    }
+
+    /// A hash kept as hex text, '' for none.
+    fn hex_or_empty(&self, i: usize) -> Result<Option<Sha256Digest>, IndexError> {
+        let s: String = self.get(i)?;
+        if s.is_empty() {
+            Ok(None)
+        } else {
+            self.index.digest(s).map(Some)
+        }
+    }
+
+    /// A piece id, kept as a 32-byte blob.
+    fn blob(&self, i: usize) -> Result<Sha256Digest, IndexError> {
+        self.index.blob_digest(&self.get::<Vec<u8>>(i)?)
+    }
+
+    fn blob_or_null(&self, i: usize) -> Result<Option<Sha256Digest>, IndexError> {
+        self.get::<Option<Vec<u8>>>(i)?
+            .map(|b| self.index.blob_digest(&b))
+            .transpose()
+    }
+}
+
 const BUNDLE_COLUMNS: &str = "id, instance_id, format_version, codebase_tree, tar_size, \
                               file_size, member_count, codebase_files, packed_at, manifest_piece";
 
@@ -459,6 +569,49 @@ impl Index {
             path: self.path.clone(),
             source,
         }
+    }
+
+    /// Runs `write` in one transaction that takes the write lock at once, with the time to
+    /// stamp rows with; commits if it succeeds, rolls back if not.
+    fn write<T>(
+        &mut self,
+        write: impl FnOnce(&rusqlite::Transaction, i64) -> Result<T, WriteError>,
+    ) -> Result<T, IndexError> {
+        let sql = self.sql_err();
+        let t = now();
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(&sql)?;
+        let out = write(&tx, t).map_err(|e| match e {
+            WriteError::Sql(e) => sql(e),
+            WriteError::Index(e) => e,
+        })?;
+        tx.commit().map_err(&sql)?;
+        Ok(out)
+    }
+
+    /// The rows of a query, each made into a `T` by `read`.
+    fn rows<T>(
+        &self,
+        sql: &str,
+        params: impl rusqlite::Params,
+        mut read: impl FnMut(&Cols) -> Result<T, IndexError>,
+    ) -> Result<Vec<T>, IndexError> {
+        let mut stmt = self.conn.prepare_cached(sql).map_err(self.err())?;
+        let mut rows = stmt.query(params).map_err(self.err())?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next().map_err(self.err())? {
+            out.push(read(&Cols { row, index: self })?);
+        }
+        Ok(out)
+    }
+
+    fn parse_instance(&self, instance_id: &str, data: &str) -> Result<Instance, IndexError> {
+        Instance::from_json(data.as_bytes()).map_err(|e| IndexError::Corrupt {
+            path: self.path.clone(),
+            detail: format!("instance `{instance_id}`: {e}"),
+        })
     }
 
     fn setup(&mut self) -> Result<(), IndexError> {
@@ -518,68 +671,54 @@ impl Index {
         instances: &[Instance],
         dataset: Option<&DatasetDate>,
     ) -> Result<usize, IndexError> {
-        let sql = self.sql_err();
-        let t = now();
-        let tx = self
-            .conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(&sql)?;
-        if let Some(d) = dataset {
-            tx.execute(
-                "INSERT INTO datasets (name, environments_as_of, rule, added_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?4)
-                 ON CONFLICT(name) DO UPDATE SET environments_as_of = ?2, rule = ?3,
-                     updated_at = ?4",
-                params![d.name, d.environments_as_of, d.rule, t],
-            )
-            .map_err(&sql)?;
-        }
-        let mut new = 0;
-        for inst in instances {
-            let exists: bool = tx
-                .query_row(
+        self.write(|tx, t| {
+            if let Some(d) = dataset {
+                tx.execute(
+                    "INSERT INTO datasets (name, environments_as_of, rule, added_at, updated_at)
+                     VALUES (?1, ?2, ?3, ?4, ?4)
+                     ON CONFLICT(name) DO UPDATE SET environments_as_of = ?2, rule = ?3,
+                         updated_at = ?4",
+                    params![d.name, d.environments_as_of, d.rule, t],
+                )?;
+            }
+            let mut new = 0;
+            for inst in instances {
+                let exists: bool = tx.query_row(
                     "SELECT EXISTS(SELECT 1 FROM instances WHERE instance_id = ?1)",
                     [&inst.instance_id],
                     |r| r.get(0),
-                )
-                .map_err(&sql)?;
-            if !exists {
-                new += 1;
+                )?;
+                if !exists {
+                    new += 1;
+                }
+                upsert_instance(tx, inst, t)?;
+                if let Some(d) = dataset {
+                    tx.execute(
+                        "UPDATE instances SET dataset = ?2 WHERE instance_id = ?1",
+                        params![inst.instance_id, d.name],
+                    )?;
+                }
             }
-            upsert_instance(&tx, inst, t).map_err(&sql)?;
-            if let Some(d) = dataset {
-                tx.execute(
-                    "UPDATE instances SET dataset = ?2 WHERE instance_id = ?1",
-                    params![inst.instance_id, d.name],
-                )
-                .map_err(&sql)?;
-            }
-        }
-        tx.commit().map_err(&sql)?;
-        Ok(new)
+            Ok(new)
+        })
     }
 
     /// The datasets the instances of `repo` `version` were imported from (none for collected
     /// instances), each once.
     pub fn datasets_of(&self, repo: &str, version: &str) -> Result<Vec<DatasetDate>, IndexError> {
-        let mut stmt = self
-            .conn
-            .prepare(
-                "SELECT DISTINCT d.name, d.environments_as_of, d.rule
-                 FROM instances i JOIN datasets d ON d.name = i.dataset
-                 WHERE i.repo = ?1 AND i.version = ?2 ORDER BY d.name",
-            )
-            .map_err(self.err())?;
-        let rows = stmt
-            .query_map([repo, version], |r| {
+        self.rows(
+            "SELECT DISTINCT d.name, d.environments_as_of, d.rule
+             FROM instances i JOIN datasets d ON d.name = i.dataset
+             WHERE i.repo = ?1 AND i.version = ?2 ORDER BY d.name",
+            [repo, version],
+            |c| {
                 Ok(DatasetDate {
-                    name: r.get(0)?,
-                    environments_as_of: r.get(1)?,
-                    rule: r.get(2)?,
+                    name: c.get(0)?,
+                    environments_as_of: c.get(1)?,
+                    rule: c.get(2)?,
                 })
-            })
-            .map_err(self.err())?;
-        rows.collect::<Result<_, _>>().map_err(self.err())
+            },
+        )
     }
 
     /// Records a lock and every object it names, in one transaction.
@@ -607,204 +746,96 @@ impl Index {
         objects: &[(Sha256Digest, u64, &str)],
         instance: Option<&Instance>,
     ) -> Result<(), IndexError> {
-        let sql = self.sql_err();
-        let t = now();
-        let tx = self
-            .conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(&sql)?;
-        for (id, size, kind) in objects {
-            insert_object(&tx, id, *size, kind, t).map_err(&sql)?;
-        }
-        if let Some(inst) = instance {
-            upsert_instance(&tx, inst, t).map_err(&sql)?;
-        }
-        upsert_validation(&tx, v, t).map_err(&sql)?;
-        tx.commit().map_err(&sql)
+        self.write(|tx, t| {
+            for (id, size, kind) in objects {
+                insert_object(tx, id, *size, kind, t)?;
+            }
+            if let Some(inst) = instance {
+                upsert_instance(tx, inst, t)?;
+            }
+            Ok(upsert_validation(tx, v, t)?)
+        })
     }
 
     /// Records what an imported archive brings, all in one transaction: either every row is
     /// in, or none. Objects and locks already present are kept; instances, bundles,
     /// validations, mirrors and pins are added or replaced.
     pub fn import_rows(&mut self, rows: &ImportRows) -> Result<(), IndexError> {
-        let sql = self.sql_err();
-        let t = now();
-        let tx = self
-            .conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(&sql)?;
-        for (id, size, kind) in &rows.objects {
-            insert_object(&tx, id, *size, kind, t).map_err(&sql)?;
-        }
-        for inst in &rows.instances {
-            upsert_instance(&tx, inst, t).map_err(&sql)?;
-        }
-        for (b, sketch) in &rows.bundles {
-            insert_stored_bundle(&tx, b, sketch, t).map_err(&sql)?;
-        }
-        failpoint::hit("index.mid-transaction");
-        for lock in &rows.locks {
-            insert_lock(&tx, lock, t).map_err(&sql)?;
-        }
-        for v in &rows.validations {
-            upsert_validation(&tx, v, t).map_err(&sql)?;
-        }
-        for m in &rows.mirrors {
-            tx.execute(
-                "INSERT INTO mirrors (name, url, added_at, last_fetch, refs_count, refs_sha256,
-                                      size)
-                 VALUES (?1, ?2, ?3, ?3, ?4, ?5, ?6)
-                 ON CONFLICT(name) DO UPDATE SET url = ?2, last_fetch = ?3, refs_count = ?4,
-                     refs_sha256 = ?5, size = ?6",
-                params![
-                    m.name,
-                    m.url,
-                    t,
-                    m.refs.len() as i64,
-                    m.refs_sha256.hex(),
-                    m.size as i64
-                ],
-            )
-            .map_err(&sql)?;
-            tx.execute("DELETE FROM mirror_refs WHERE mirror = ?1", [&m.name])
-                .map_err(&sql)?;
-            let mut insert = tx
-                .prepare("INSERT INTO mirror_refs (mirror, name, target) VALUES (?1, ?2, ?3)")
-                .map_err(&sql)?;
-            for (r, target) in &m.refs {
-                insert.execute(params![m.name, r, target]).map_err(&sql)?;
+        self.write(|tx, t| {
+            for (id, size, kind) in &rows.objects {
+                insert_object(tx, id, *size, kind, t)?;
             }
-        }
-        for pin in &rows.pins {
-            tx.execute(
-                "INSERT INTO pins (mirror, ref, commit_id, instance_id, role, pinned_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-                 ON CONFLICT(mirror, ref) DO UPDATE SET commit_id = ?3, instance_id = ?4,
-                     role = ?5, pinned_at = ?6",
-                params![
-                    pin.mirror,
-                    pin.reference,
-                    pin.commit,
-                    pin.instance_id,
-                    pin.role,
-                    t
-                ],
-            )
-            .map_err(&sql)?;
-        }
-        tx.commit().map_err(&sql)
+            for inst in &rows.instances {
+                upsert_instance(tx, inst, t)?;
+            }
+            for (b, sketch) in &rows.bundles {
+                // One already there is kept.
+                insert_stored_bundle(tx, b, sketch, t, "DO NOTHING")?;
+            }
+            failpoint::hit("index.mid-transaction");
+            for lock in &rows.locks {
+                insert_lock(tx, lock, t)?;
+            }
+            for v in &rows.validations {
+                upsert_validation(tx, v, t)?;
+            }
+            for m in &rows.mirrors {
+                upsert_mirror(tx, &m.name, &m.url, &m.refs, &m.refs_sha256, m.size, t)?;
+            }
+            for pin in &rows.pins {
+                upsert_pin(tx, pin, t)?;
+            }
+            Ok(())
+        })
     }
 
     /// Every validation, by instance id.
     pub fn validations(&self) -> Result<Vec<ValidationRow>, IndexError> {
-        let mut stmt = self
-            .conn
-            .prepare(
-                "SELECT instance_id, verdict, reason_kind, reason, fail_to_pass, pass_to_pass,
-                        flaky, lock_id, results, log_pre, log_post, seconds, validated_at
-                 FROM validations ORDER BY instance_id",
-            )
-            .map_err(self.err())?;
-        let rows = stmt
-            .query_map([], |r| {
-                Ok((
-                    (
-                        r.get::<_, String>(0)?,
-                        r.get::<_, String>(1)?,
-                        r.get::<_, String>(2)?,
-                        r.get::<_, String>(3)?,
-                    ),
-                    (
-                        r.get::<_, i64>(4)?,
-                        r.get::<_, i64>(5)?,
-                        r.get::<_, i64>(6)?,
-                    ),
-                    (
-                        r.get::<_, String>(7)?,
-                        r.get::<_, String>(8)?,
-                        r.get::<_, String>(9)?,
-                        r.get::<_, String>(10)?,
-                    ),
-                    (r.get::<_, f64>(11)?, r.get::<_, i64>(12)?),
-                ))
-            })
-            .map_err(self.err())?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (
-                (instance_id, verdict, reason_kind, reason),
-                (f2p, p2p, flaky),
-                ids,
-                (seconds, at),
-            ) = row.map_err(self.err())?;
-            let (lock_id, results, log_pre, log_post) = ids;
-            let opt = |s: String| -> Result<Option<Sha256Digest>, IndexError> {
-                if s.is_empty() {
-                    Ok(None)
-                } else {
-                    self.digest(s).map(Some)
-                }
-            };
-            out.push(ValidationRow {
-                instance_id,
-                verdict,
-                reason_kind,
-                reason,
-                fail_to_pass: f2p as u64,
-                pass_to_pass: p2p as u64,
-                flaky: flaky as u64,
-                lock_id,
-                results: self.digest(results)?,
-                log_pre: opt(log_pre)?,
-                log_post: opt(log_post)?,
-                seconds,
-                validated_at: at,
-            });
-        }
-        Ok(out)
+        self.rows(
+            "SELECT instance_id, verdict, reason_kind, reason, fail_to_pass, pass_to_pass,
+                    flaky, lock_id, results, log_pre, log_post, seconds, validated_at
+             FROM validations ORDER BY instance_id",
+            [],
+            |c| {
+                Ok(ValidationRow {
+                    instance_id: c.get(0)?,
+                    verdict: c.get(1)?,
+                    reason_kind: c.get(2)?,
+                    reason: c.get(3)?,
+                    fail_to_pass: c.count(4)?,
+                    pass_to_pass: c.count(5)?,
+                    flaky: c.count(6)?,
+                    lock_id: c.get(7)?,
+                    results: c.hex(8)?,
+                    log_pre: c.hex_or_empty(9)?,
+                    log_post: c.hex_or_empty(10)?,
+                    seconds: c.get(11)?,
+                    validated_at: c.get(12)?,
+                })
+            },
+        )
     }
 
     /// Every lock, by repository, version, then newest first.
     pub fn locks(&self) -> Result<Vec<LockRow>, IndexError> {
-        let mut stmt = self
-            .conn
-            .prepare(
-                "SELECT id, repo, version, commit_id, python, packages, artifacts, bytes, created_at
-                 FROM locks ORDER BY repo, version, created_at DESC, id",
-            )
-            .map_err(self.err())?;
-        let rows = stmt
-            .query_map([], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, String>(2)?,
-                    r.get::<_, String>(3)?,
-                    r.get::<_, String>(4)?,
-                    r.get::<_, i64>(5)?,
-                    r.get::<_, i64>(6)?,
-                    r.get::<_, i64>(7)?,
-                    r.get::<_, i64>(8)?,
-                ))
-            })
-            .map_err(self.err())?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (id, repo, version, commit_id, python, packages, artifacts, bytes, created_at) =
-                row.map_err(self.err())?;
-            out.push(LockRow {
-                id: self.digest(id)?,
-                repo,
-                version,
-                commit_id,
-                python,
-                packages: packages as u64,
-                artifacts: artifacts as u64,
-                bytes: bytes as u64,
-                created_at,
-            });
-        }
-        Ok(out)
+        self.rows(
+            "SELECT id, repo, version, commit_id, python, packages, artifacts, bytes, created_at
+             FROM locks ORDER BY repo, version, created_at DESC, id",
+            [],
+            |c| {
+                Ok(LockRow {
+                    id: c.hex(0)?,
+                    repo: c.get(1)?,
+                    version: c.get(2)?,
+                    commit_id: c.get(3)?,
+                    python: c.get(4)?,
+                    packages: c.count(5)?,
+                    artifacts: c.count(6)?,
+                    bytes: c.count(7)?,
+                    created_at: c.get(8)?,
+                })
+            },
+        )
     }
 
     pub fn record_object(
@@ -827,45 +858,25 @@ impl Index {
         let sql = format!(
             "SELECT {BUNDLE_COLUMNS} FROM bundles {clause} ORDER BY instance_id, packed_at DESC, id"
         );
-        let mut stmt = self.conn.prepare(&sql).map_err(self.err())?;
-        let map = |r: &rusqlite::Row| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, String>(1)?,
-                r.get::<_, u32>(2)?,
-                r.get::<_, String>(3)?,
-                r.get::<_, i64>(4)?,
-                r.get::<_, i64>(5)?,
-                r.get::<_, i64>(6)?,
-                r.get::<_, i64>(7)?,
-                r.get::<_, i64>(8)?,
-                r.get::<_, Option<Vec<u8>>>(9)?,
-            ))
-        };
-        let rows = if clause.contains("?1") {
-            stmt.query_map([arg], map)
+        let args: Vec<&str> = if clause.contains("?1") {
+            vec![arg]
         } else {
-            stmt.query_map([], map)
-        }
-        .map_err(self.err())?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (id, instance_id, fv, tree, tar, file, members, files, packed, manifest) =
-                row.map_err(self.err())?;
-            out.push(BundleRow {
-                id: self.digest(id)?,
-                instance_id,
-                format_version: fv,
-                codebase_tree: self.digest(tree)?,
-                tar_size: tar as u64,
-                file_size: file as u64,
-                member_count: members as u64,
-                codebase_files: files as u64,
-                packed_at: packed,
-                manifest_piece: manifest.map(|b| self.blob_digest(&b)).transpose()?,
-            });
-        }
-        Ok(out)
+            Vec::new()
+        };
+        self.rows(&sql, rusqlite::params_from_iter(args), |c| {
+            Ok(BundleRow {
+                id: c.hex(0)?,
+                instance_id: c.get(1)?,
+                format_version: c.get(2)?,
+                codebase_tree: c.hex(3)?,
+                tar_size: c.count(4)?,
+                file_size: c.count(5)?,
+                member_count: c.count(6)?,
+                codebase_files: c.count(7)?,
+                packed_at: c.get(8)?,
+                manifest_piece: c.blob_or_null(9)?,
+            })
+        })
     }
 
     /// Every bundle, by instance id, newest first within an instance.
@@ -886,50 +897,32 @@ impl Index {
     }
 
     pub fn instances(&self) -> Result<Vec<InstanceRow>, IndexError> {
-        let mut stmt = self
-            .conn
-            .prepare(
-                "SELECT instance_id, repo, base_commit, version, created_at, added_at, updated_at
-                 FROM instances ORDER BY instance_id",
-            )
-            .map_err(self.err())?;
-        let rows = stmt
-            .query_map([], |r| {
+        self.rows(
+            "SELECT instance_id, repo, base_commit, version, created_at, added_at, updated_at
+             FROM instances ORDER BY instance_id",
+            [],
+            |c| {
                 Ok(InstanceRow {
-                    instance_id: r.get(0)?,
-                    repo: r.get(1)?,
-                    base_commit: r.get(2)?,
-                    version: r.get(3)?,
-                    created_at: r.get(4)?,
-                    added_at: r.get(5)?,
-                    updated_at: r.get(6)?,
+                    instance_id: c.get(0)?,
+                    repo: c.get(1)?,
+                    base_commit: c.get(2)?,
+                    version: c.get(3)?,
+                    created_at: c.get(4)?,
+                    added_at: c.get(5)?,
+                    updated_at: c.get(6)?,
                 })
-            })
-            .map_err(self.err())?;
-        rows.collect::<Result<_, _>>().map_err(self.err())
+            },
+        )
     }
 
     /// Every stored instance, parsed, in the order they first entered the index (so a dataset
     /// imported into an empty archive exports in its own order).
     pub fn all_instances(&self) -> Result<Vec<Instance>, IndexError> {
-        let mut stmt = self
-            .conn
-            .prepare("SELECT instance_id, data FROM instances ORDER BY rowid")
-            .map_err(self.err())?;
-        let rows = stmt
-            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
-            .map_err(self.err())?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (id, data) = row.map_err(self.err())?;
-            out.push(
-                Instance::from_json(data.as_bytes()).map_err(|e| IndexError::Corrupt {
-                    path: self.path.clone(),
-                    detail: format!("instance `{id}`: {e}"),
-                })?,
-            );
-        }
-        Ok(out)
+        self.rows(
+            "SELECT instance_id, data FROM instances ORDER BY rowid",
+            [],
+            |c| self.parse_instance(&c.get::<String>(0)?, &c.get::<String>(1)?),
+        )
     }
 
     /// The stored instance, parsed.
@@ -943,41 +936,23 @@ impl Index {
             )
             .optional()
             .map_err(self.err())?;
-        data.map(|d| {
-            Instance::from_json(d.as_bytes()).map_err(|e| IndexError::Corrupt {
-                path: self.path.clone(),
-                detail: format!("instance `{instance_id}`: {e}"),
-            })
-        })
-        .transpose()
+        data.map(|d| self.parse_instance(instance_id, &d))
+            .transpose()
     }
 
     pub fn objects(&self) -> Result<Vec<ObjectRow>, IndexError> {
-        let mut stmt = self
-            .conn
-            .prepare("SELECT id, size, kind, added_at FROM objects ORDER BY id")
-            .map_err(self.err())?;
-        let rows = stmt
-            .query_map([], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, i64>(1)?,
-                    r.get::<_, String>(2)?,
-                    r.get::<_, i64>(3)?,
-                ))
-            })
-            .map_err(self.err())?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (id, size, kind, added_at) = row.map_err(self.err())?;
-            out.push(ObjectRow {
-                id: self.digest(id)?,
-                size: size as u64,
-                kind,
-                added_at,
-            });
-        }
-        Ok(out)
+        self.rows(
+            "SELECT id, size, kind, added_at FROM objects ORDER BY id",
+            [],
+            |c| {
+                Ok(ObjectRow {
+                    id: c.hex(0)?,
+                    size: c.count(1)?,
+                    kind: c.get(2)?,
+                    added_at: c.get(3)?,
+                })
+            },
+        )
     }
 
     /// Records a mirror after a fetch or import: its URL and its refs, in one transaction.
@@ -989,62 +964,26 @@ impl Index {
         refs_sha256: &Sha256Digest,
         size: u64,
     ) -> Result<(), IndexError> {
-        let sql = self.sql_err();
-        let t = now();
-        let tx = self
-            .conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(&sql)?;
-        tx.execute(
-            "INSERT INTO mirrors (name, url, added_at, last_fetch, refs_count, refs_sha256, size)
-             VALUES (?1, ?2, ?3, ?3, ?4, ?5, ?6)
-             ON CONFLICT(name) DO UPDATE SET url = ?2, last_fetch = ?3, refs_count = ?4,
-                 refs_sha256 = ?5, size = ?6",
-            params![
-                name,
-                url,
-                t,
-                refs.len() as i64,
-                refs_sha256.hex(),
-                size as i64
-            ],
-        )
-        .map_err(&sql)?;
-        tx.execute("DELETE FROM mirror_refs WHERE mirror = ?1", [name])
-            .map_err(&sql)?;
-        {
-            let mut insert = tx
-                .prepare("INSERT INTO mirror_refs (mirror, name, target) VALUES (?1, ?2, ?3)")
-                .map_err(&sql)?;
-            for (r, target) in refs {
-                insert.execute(params![name, r, target]).map_err(&sql)?;
-            }
-        }
-        tx.commit().map_err(&sql)
+        self.write(|tx, t| Ok(upsert_mirror(tx, name, url, refs, refs_sha256, size, t)?))
     }
 
     pub fn mirrors(&self) -> Result<Vec<MirrorRow>, IndexError> {
-        let mut stmt = self
-            .conn
-            .prepare(
-                "SELECT name, url, added_at, last_fetch, refs_count, refs_sha256, size
-                 FROM mirrors ORDER BY name",
-            )
-            .map_err(self.err())?;
-        let rows = stmt
-            .query_map([], |r| {
+        self.rows(
+            "SELECT name, url, added_at, last_fetch, refs_count, refs_sha256, size
+             FROM mirrors ORDER BY name",
+            [],
+            |c| {
                 Ok(MirrorRow {
-                    name: r.get(0)?,
-                    url: r.get(1)?,
-                    added_at: r.get(2)?,
-                    last_fetch: r.get(3)?,
-                    refs_count: r.get::<_, i64>(4)? as u64,
-                    refs_sha256: r.get(5)?,
-                    size: r.get::<_, i64>(6)? as u64,
+                    name: c.get(0)?,
+                    url: c.get(1)?,
+                    added_at: c.get(2)?,
+                    last_fetch: c.get(3)?,
+                    refs_count: c.count(4)?,
+                    refs_sha256: c.get(5)?,
+                    size: c.count(6)?,
                 })
-            })
-            .map_err(self.err())?;
-        rows.collect::<Result<_, _>>().map_err(self.err())
+            },
+        )
     }
 
     pub fn mirror(&self, name: &str) -> Result<Option<MirrorRow>, IndexError> {
@@ -1053,58 +992,33 @@ impl Index {
 
     /// The refs recorded at the mirror's last fetch.
     pub fn mirror_refs(&self, name: &str) -> Result<BTreeMap<String, String>, IndexError> {
-        let mut stmt = self
-            .conn
-            .prepare("SELECT name, target FROM mirror_refs WHERE mirror = ?1 ORDER BY name")
-            .map_err(self.err())?;
-        let rows = stmt
-            .query_map([name], |r| {
-                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
-            })
-            .map_err(self.err())?;
-        rows.collect::<Result<_, _>>().map_err(self.err())
+        let refs = self.rows(
+            "SELECT name, target FROM mirror_refs WHERE mirror = ?1 ORDER BY name",
+            [name],
+            |c| Ok((c.get(0)?, c.get(1)?)),
+        )?;
+        Ok(refs.into_iter().collect())
     }
 
     pub fn record_pin(&mut self, pin: &PinRow) -> Result<(), IndexError> {
-        self.conn
-            .execute(
-                "INSERT INTO pins (mirror, ref, commit_id, instance_id, role, pinned_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-                 ON CONFLICT(mirror, ref) DO UPDATE SET commit_id = ?3, instance_id = ?4,
-                     role = ?5, pinned_at = ?6",
-                params![
-                    pin.mirror,
-                    pin.reference,
-                    pin.commit,
-                    pin.instance_id,
-                    pin.role,
-                    now()
-                ],
-            )
-            .map(|_| ())
-            .map_err(self.err())
+        upsert_pin(&self.conn, pin, now()).map_err(self.err())
     }
 
     pub fn pins(&self, mirror: &str) -> Result<Vec<PinRow>, IndexError> {
-        let mut stmt = self
-            .conn
-            .prepare(
-                "SELECT mirror, ref, commit_id, instance_id, role FROM pins WHERE mirror = ?1
-                 ORDER BY ref",
-            )
-            .map_err(self.err())?;
-        let rows = stmt
-            .query_map([mirror], |r| {
+        self.rows(
+            "SELECT mirror, ref, commit_id, instance_id, role FROM pins WHERE mirror = ?1
+             ORDER BY ref",
+            [mirror],
+            |c| {
                 Ok(PinRow {
-                    mirror: r.get(0)?,
-                    reference: r.get(1)?,
-                    commit: r.get(2)?,
-                    instance_id: r.get(3)?,
-                    role: r.get(4)?,
+                    mirror: c.get(0)?,
+                    reference: c.get(1)?,
+                    commit: c.get(2)?,
+                    instance_id: c.get(3)?,
+                    role: c.get(4)?,
                 })
-            })
-            .map_err(self.err())?;
-        rows.collect::<Result<_, _>>().map_err(self.err())
+            },
+        )
     }
 
     /// Instances of repository `repo` (OWNER/NAME), with the commits they need.
@@ -1125,35 +1039,31 @@ impl Index {
         skipped_because: Option<&str>,
         instance: Option<&Instance>,
     ) -> Result<(), IndexError> {
-        let sql = self.sql_err();
-        let t = now();
-        let tx = self
-            .conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(&sql)?;
-        if let Some(inst) = instance {
-            upsert_instance(&tx, inst, t).map_err(&sql)?;
-        }
-        tx.execute(
-            "INSERT INTO collected_pulls (repo, number, outcome, reason, instance_id, collected_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-             ON CONFLICT(repo, number) DO UPDATE SET outcome = ?3, reason = ?4,
-                 instance_id = ?5, collected_at = ?6",
-            params![
-                repo,
-                number as i64,
-                if instance.is_some() {
-                    "instance"
-                } else {
-                    "skipped"
-                },
-                skipped_because.unwrap_or_default(),
-                instance.map(|i| i.instance_id.as_str()).unwrap_or_default(),
-                t
-            ],
-        )
-        .map_err(&sql)?;
-        tx.commit().map_err(&sql)
+        self.write(|tx, t| {
+            if let Some(inst) = instance {
+                upsert_instance(tx, inst, t)?;
+            }
+            tx.execute(
+                "INSERT INTO collected_pulls (repo, number, outcome, reason, instance_id,
+                                              collected_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT(repo, number) DO UPDATE SET outcome = ?3, reason = ?4,
+                     instance_id = ?5, collected_at = ?6",
+                params![
+                    repo,
+                    number as i64,
+                    if instance.is_some() {
+                        "instance"
+                    } else {
+                        "skipped"
+                    },
+                    skipped_because.unwrap_or_default(),
+                    instance.map(|i| i.instance_id.as_str()).unwrap_or_default(),
+                    t
+                ],
+            )?;
+            Ok(())
+        })
     }
 
     /// The pull requests of `repo` whose outcome is recorded.
@@ -1161,28 +1071,17 @@ impl Index {
         &self,
         repo: &str,
     ) -> Result<std::collections::HashSet<u64>, IndexError> {
-        let mut stmt = self
-            .conn
-            .prepare("SELECT number FROM collected_pulls WHERE repo = ?1")
-            .map_err(self.err())?;
-        let rows = stmt
-            .query_map([repo], |r| r.get::<_, i64>(0))
-            .map_err(self.err())?;
-        rows.map(|r| r.map(|n| n as u64))
-            .collect::<Result<_, _>>()
-            .map_err(self.err())
+        let numbers = self.rows(
+            "SELECT number FROM collected_pulls WHERE repo = ?1",
+            [repo],
+            |c| c.count(0),
+        )?;
+        Ok(numbers.into_iter().collect())
     }
 
     /// SQLite's own consistency check (`PRAGMA integrity_check`): `ok`, or what is wrong.
     pub fn integrity_check(&self) -> Result<Vec<String>, IndexError> {
-        let mut stmt = self
-            .conn
-            .prepare("PRAGMA integrity_check")
-            .map_err(self.err())?;
-        let rows = stmt
-            .query_map([], |r| r.get::<_, String>(0))
-            .map_err(self.err())?;
-        rows.collect::<Result<_, _>>().map_err(self.err())
+        self.rows("PRAGMA integrity_check", [], |c| c.get(0))
     }
 }
 

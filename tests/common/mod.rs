@@ -100,6 +100,14 @@ impl TestContext {
         last_line(&out.stdout)
     }
 
+    /// The fixture codebase made at `<tmp>/cb` and packed: its path and the bundle id.
+    pub fn packed_fixture(&self) -> (PathBuf, String) {
+        let cb = self.path("cb");
+        make_fixture_codebase(&cb);
+        let id = self.pack(&cb);
+        (cb, id)
+    }
+
     /// The bundle `id` of the archive as a self-contained file (`swe-ark export-bundle`),
     /// `<tmp>/exported/<id>.tar.zst`, written anew on each call.
     pub fn bundle_path(&self, id: &str) -> PathBuf {
@@ -138,6 +146,36 @@ impl TestContext {
         let mut bytes = fs::read(&path).unwrap();
         bytes[(offset + length / 2) as usize] ^= 0x20;
         fs::write(&path, bytes).unwrap();
+    }
+
+    /// A manifests folder, `<tmp>/manifests`, holding `acme__widget.toml` with `text`.
+    pub fn widget_manifests(&self, text: &str) -> PathBuf {
+        let manifests = self.path("manifests");
+        fs::create_dir_all(&manifests).unwrap();
+        fs::write(manifests.join("acme__widget.toml"), text).unwrap();
+        manifests
+    }
+
+    /// The fixture instance at `commit` (base and environment setup) as `id`, written to
+    /// `<id>.json`; returns its path.
+    pub fn instance_at(&self, commit: &str, id: &str) -> PathBuf {
+        let mut v: serde_json::Value = serde_json::from_str(&fixture_instance_json()).unwrap();
+        v["instance_id"] = id.into();
+        v["base_commit"] = commit.into();
+        v["environment_setup_commit"] = commit.into();
+        let p = self.path(&format!("{id}.json"));
+        fs::write(&p, v.to_string()).unwrap();
+        p
+    }
+
+    /// How many instances `ls --json` lists.
+    pub fn listed_instances(&self) -> usize {
+        let out = self.run_expect(&["ls", "--json"], 0);
+        serde_json::from_slice::<serde_json::Value>(&out.stdout)
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .len()
     }
 
     pub fn pack_files(&self) -> Vec<PathBuf> {
@@ -261,43 +299,12 @@ pub fn make_fixture_codebase(root: &Path) {
     make_fixture_codebase_with_modes(root, 0o644, 0o755);
 }
 
-/// `git` with no user or system config, fixed identity and dates; its output as it is (a
-/// diff's last line keeps its newline).
-pub fn git_raw(dir: &Path, args: &[&str]) -> Vec<u8> {
+/// `git args` in `dir` with no user or system config, a fixed identity, and author and
+/// committer dated `date`; it must succeed; its output as it is (a diff's last line keeps its
+/// newline).
+pub fn git_dated_raw(dir: &Path, args: &[&str], date: &str) -> Vec<u8> {
     let out = Command::new("git")
         .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("HOME", dir)
-        .env("GIT_AUTHOR_NAME", "Test Author")
-        .env("GIT_AUTHOR_EMAIL", "author@example.com")
-        .env("GIT_AUTHOR_DATE", "2024-01-01T00:00:00Z")
-        .env("GIT_COMMITTER_NAME", "Test Committer")
-        .env("GIT_COMMITTER_EMAIL", "committer@example.com")
-        .env("GIT_COMMITTER_DATE", "2024-01-01T00:00:00Z")
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
-}
-
-/// [`git_raw`], trimmed to a string.
-pub fn git(dir: &Path, args: &[&str]) -> String {
-    String::from_utf8_lossy(&git_raw(dir, args))
-        .trim()
-        .to_string()
-}
-
-/// Commits what is staged in `dir` at `date` (author and committer), hermetically; returns the
-/// new commit's id. `--allow-empty`: a commit may only move a tag's history on.
-pub fn git_commit_staged(dir: &Path, msg: &str, date: &str) -> String {
-    let out = Command::new("git")
-        .args(["commit", "-q", "--allow-empty", "-m", msg])
         .current_dir(dir)
         .env("GIT_CONFIG_NOSYSTEM", "1")
         .env("GIT_CONFIG_GLOBAL", "/dev/null")
@@ -312,11 +319,44 @@ pub fn git_commit_staged(dir: &Path, msg: &str, date: &str) -> String {
         .expect("git runs");
     assert!(
         out.status.success(),
-        "git commit failed: {}{}",
+        "git {args:?} failed: {}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    out.stdout
+}
+
+/// [`git_dated_raw`], trimmed to a string.
+pub fn git_dated(dir: &Path, args: &[&str], date: &str) -> String {
+    String::from_utf8_lossy(&git_dated_raw(dir, args, date))
+        .trim()
+        .to_string()
+}
+
+/// [`git_dated_raw`] at a fixed date.
+pub fn git_raw(dir: &Path, args: &[&str]) -> Vec<u8> {
+    git_dated_raw(dir, args, "2024-01-01T00:00:00Z")
+}
+
+/// [`git_raw`], trimmed to a string.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    String::from_utf8_lossy(&git_raw(dir, args))
+        .trim()
+        .to_string()
+}
+
+/// Commits what is staged in `dir` at `date` (author and committer), hermetically; returns the
+/// new commit's id. `--allow-empty`: a commit may only move a tag's history on.
+pub fn git_commit_staged(dir: &Path, msg: &str, date: &str) -> String {
+    git_dated_raw(dir, &["commit", "-q", "--allow-empty", "-m", msg], date);
     git(dir, &["rev-parse", "HEAD"])
+}
+
+/// A new repository in `dir` (branch main) with everything in it committed at `date`; returns
+/// the commit's id.
+pub fn git_init_commit(dir: &Path, msg: &str, date: &str) -> String {
+    git(dir, &["init", "-q", "-b", "main"]);
+    git_commit_all(dir, msg, date)
 }
 
 /// Stages everything in `dir` and commits it at `date`; returns the commit's id.
@@ -373,6 +413,22 @@ pub fn tree_listing(root: &Path) -> Vec<(Vec<u8>, &'static str, Vec<u8>)> {
     walk(root, root, &mut out);
     out.sort();
     out
+}
+
+/// SWE-bench Lite's dev split, the file `SWE_ARK_LITE_DEV` names, for the tests that check the
+/// published data; `None`, saying so, when it is not given (the checkout holds no such data).
+pub fn lite_dev() -> Option<PathBuf> {
+    let path = std::env::var_os("SWE_ARK_LITE_DEV").map(PathBuf::from);
+    match path {
+        Some(p) if p.is_file() => Some(p),
+        _ => {
+            eprintln!(
+                "skipped: SWE_ARK_LITE_DEV is not a file ({path:?}); set it to \
+                 swe-bench-lite-dev.jsonl to check the published data"
+            );
+            None
+        }
+    }
 }
 
 /// `unshare -n` works here (root, or unprivileged user namespaces).

@@ -115,6 +115,14 @@ impl PyIndex {
     pub fn requests(&self) -> Vec<String> {
         lock(&self.state).log.clone()
     }
+
+    /// How many requests were for files (downloads), so far.
+    pub fn file_requests(&self) -> usize {
+        self.requests()
+            .iter()
+            .filter(|r| r.contains("/files/"))
+            .count()
+    }
 }
 
 impl Drop for PyIndex {

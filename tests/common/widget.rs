@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use super::pyindex::PyIndex;
-use super::{TestContext, git, git_commit_all, pyfix, stderr, stdout};
+use super::{TestContext, git_init_commit, pyfix, stderr, stdout};
 
 pub const BASE_DATE: &str = "2021-06-01T00:00:00Z";
 
@@ -101,23 +101,16 @@ impl Widget {
         std::fs::write(repo.join("widget/core.py"), CORE).unwrap();
         std::fs::create_dir_all(repo.join("tests")).unwrap();
         std::fs::write(repo.join("tests/test_core.py"), TESTS).unwrap();
-        git(&repo, &["init", "-q", "-b", "main"]);
-        let base = git_commit_all(&repo, "widget 1.0", BASE_DATE);
+        let base = git_init_commit(&repo, "widget 1.0", BASE_DATE);
 
-        let manifests = t.path("manifests");
-        std::fs::create_dir_all(&manifests).unwrap();
-        std::fs::write(
-            manifests.join("acme__widget.toml"),
-            format!(
-                "repo = \"acme/widget\"\nsource = \"tests/common/widget.rs\"\nlog_parser = \"pytest\"\n\n\
-                 [defaults]\npython = \"{version}\"\npip_packages = [\"pytest\"]\n\
-                 install = \"python -m pip install -e .\"\ntest_cmd = \"pytest -rA\"\n\n\
-                 [[defaults.services]]\nname = \"web\"\n\
-                 command = [\"python\", \"-m\", \"http.server\", \"{{port}}\", \"--bind\", \"127.0.0.1\"]\n\
-                 env_var = \"WEB_URL\"\n\n[versions.\"1.0\"]\n"
-            ),
-        )
-        .unwrap();
+        let manifests = t.widget_manifests(&format!(
+            "repo = \"acme/widget\"\nsource = \"tests/common/widget.rs\"\nlog_parser = \"pytest\"\n\n\
+             [defaults]\npython = \"{version}\"\npip_packages = [\"pytest\"]\n\
+             install = \"python -m pip install -e .\"\ntest_cmd = \"pytest -rA\"\n\n\
+             [[defaults.services]]\nname = \"web\"\n\
+             command = [\"python\", \"-m\", \"http.server\", \"{{port}}\", \"--bind\", \"127.0.0.1\"]\n\
+             env_var = \"WEB_URL\"\n\n[versions.\"1.0\"]\n"
+        ));
         Some(Widget {
             version,
             python,
@@ -151,6 +144,20 @@ impl Widget {
         self.cmd(t).args(args).output().unwrap()
     }
 
+    /// Mirrors the widget's repository as acme/widget.
+    pub fn add_mirror(&self, t: &TestContext) {
+        self.ok(
+            t,
+            &[
+                "mirror",
+                "add",
+                self.repo.to_str().unwrap(),
+                "--name",
+                "acme/widget",
+            ],
+        );
+    }
+
     /// Runs [`Widget::cmd`] with `args`; it must succeed; its stdout.
     pub fn ok(&self, t: &TestContext, args: &[&str]) -> String {
         let out = self.run(t, args);
@@ -165,16 +172,7 @@ impl Widget {
 
     /// Mirrors the repository, locks its context and imports `instances`.
     pub fn mirror_lock_import(&self, t: &TestContext, instances: &[serde_json::Value]) {
-        self.ok(
-            t,
-            &[
-                "mirror",
-                "add",
-                self.repo.to_str().unwrap(),
-                "--name",
-                "acme/widget",
-            ],
-        );
+        self.add_mirror(t);
         self.ok(
             t,
             &["env", "lock", "acme/widget", "1.0", "--commit", &self.base],

@@ -6,7 +6,9 @@ use std::collections::{HashMap, HashSet};
 use rusqlite::params;
 use rusqlite::types::Value;
 
-use super::{BundleRow, Index, IndexError, now, upsert_instance};
+use super::{
+    BundleRow, Cols, Index, IndexError, WriteError, insert_stored_bundle, upsert_instance,
+};
 use crate::dataset::Instance;
 use crate::digest::Sha256Digest;
 use crate::failpoint;
@@ -100,6 +102,24 @@ pub struct RepoStorage {
     pub whole_file_bytes: u64,
 }
 
+/// The columns [`read_loc`] reads.
+const LOC_COLUMNS: &str = "id, pack, offset, length, skip, size, base, depth";
+
+fn read_loc(c: &Cols) -> Result<(Sha256Digest, PieceLoc), IndexError> {
+    Ok((
+        c.blob(0)?,
+        PieceLoc {
+            pack: c.get(1)?,
+            offset: c.count(2)?,
+            length: c.count(3)?,
+            skip: c.count(4)?,
+            size: c.count(5)?,
+            base: c.blob_or_null(6)?,
+            depth: c.get::<i64>(7)? as u32,
+        },
+    ))
+}
+
 fn placeholders(n: usize) -> String {
     let mut s = "?,".repeat(n);
     s.pop();
@@ -144,27 +164,33 @@ impl Index {
             })
     }
 
+    /// The rows of a query on `ids`, in batches: `sql` makes the query from an `IN` list.
+    fn rows_of_ids<T>(
+        &self,
+        ids: &[Sha256Digest],
+        sql: impl Fn(&str) -> String,
+        mut read: impl FnMut(&Cols) -> Result<T, IndexError>,
+    ) -> Result<Vec<T>, IndexError> {
+        let mut out = Vec::with_capacity(ids.len());
+        for chunk in ids.chunks(BATCH) {
+            let args = chunk.iter().map(|d| Value::Blob(d.0.to_vec()));
+            let sql = sql(&placeholders(chunk.len()));
+            out.extend(self.rows(&sql, rusqlite::params_from_iter(args), &mut read)?);
+        }
+        Ok(out)
+    }
+
     /// Which of `ids` the store holds.
     pub fn existing_pieces(
         &self,
         ids: &[Sha256Digest],
     ) -> Result<HashSet<Sha256Digest>, IndexError> {
-        let mut out = HashSet::new();
-        for chunk in ids.chunks(BATCH) {
-            let sql = format!(
-                "SELECT id FROM pieces WHERE id IN ({})",
-                placeholders(chunk.len())
-            );
-            let mut stmt = self.conn.prepare_cached(&sql).map_err(self.err())?;
-            let args: Vec<Value> = chunk.iter().map(|d| Value::Blob(d.0.to_vec())).collect();
-            let rows = stmt
-                .query_map(rusqlite::params_from_iter(args), |r| r.get::<_, Vec<u8>>(0))
-                .map_err(self.err())?;
-            for row in rows {
-                out.insert(self.blob_digest(&row.map_err(self.err())?)?);
-            }
-        }
-        Ok(out)
+        let held = self.rows_of_ids(
+            ids,
+            |list| format!("SELECT id FROM pieces WHERE id IN ({list})"),
+            |c| c.blob(0),
+        )?;
+        Ok(held.into_iter().collect())
     }
 
     /// Where the pieces `ids` are; ids the store does not hold are left out.
@@ -172,132 +198,62 @@ impl Index {
         &self,
         ids: &[Sha256Digest],
     ) -> Result<Vec<(Sha256Digest, PieceLoc)>, IndexError> {
-        let mut out = Vec::with_capacity(ids.len());
-        for chunk in ids.chunks(BATCH) {
-            let sql = format!(
-                "SELECT id, pack, offset, length, skip, size, base, depth FROM pieces \
-                 WHERE id IN ({})",
-                placeholders(chunk.len())
-            );
-            let args: Vec<Value> = chunk.iter().map(|d| Value::Blob(d.0.to_vec())).collect();
-            self.collect_locs(&sql, args, &mut out)?;
-        }
-        Ok(out)
+        self.rows_of_ids(
+            ids,
+            |list| format!("SELECT {LOC_COLUMNS} FROM pieces WHERE id IN ({list})"),
+            read_loc,
+        )
     }
 
     /// Every piece, by id.
     pub fn all_pieces(&self) -> Result<Vec<(Sha256Digest, PieceLoc)>, IndexError> {
-        let mut out = Vec::new();
-        self.collect_locs(
-            "SELECT id, pack, offset, length, skip, size, base, depth FROM pieces ORDER BY id",
-            Vec::new(),
-            &mut out,
-        )?;
-        Ok(out)
-    }
-
-    fn collect_locs(
-        &self,
-        sql: &str,
-        args: Vec<Value>,
-        out: &mut Vec<(Sha256Digest, PieceLoc)>,
-    ) -> Result<(), IndexError> {
-        let mut stmt = self.conn.prepare_cached(sql).map_err(self.err())?;
-        let rows = stmt
-            .query_map(rusqlite::params_from_iter(args), |r| {
-                Ok((
-                    r.get::<_, Vec<u8>>(0)?,
-                    r.get::<_, i64>(1)?,
-                    r.get::<_, i64>(2)?,
-                    r.get::<_, i64>(3)?,
-                    r.get::<_, i64>(4)?,
-                    r.get::<_, i64>(5)?,
-                    r.get::<_, Option<Vec<u8>>>(6)?,
-                    r.get::<_, i64>(7)?,
-                ))
-            })
-            .map_err(self.err())?;
-        for row in rows {
-            let (id, pack, offset, length, skip, size, base, depth) = row.map_err(self.err())?;
-            out.push((
-                self.blob_digest(&id)?,
-                PieceLoc {
-                    pack,
-                    offset: offset as u64,
-                    length: length as u64,
-                    skip: skip as u64,
-                    size: size as u64,
-                    base: base.map(|b| self.blob_digest(&b)).transpose()?,
-                    depth: depth as u32,
-                },
-            ));
-        }
-        Ok(())
+        self.rows(
+            &format!("SELECT {LOC_COLUMNS} FROM pieces ORDER BY id"),
+            [],
+            read_loc,
+        )
     }
 
     /// Every pack file, by number.
     pub fn packs(&self) -> Result<Vec<PackRow>, IndexError> {
-        let mut stmt = self
-            .conn
-            .prepare_cached("SELECT no, name, size, repo, created_at FROM packs ORDER BY no")
-            .map_err(self.err())?;
-        let rows = stmt
-            .query_map([], |r| {
+        self.rows(
+            "SELECT no, name, size, repo, created_at FROM packs ORDER BY no",
+            [],
+            |c| {
                 Ok(PackRow {
-                    no: r.get(0)?,
-                    name: r.get(1)?,
-                    size: r.get::<_, i64>(2)? as u64,
-                    repo: r.get(3)?,
-                    created_at: r.get(4)?,
+                    no: c.get(0)?,
+                    name: c.get(1)?,
+                    size: c.count(2)?,
+                    repo: c.get(3)?,
+                    created_at: c.get(4)?,
                 })
-            })
-            .map_err(self.err())?;
-        rows.collect::<Result<_, _>>().map_err(self.err())
+            },
+        )
     }
 
     /// The sketches of the stored bundles of `repo`, by bundle id.
     pub fn sketches(&self, repo: &str) -> Result<Vec<BundleSketch>, IndexError> {
-        let mut stmt = self
-            .conn
-            .prepare_cached(
-                "SELECT b.id, b.manifest_piece, b.sketch FROM bundles b
-                 JOIN instances i ON i.instance_id = b.instance_id
-                 WHERE i.repo = ?1 AND b.manifest_piece IS NOT NULL AND b.sketch IS NOT NULL
-                 ORDER BY b.id",
-            )
-            .map_err(self.err())?;
-        let rows = stmt
-            .query_map([repo], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, Vec<u8>>(1)?,
-                    r.get::<_, Vec<u8>>(2)?,
-                ))
-            })
-            .map_err(self.err())?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (id, manifest, sketch) = row.map_err(self.err())?;
-            out.push(BundleSketch {
-                bundle: self.digest(id)?,
-                manifest_piece: self.blob_digest(&manifest)?,
-                sketch,
-            });
-        }
-        Ok(out)
+        self.rows(
+            "SELECT b.id, b.manifest_piece, b.sketch FROM bundles b
+             JOIN instances i ON i.instance_id = b.instance_id
+             WHERE i.repo = ?1 AND b.manifest_piece IS NOT NULL AND b.sketch IS NOT NULL
+             ORDER BY b.id",
+            [repo],
+            |c| {
+                Ok(BundleSketch {
+                    bundle: c.hex(0)?,
+                    manifest_piece: c.blob(1)?,
+                    sketch: c.get(2)?,
+                })
+            },
+        )
     }
 
     /// Records the pieces a bundle's storing wrote, and no bundle: an import stores each of its
     /// bundles this way (so that the next one finds them as delta bases) and names them all in
     /// its one transaction at the end. Until then no bundle uses them, so gc may free them.
     pub fn record_pieces(&mut self, parts: &StoredParts) -> Result<(), IndexError> {
-        let sql = self.sql_err();
-        let tx = self
-            .conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(&sql)?;
-        insert_parts(&tx, parts, now()).map_err(&sql)?;
-        tx.commit().map_err(&sql)
+        self.write(|tx, t| Ok(insert_parts(tx, parts, t)?))
     }
 
     /// Records a bundle stored as pieces, in one transaction: the new pack and its pieces,
@@ -310,80 +266,63 @@ impl Index {
         bundle: &BundleRow,
         parts: &StoredParts,
     ) -> Result<(), IndexError> {
-        let sql = self.sql_err();
-        let t = now();
-        let tx = self
-            .conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(&sql)?;
-        insert_parts(&tx, parts, t).map_err(&sql)?;
-        if let Some(inst) = instance {
-            upsert_instance(&tx, inst, t).map_err(&sql)?;
-        }
-        failpoint::hit("index.mid-transaction");
-        let pack_size = parts.pack.as_ref().map_or(0, |(_, s)| *s as i64);
-        if instance.is_some() {
-            tx.execute(
-                "INSERT INTO bundles (id, instance_id, format_version, codebase_tree, tar_size,
-                     file_size, member_count, codebase_files, packed_at, manifest_piece, sketch)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
-                 ON CONFLICT(id) DO UPDATE SET packed_at = ?9,
-                     file_size = CASE WHEN manifest_piece IS NULL THEN ?6 ELSE file_size END,
-                     manifest_piece = ?10, sketch = ?11",
-                params![
-                    bundle.id.hex(),
-                    bundle.instance_id,
-                    bundle.format_version,
-                    bundle.codebase_tree.hex(),
-                    bundle.tar_size as i64,
-                    pack_size,
-                    bundle.member_count as i64,
-                    bundle.codebase_files as i64,
+        let path = self.path.clone();
+        self.write(|tx, t| {
+            insert_parts(tx, parts, t)?;
+            if let Some(inst) = instance {
+                upsert_instance(tx, inst, t)?;
+            }
+            failpoint::hit("index.mid-transaction");
+            let pack_size = parts.pack.as_ref().map_or(0, |(_, s)| *s);
+            if instance.is_some() {
+                let stored = BundleRow {
+                    file_size: pack_size,
+                    manifest_piece: Some(parts.manifest_piece),
+                    ..bundle.clone()
+                };
+                // A bundle already there gets the new pieces and time; its size changes only
+                // if it was a whole file.
+                insert_stored_bundle(
+                    tx,
+                    &stored,
+                    &parts.sketch,
                     t,
-                    &parts.manifest_piece.0[..],
-                    parts.sketch,
-                ],
-            )
-            .map_err(&sql)?;
-        } else {
-            let n = tx
-                .execute(
+                    "DO UPDATE SET packed_at = ?9,
+                         file_size = CASE WHEN manifest_piece IS NULL THEN ?6 ELSE file_size END,
+                         manifest_piece = ?10, sketch = ?11",
+                )?;
+            } else {
+                let n = tx.execute(
                     "UPDATE bundles SET file_size = ?2, manifest_piece = ?3, sketch = ?4
                      WHERE id = ?1",
                     params![
                         bundle.id.hex(),
-                        pack_size,
+                        pack_size as i64,
                         &parts.manifest_piece.0[..],
                         parts.sketch
                     ],
-                )
-                .map_err(&sql)?;
-            if n != 1 {
-                return Err(IndexError::Corrupt {
-                    path: self.path.clone(),
-                    detail: format!("bundle {} is not in the index", bundle.id),
-                });
+                )?;
+                if n != 1 {
+                    return Err(WriteError::Index(IndexError::Corrupt {
+                        path,
+                        detail: format!("bundle {} is not in the index", bundle.id),
+                    }));
+                }
             }
-        }
-        tx.commit().map_err(&sql)
+            Ok(())
+        })
     }
 
     /// Removes bundles from the index, in one transaction. What they alone used stays on disk
     /// until `gc`.
     pub fn remove_bundles(&mut self, ids: &[Sha256Digest]) -> Result<usize, IndexError> {
-        let sql = self.sql_err();
-        let tx = self
-            .conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(&sql)?;
-        let mut n = 0;
-        for id in ids {
-            n += tx
-                .execute("DELETE FROM bundles WHERE id = ?1", [id.hex()])
-                .map_err(&sql)?;
-        }
-        tx.commit().map_err(&sql)?;
-        Ok(n)
+        self.write(|tx, _| {
+            let mut n = 0;
+            for id in ids {
+                n += tx.execute("DELETE FROM bundles WHERE id = ?1", [id.hex()])?;
+            }
+            Ok(n)
+        })
     }
 
     /// Garbage collection's one change to the index: the rewritten packs in, their live pieces
@@ -394,86 +333,63 @@ impl Index {
         dead_pieces: &[Sha256Digest],
         dead_packs: &[i64],
     ) -> Result<(), IndexError> {
-        let sql = self.sql_err();
-        let t = now();
-        let tx = self
-            .conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(&sql)?;
-        for p in rewritten {
-            tx.execute(
-                "INSERT INTO packs (name, size, repo, created_at) VALUES (?1, ?2, ?3, ?4)",
-                params![p.name, p.size as i64, p.repo, t],
-            )
-            .map_err(&sql)?;
-            let no = tx.last_insert_rowid();
-            let mut update = tx
-                .prepare(
+        self.write(|tx, t| {
+            for p in rewritten {
+                tx.execute(
+                    "INSERT INTO packs (name, size, repo, created_at) VALUES (?1, ?2, ?3, ?4)",
+                    params![p.name, p.size as i64, p.repo, t],
+                )?;
+                let no = tx.last_insert_rowid();
+                let mut update = tx.prepare(
                     "UPDATE pieces SET pack = ?2, offset = ?3, length = ?4, skip = ?5
                      WHERE id = ?1",
-                )
-                .map_err(&sql)?;
-            for (id, offset, length, skip) in &p.moved {
-                update
-                    .execute(params![
+                )?;
+                for (id, offset, length, skip) in &p.moved {
+                    update.execute(params![
                         &id.0[..],
                         no,
                         *offset as i64,
                         *length as i64,
                         *skip as i64
-                    ])
-                    .map_err(&sql)?;
+                    ])?;
+                }
             }
-        }
-        {
-            let mut delete = tx
-                .prepare("DELETE FROM pieces WHERE id = ?1")
-                .map_err(&sql)?;
-            for id in dead_pieces {
-                delete.execute([&id.0[..]]).map_err(&sql)?;
+            {
+                let mut delete = tx.prepare("DELETE FROM pieces WHERE id = ?1")?;
+                for id in dead_pieces {
+                    delete.execute([&id.0[..]])?;
+                }
             }
-        }
-        failpoint::hit("index.mid-transaction");
-        for no in dead_packs {
-            tx.execute("DELETE FROM packs WHERE no = ?1", [no])
-                .map_err(&sql)?;
-        }
-        tx.commit().map_err(&sql)
+            failpoint::hit("index.mid-transaction");
+            for no in dead_packs {
+                tx.execute("DELETE FROM packs WHERE no = ?1", [no])?;
+            }
+            Ok(())
+        })
     }
 
     /// Logical and stored bytes per repository, by repository.
     pub fn storage_by_repo(&self) -> Result<Vec<RepoStorage>, IndexError> {
-        let mut by: HashMap<String, RepoStorage> = HashMap::new();
-        let mut stmt = self
-            .conn
-            .prepare(
-                "SELECT i.repo, COUNT(*), SUM(b.tar_size),
-                        SUM(b.manifest_piece IS NULL),
-                        SUM(CASE WHEN b.manifest_piece IS NULL THEN b.file_size ELSE 0 END)
-                 FROM bundles b JOIN instances i ON i.instance_id = b.instance_id
-                 GROUP BY i.repo",
-            )
-            .map_err(self.err())?;
-        let rows = stmt
-            .query_map([], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, i64>(1)?,
-                    r.get::<_, i64>(2)?,
-                    r.get::<_, i64>(3)?,
-                    r.get::<_, i64>(4)?,
-                ))
-            })
-            .map_err(self.err())?;
-        for row in rows {
-            let (repo, n, logical, whole, whole_bytes) = row.map_err(self.err())?;
-            let e = by.entry(repo.clone()).or_default();
-            e.repo = repo;
-            e.bundles = n as u64;
-            e.logical = logical as u64;
-            e.whole_files = whole as u64;
-            e.whole_file_bytes = whole_bytes as u64;
-        }
+        let sums = self.rows(
+            "SELECT i.repo, COUNT(*), SUM(b.tar_size),
+                    SUM(b.manifest_piece IS NULL),
+                    SUM(CASE WHEN b.manifest_piece IS NULL THEN b.file_size ELSE 0 END)
+             FROM bundles b JOIN instances i ON i.instance_id = b.instance_id
+             GROUP BY i.repo",
+            [],
+            |c| {
+                Ok(RepoStorage {
+                    repo: c.get(0)?,
+                    bundles: c.count(1)?,
+                    logical: c.count(2)?,
+                    whole_files: c.count(3)?,
+                    whole_file_bytes: c.count(4)?,
+                    ..RepoStorage::default()
+                })
+            },
+        )?;
+        let mut by: HashMap<String, RepoStorage> =
+            sums.into_iter().map(|s| (s.repo.clone(), s)).collect();
         for p in self.packs()? {
             let e = by.entry(p.repo.clone()).or_default();
             e.repo = p.repo;
