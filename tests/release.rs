@@ -235,8 +235,8 @@ fn build_fixture_release_on(t: &TestContext, builder: &Builder) -> PathBuf {
                 .record_validation(
                     &ValidationRow {
                         instance_id: id,
-                        verdict: "kept".into(),
-                        reason_kind: String::new(),
+                        verdict: swe_ark::verdict::Verdict::Kept,
+                        reason_kind: None,
                         reason: String::new(),
                         fail_to_pass: 1,
                         pass_to_pass: n as u64,

@@ -61,8 +61,9 @@ pub struct SliceLock {
 #[serde(deny_unknown_fields)]
 pub struct SliceValidation {
     pub instance_id: String,
-    pub verdict: String,
-    pub reason_kind: String,
+    pub verdict: crate::verdict::Verdict,
+    #[serde(with = "crate::verdict::reason_or_empty")]
+    pub reason_kind: Option<crate::verdict::Reason>,
     pub reason: String,
     pub fail_to_pass: u64,
     pub pass_to_pass: u64,

@@ -95,7 +95,7 @@ pub fn export(ctx: &Context, args: ExportArgs) -> anyhow::Result<ExitCode> {
             .index()
             .validations()?
             .into_iter()
-            .filter(|v| v.verdict == "kept")
+            .filter(|v| v.verdict == crate::verdict::Verdict::Kept)
             .map(|v| v.instance_id)
             .collect();
         let before = instances.len();

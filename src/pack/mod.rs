@@ -187,7 +187,7 @@ fn chosen<'a>(
     validations: &'a [ValidationRow],
     which: &Validated,
 ) -> Result<Vec<&'a ValidationRow>, PackError> {
-    let kept = |v: &ValidationRow| v.verdict == crate::verdict::Verdict::Kept.as_str();
+    let kept = |v: &ValidationRow| v.verdict == crate::verdict::Verdict::Kept;
     let ids = match which {
         Validated::All => return Ok(validations.iter().filter(|v| kept(v)).collect()),
         Validated::Ids(ids) => ids,
@@ -201,7 +201,7 @@ fn chosen<'a>(
         if !kept(v) {
             return Err(PackError::NotKept {
                 instance: id.clone(),
-                verdict: v.verdict.clone(),
+                verdict: v.verdict.to_string(),
                 reason: v.reason.lines().next().unwrap_or("").to_string(),
             });
         }

@@ -108,7 +108,7 @@ pub fn create(ark: &Ark, name: &str, selection: &Selection) -> Result<Snapshot, 
             .index()
             .validations()?
             .into_iter()
-            .filter(|v| v.verdict == "kept")
+            .filter(|v| v.verdict == crate::verdict::Verdict::Kept)
             .map(|v| v.instance_id)
             .collect(),
         Selection::Ids(ids) => {

@@ -243,8 +243,10 @@ pub struct PinRow {
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ValidationRow {
     pub instance_id: String,
-    pub verdict: String,
-    pub reason_kind: String,
+    pub verdict: crate::verdict::Verdict,
+    /// None (`''` in the index) when kept plainly.
+    #[serde(serialize_with = "crate::verdict::reason_or_empty::serialize")]
+    pub reason_kind: Option<crate::verdict::Reason>,
     pub reason: String,
     pub fail_to_pass: u64,
     pub pass_to_pass: u64,
@@ -394,7 +396,7 @@ fn upsert_validation(conn: &Connection, v: &ValidationRow, t: i64) -> rusqlite::
         params![
             v.instance_id,
             v.verdict,
-            v.reason_kind,
+            crate::verdict::ReasonColumn(v.reason_kind),
             v.reason,
             v.fail_to_pass as i64,
             v.pass_to_pass as i64,
@@ -800,7 +802,7 @@ impl Index {
                 Ok(ValidationRow {
                     instance_id: c.get(0)?,
                     verdict: c.get(1)?,
-                    reason_kind: c.get(2)?,
+                    reason_kind: c.get::<crate::verdict::ReasonColumn>(2)?.0,
                     reason: c.get(3)?,
                     fail_to_pass: c.count(4)?,
                     pass_to_pass: c.count(5)?,

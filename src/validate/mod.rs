@@ -535,8 +535,8 @@ pub fn record(
     let r = &v.results;
     let row = ValidationRow {
         instance_id: r.instance_id.clone(),
-        verdict: r.verdict.as_str().to_string(),
-        reason_kind: crate::verdict::reason_word(r.reason_kind).to_string(),
+        verdict: r.verdict,
+        reason_kind: r.reason_kind,
         reason: r.reason.clone(),
         fail_to_pass: r.fail_to_pass.len() as u64,
         pass_to_pass: r.pass_to_pass.len() as u64,

@@ -109,7 +109,7 @@ pub(super) fn validated(ctx: &Context, ark: &Ark, json: bool) -> anyhow::Result<
         } else {
             format!(
                 "{}: {}",
-                r.reason_kind,
+                crate::verdict::reason_word(r.reason_kind),
                 r.reason.lines().next().unwrap_or("")
             )
         };
