@@ -221,11 +221,12 @@ pub fn build(
     let id = lock_id.hex();
     // Absolute: scripts in the environment carry its path, and copies rewrite it.
     let ark_root = &std::path::absolute(ark_root).map_err(io_err(ark_root))?;
-    let dir = ark_root.join("envs").join(&id);
+    let layout = crate::store::Layout::new(ark_root);
+    let dir = layout.env(lock_id);
     let marker = dir.join(MARKER);
     let venv_dir = dir.join("venv");
     // One build of a lock at a time: a second process waits, then finds the cache.
-    let envs = ark_root.join("envs");
+    let envs = layout.envs();
     std::fs::create_dir_all(&envs).map_err(io_err(&envs))?;
     let lock_path = envs.join(format!("{id}.lock"));
     let guard = std::fs::File::create(&lock_path).map_err(io_err(&lock_path))?;
@@ -289,7 +290,7 @@ fn build_into(
         &venv,
         installer,
         uv.as_deref(),
-        &ark_root.join("cache").join("uv"),
+        &crate::store::Layout::new(ark_root).uv_cache(),
         &files,
     )?;
     let installed = check_installed(id, lock, &venv, None)?;
@@ -300,7 +301,7 @@ fn build_into(
         &python,
         installer,
         uv.as_deref(),
-        &ark_root.join("cache").join("uv"),
+        &crate::store::Layout::new(ark_root).uv_cache(),
         dir,
     )?;
     Ok(BuiltEnv {

@@ -155,7 +155,7 @@ pub fn unpack_python(
         id: String::new(),
         detail,
     })?;
-    let root = ark_root.join("pythons");
+    let root = crate::store::Layout::new(ark_root).pythons();
     let dest = root.join(id.hex());
     let exe = dest.join("bin").join(format!("python{major_minor}"));
     if dest.join(".complete").is_file() {
