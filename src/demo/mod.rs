@@ -508,7 +508,7 @@ fn release_and_export(d: &mut Driver, dir: &Path) -> Result<(), DemoError> {
 /// Step 10: the release imported into an empty archive, with an empty HOME.
 fn import_offline(d: &mut Driver, home: &Path, home_env: &[(&str, &str)]) -> Result<(), DemoError> {
     d.step("10. import-archive, on the \"other machine\": an empty archive, an empty HOME");
-    std::fs::create_dir_all(&home).map_err(|e| fail("import-archive", e))?;
+    std::fs::create_dir_all(home).map_err(|e| fail("import-archive", e))?;
     let root = d.summary.release_root.clone();
     d.swe_ark(
         "import-archive",

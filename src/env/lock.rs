@@ -25,7 +25,7 @@ use super::conda;
 use super::proxy::{Fetched, LockProxy, ProxyConfig};
 use super::pylock::{
     self, Artifact, Bundled, ContextMeta, Hashes, LockMeta, Package, PackageMeta, PackageTool,
-    PyLock, PythonMeta, Role, Tool, normalize, parse_filename, same_version,
+    PyLock, PythonMeta, Role, ServiceMeta, Tool, normalize, parse_filename, same_version,
 };
 use super::services::Locked;
 use super::venv::{self, InstalledDist, Venv};
@@ -906,6 +906,16 @@ fn build_sdists(ark: &Ark, ins: &Installs, pip_cache: &Path) -> Result<BuiltWhee
     Ok(built)
 }
 
+/// The names of the files fetched so far, by the lock's proxy and the services'.
+fn fetched_names(proxy: &LockProxy, services: &Locked) -> BTreeSet<String> {
+    proxy
+        .fetched()
+        .into_iter()
+        .chain(services.fetched.iter().cloned())
+        .map(|f| f.info.filename)
+        .collect()
+}
+
 /// Every file the lock's proxy fetched, then those only the services' fetched.
 fn all_fetched(proxy: &LockProxy, services: &Locked) -> Vec<Fetched> {
     let mut fetched = proxy.fetched();
@@ -920,8 +930,11 @@ fn all_fetched(proxy: &LockProxy, services: &Locked) -> Vec<Fetched> {
     fetched
 }
 
-/// `(normalized name, version)` → the files of that release that were fetched.
-type ByDist<'f> = BTreeMap<(String, String), Vec<&'f Fetched>>;
+/// A release: `(normalized name, version)`.
+type Release = (String, String);
+
+/// A release → the files of it that were fetched.
+type ByDist<'f> = BTreeMap<Release, Vec<&'f Fetched>>;
 
 fn by_distribution(fetched: &[Fetched]) -> ByDist<'_> {
     let mut by_dist: ByDist = BTreeMap::new();
@@ -936,7 +949,7 @@ fn by_distribution(fetched: &[Fetched]) -> ByDist<'_> {
 /// What the installed distributions are: releases from the index (runtime), the installers
 /// the venv came with (bundled), and the repository itself (project).
 struct Matched {
-    runtime: BTreeSet<(String, String)>,
+    runtime: BTreeSet<Release>,
     bundled: Vec<Bundled>,
     project: Option<Bundled>,
 }
@@ -1118,9 +1131,15 @@ fn context_meta(ctx: &Context, files: &SourceFiles, pre: PreInstall) -> ContextM
     }
 }
 
-/// The lock's bytes, stored, and read back: the lock that is built and proven is the one
-/// stored.
-fn store_lock(ark: &Ark, lock: &PyLock) -> Result<(Vec<u8>, Sha256Digest, PyLock), EnvError> {
+/// The lock as stored: its bytes, their id, and the lock read back from them (the lock that
+/// is built and proven is the one stored).
+struct StoredLock {
+    bytes: Vec<u8>,
+    id: Sha256Digest,
+    lock: PyLock,
+}
+
+fn store_lock(ark: &Ark, lock: &PyLock) -> Result<StoredLock, EnvError> {
     let bytes = lock.to_bytes().map_err(|e| EnvError::BadLock {
         id: "(new)".into(),
         detail: e.to_string(),
@@ -1130,7 +1149,11 @@ fn store_lock(ark: &Ark, lock: &PyLock) -> Result<(Vec<u8>, Sha256Digest, PyLock
         id: lock_id.hex(),
         detail: e.to_string(),
     })?;
-    Ok((bytes, lock_id, lock))
+    Ok(StoredLock {
+        bytes,
+        id: lock_id,
+        lock,
+    })
 }
 
 /// Step 8: the index: the lock and every object, in one transaction. Returns how many
@@ -1139,11 +1162,15 @@ fn record_lock(
     ark: &mut Ark,
     ctx: &Context,
     target: &Target,
-    lock_id: Sha256Digest,
-    lock_size: u64,
-    lock: &PyLock,
+    stored: &StoredLock,
 ) -> Result<(usize, u64), EnvError> {
-    let mut objects: Vec<(Sha256Digest, u64, &'static str)> = vec![(lock_id, lock_size, "lock")];
+    let StoredLock {
+        bytes,
+        id: lock_id,
+        lock,
+    } = stored;
+    let mut objects: Vec<(Sha256Digest, u64, &'static str)> =
+        vec![(*lock_id, bytes.len() as u64, "lock")];
     objects.extend(lock.needed_objects().map_err(|e| EnvError::BadLock {
         id: lock_id.hex(),
         detail: e.to_string(),
@@ -1152,7 +1179,7 @@ fn record_lock(
     let total: u64 = objects.iter().skip(1).map(|o| o.1).sum();
     ark.index_mut().record_lock(
         &crate::store::LockRow {
-            id: lock_id,
+            id: *lock_id,
             repo: ctx.repo.clone(),
             version: ctx.version.clone(),
             commit_id: target.commit.clone(),
@@ -1167,42 +1194,106 @@ fn record_lock(
     Ok((artifacts, total))
 }
 
-/// Locks `ctx`: see the module's documentation.
-pub fn lock(
-    ark: &mut Ark,
+/// The environment of every install step: the context's, built reproducibly, through the
+/// proxy, with pip's cache in the work folder.
+fn install_env(
     ctx: &Context,
-    opts: &LockOptions,
-    say: &dyn Fn(&str),
-) -> Result<LockReport, EnvError> {
-    let target = resolve_target(ark, ctx, opts, say)?;
-    let Target {
-        interp,
-        mirror,
-        commit,
-        cutoff,
-    } = &target;
-    let exclude_newer = cutoff.when;
-
-    let tmp_root = ark.root().join("tmp");
-    std::fs::create_dir_all(&tmp_root).map_err(io_err(&tmp_root))?;
-    let work = tempfile::Builder::new()
-        .prefix(".tmp-lock-")
-        .tempdir_in(&tmp_root)
-        .map_err(io_err(&tmp_root))?;
-    let src = work.path().join("src");
-    checkout(&mirror.path, commit, &src)?;
-    let files = read_source_files(ctx, &src)?;
-    let pins = context_pins(ctx, &files);
-    let proxy = LockProxy::start(proxy_config(ark, opts, interp, exclude_newer, pins))
-        .map_err(io_err(&tmp_root))?;
-    let pip_cache = work.path().join("pip-cache");
+    exclude_newer: SystemTime,
+    proxy: &LockProxy,
+    pip_cache: &Path,
+) -> BTreeMap<String, String> {
     let mut env = ctx.env.clone();
     // Wheels pip builds from sdists here are kept in the lock: built reproducibly, two
     // locks of the same context name the same built wheels.
     env.extend(venv::reproducible_build_env(exclude_newer, &ctx.env));
     env.insert("PIP_INDEX_URL".into(), proxy.url());
     env.insert("PIP_CACHE_DIR".into(), pip_cache.display().to_string());
-    let venv = Venv::create(&interp.path, &work.path().join("venv"), true)?;
+    env
+}
+
+/// A release's role in the lock: installed (runtime), a service's, fetched only by the
+/// installs at the instances' base commits (instance), or to build something (build).
+fn role_of(
+    key: &Release,
+    files: &[&Fetched],
+    runtime: &BTreeSet<Release>,
+    service_dists: &BTreeSet<Release>,
+    before_instances: &BTreeSet<String>,
+) -> Role {
+    if runtime.contains(key) {
+        Role::Runtime
+    } else if service_dists.contains(key) {
+        Role::Service
+    } else if files
+        .iter()
+        .all(|f| !before_instances.contains(&f.info.filename))
+    {
+        Role::Instance
+    } else {
+        Role::Build
+    }
+}
+
+/// Step 5: the packages of the lock, one per release fetched, and the names of the wheels
+/// built from sdists.
+fn lock_packages(
+    by_dist: &ByDist,
+    role_of: &dyn Fn(&Release, &[&Fetched]) -> Role,
+    built: &BuiltWheels,
+    installed: &[InstalledDist],
+    opts: &LockOptions,
+) -> Result<(Vec<Package>, Vec<String>), EnvError> {
+    let mut packages = Vec::new();
+    let mut built_wheels = Vec::new();
+    for (key, files) in by_dist {
+        let role = role_of(key, files);
+        let package = package_of(key, files, role, built, installed, opts, &mut built_wheels)?;
+        packages.push(package);
+    }
+    Ok((packages, built_wheels))
+}
+
+/// What installing the context through the proxy gave: the lock's packages, and what the lock
+/// records of how they were found.
+struct Resolution {
+    resolver: String,
+    packages: Vec<Package>,
+    built_wheels: Vec<String>,
+    pre: PreInstall,
+    matched: Matched,
+    services: Vec<ServiceMeta>,
+    instance_commits: Vec<String>,
+    notes: Vec<String>,
+    /// How many files the proxies handed over.
+    downloaded: usize,
+}
+
+/// Steps 1 to 5: the context installed for real in a fresh virtual environment, online, every
+/// file through the proxy; then what it took, as the lock's packages.
+fn install_through_proxy(
+    ark: &Ark,
+    ctx: &Context,
+    opts: &LockOptions,
+    target: &Target,
+    work: &Path,
+    files: &SourceFiles,
+    say: &dyn Fn(&str),
+) -> Result<Resolution, EnvError> {
+    let Target {
+        interp,
+        mirror,
+        commit,
+        cutoff,
+    } = target;
+    let exclude_newer = cutoff.when;
+    let src = work.join("src");
+    let tmp_root = ark.root().join("tmp");
+    let pins = context_pins(ctx, files);
+    let proxy = LockProxy::start(proxy_config(ark, opts, interp, exclude_newer, pins))
+        .map_err(io_err(&tmp_root))?;
+    let pip_cache = work.join("pip-cache");
+    let env = install_env(ctx, exclude_newer, &proxy, &pip_cache);
+    let venv = Venv::create(&interp.path, &work.join("venv"), true)?;
     let ins = Installs {
         step: Step {
             proxy: &proxy,
@@ -1211,31 +1302,27 @@ pub fn lock(
         venv: &venv,
         env: &env,
         src: &src,
-        work: work.path(),
+        work,
         say,
     };
 
     install_era_installers(&ins)?;
     let resolver = venv.pip_version().unwrap_or_else(|| "pip".into());
     let mut notes = Vec::new();
-    let pre = install_context(&ins, ctx, &files, commit, &mut notes)?;
+    let pre = install_context(&ins, ctx, files, commit, &mut notes)?;
 
     // 2a. The services' own environments, apart from the tests' (src/env/services.rs): a
     // proxy of their own, whose pins are theirs.
     let services = super::services::install(
         &ctx.services,
         &interp.path,
-        work.path(),
+        work,
         proxy_config(ark, opts, interp, exclude_newer, BTreeMap::new()),
         say,
     )?;
 
-    let before_instances: BTreeSet<String> = proxy
-        .fetched()
-        .into_iter()
-        .chain(services.fetched.iter().cloned())
-        .map(|f| f.info.filename)
-        .collect();
+    // Releases only fetched after this are the instances' own (`Role::Instance`).
+    let before_instances = fetched_names(&proxy, &services);
     let instance_commits = instance_base_commits(ark, ctx, commit)?;
     install_at_base_commits(&ins, ctx, mirror, commit, &instance_commits, &mut notes)?;
 
@@ -1249,7 +1336,6 @@ pub fn lock(
     let by_dist = by_distribution(&fetched);
     let matched = match_installed(&installed, &by_dist, &src)?;
 
-    // 5. The packages of the lock.
     let service_meta = super::services::lock_meta(&services.installed, &|n, v| {
         let n = normalize(n);
         by_dist
@@ -1258,92 +1344,92 @@ pub fn lock(
             .cloned()
     })?;
     let service_dists = super::services::distributions(&service_meta);
-    let mut packages = Vec::new();
-    let mut built_wheels = Vec::new();
-    for (key, files) in &by_dist {
-        let role = if matched.runtime.contains(key) {
-            Role::Runtime
-        } else if service_dists.contains(key) {
-            Role::Service
-        } else if files
-            .iter()
-            .all(|f| !before_instances.contains(&f.info.filename))
-        {
-            Role::Instance
-        } else {
-            Role::Build
-        };
-        let package = package_of(
+    let role = |key: &Release, files: &[&Fetched]| {
+        role_of(
             key,
             files,
-            role,
-            &built,
-            &installed,
-            opts,
-            &mut built_wheels,
-        )?;
-        packages.push(package);
-    }
+            &matched.runtime,
+            &service_dists,
+            &before_instances,
+        )
+    };
+    let (packages, built_wheels) = lock_packages(&by_dist, &role, &built, &installed, opts)?;
     proxy_notes(&mut notes, &proxy, &services, &pre.skipped);
     drop(proxy);
+    Ok(Resolution {
+        resolver,
+        packages,
+        built_wheels,
+        pre,
+        matched,
+        services: service_meta,
+        instance_commits,
+        notes,
+        downloaded: fetched.len(),
+    })
+}
 
-    // 6. The interpreter, packed if asked.
+/// Step 6: what the lock says of the interpreter, packed into the store if asked.
+fn python_meta(
+    ark: &Ark,
+    opts: &LockOptions,
+    interp: &python::Interpreter,
+    work: &Path,
+    say: &dyn Fn(&str),
+) -> Result<PythonMeta, EnvError> {
     let packed_python = if opts.pack_python {
         say(&format!(
             "packing Python {} ({})",
             interp.version,
             interp.prefix.display()
         ));
-        Some(packed::pack_python(&ark.objects(), work.path(), interp)?)
+        Some(packed::pack_python(&ark.objects(), work, interp)?)
     } else {
         None
     };
-    let lock = PyLock {
+    Ok(PythonMeta {
+        version: interp.version.clone(),
+        implementation: interp.implementation.clone(),
+        platform: interp.platform.clone(),
+        sha256: interp.sha256.hex(),
+        // Where the prefix was is a fact of this machine, not of the
+        // interpreter: the lock names it by its content only.
+        packed_from: None,
+        packed: packed_python,
+    })
+}
+
+/// The pylock.toml document of `packages`, with `meta` as its `[tool.swe-ark]`.
+fn lock_document(packages: Vec<Package>, meta: LockMeta) -> PyLock {
+    PyLock {
         lock_version: pylock::LOCK_VERSION.into(),
         environments: vec![],
-        requires_python: format!("=={}", interp.version),
+        requires_python: format!("=={}", meta.python.version),
         extras: vec![],
         dependency_groups: vec![],
         default_groups: vec![],
         created_by: "swe-ark".into(),
         packages,
-        tool: Tool {
-            swe_ark: LockMeta {
-                repo: ctx.repo.clone(),
-                version: ctx.version.clone(),
-                commit: commit.clone(),
-                exclude_newer: rfc3339(exclude_newer),
-                exclude_newer_rule: Some(cutoff.describe()),
-                index: opts.index_url.clone(),
-                resolver,
-                python: PythonMeta {
-                    version: interp.version.clone(),
-                    implementation: interp.implementation.clone(),
-                    platform: interp.platform.clone(),
-                    sha256: interp.sha256.hex(),
-                    // Where the prefix was is a fact of this machine, not of the
-                    // interpreter: the lock names it by its content only.
-                    packed_from: None,
-                    packed: packed_python,
-                },
-                context: context_meta(ctx, &files, pre),
-                bundled: matched.bundled,
-                project: matched.project.clone(),
-                instance_commits: instance_commits.clone(),
-                notes: notes.clone(),
-                services: service_meta,
-            },
-        },
-    };
-    let (bytes, lock_id, lock) = store_lock(ark, &lock)?;
+        tool: Tool { swe_ark: meta },
+    }
+}
 
-    // 7. The proof: built from the objects with no index, then the install run offline.
+/// Step 7: the proof: built from the objects with no index, then the install run offline.
+fn build_and_prove(
+    ark: &Ark,
+    ctx: &Context,
+    opts: &LockOptions,
+    target: &Target,
+    work: &Path,
+    stored: &StoredLock,
+    say: &dyn Fn(&str),
+) -> Result<BuiltEnv, EnvError> {
     say("building the environment from the lock, offline");
     let built_env = build::build(
         &ark.objects(),
         ark.root(),
-        &lock_id,
-        &lock,
+        &stored.id,
+        &stored.lock,
         &BuildOptions {
             installer: opts.installer,
             python: opts.python.clone(),
@@ -1354,22 +1440,69 @@ pub fn lock(
     if let Err(e) = prove_install(
         ctx,
         &built_env,
-        &lock,
-        &mirror.path,
-        commit,
-        work.path(),
+        &stored.lock,
+        &target.mirror.path,
+        &target.commit,
+        work,
         say,
     ) {
         // No lock row, so no built environment either.
         let _ = std::fs::remove_dir_all(&built_env.dir);
         return Err(e);
     }
+    Ok(built_env)
+}
 
-    let (artifacts, total) = record_lock(ark, ctx, &target, lock_id, bytes.len() as u64, &lock)?;
+/// Locks `ctx`: see the module's documentation.
+pub fn lock(
+    ark: &mut Ark,
+    ctx: &Context,
+    opts: &LockOptions,
+    say: &dyn Fn(&str),
+) -> Result<LockReport, EnvError> {
+    let target = resolve_target(ark, ctx, opts, say)?;
+    let exclude_newer = target.cutoff.when;
+
+    let tmp_root = ark.root().join("tmp");
+    std::fs::create_dir_all(&tmp_root).map_err(io_err(&tmp_root))?;
+    let work = tempfile::Builder::new()
+        .prefix(".tmp-lock-")
+        .tempdir_in(&tmp_root)
+        .map_err(io_err(&tmp_root))?;
+    let src = work.path().join("src");
+    checkout(&target.mirror.path, &target.commit, &src)?;
+    let files = read_source_files(ctx, &src)?;
+    let found = install_through_proxy(ark, ctx, opts, &target, work.path(), &files, say)?;
+
+    let python = python_meta(ark, opts, &target.interp, work.path(), say)?;
+    let lock = lock_document(
+        found.packages,
+        LockMeta {
+            repo: ctx.repo.clone(),
+            version: ctx.version.clone(),
+            commit: target.commit.clone(),
+            exclude_newer: rfc3339(exclude_newer),
+            exclude_newer_rule: Some(target.cutoff.describe()),
+            index: opts.index_url.clone(),
+            resolver: found.resolver,
+            python,
+            context: context_meta(ctx, &files, found.pre),
+            bundled: found.matched.bundled,
+            project: found.matched.project.clone(),
+            instance_commits: found.instance_commits.clone(),
+            notes: found.notes.clone(),
+            services: found.services,
+        },
+    );
+    let stored = store_lock(ark, &lock)?;
+    let built_env = build_and_prove(ark, ctx, opts, &target, work.path(), &stored, say)?;
+
+    let (artifacts, total) = record_lock(ark, ctx, &target, &stored)?;
+    let lock = &stored.lock;
     let count = |role| lock.packages.iter().filter(|p| p.role() == role).count();
     let (runtime_n, services_n) = (count(Role::Runtime), count(Role::Service));
     Ok(LockReport {
-        id: lock_id.hex(),
+        id: stored.id.hex(),
         repo: ctx.repo.clone(),
         version: ctx.version.clone(),
         commit: target.commit.clone(),
@@ -1382,9 +1515,9 @@ pub fn lock(
         services: services_n,
         artifacts,
         bytes: total,
-        downloaded: fetched.len(),
-        built_wheels,
-        notes,
+        downloaded: found.downloaded,
+        built_wheels: found.built_wheels,
+        notes: found.notes,
         env: built_env,
     })
 }
