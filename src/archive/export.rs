@@ -541,6 +541,34 @@ fn hash_members(rx: std::sync::mpsc::Receiver<Option<Vec<u8>>>) -> Vec<Sha256Dig
     out
 }
 
+/// The manifest's hashes, as the hashing thread took them; a store object whose bytes do not
+/// hash to its id is corrupt.
+fn fill_hashes(
+    snap: &Snapshot,
+    plan: &[Planned],
+    manifest: &mut ArchiveManifest,
+    hashed: Vec<Sha256Digest>,
+) -> Result<(), ArchiveError> {
+    if hashed.len() != plan.len() {
+        return Err(export_error(
+            snap,
+            "the hashing thread stopped early".into(),
+        ));
+    }
+    for ((p, m), sha) in plan.iter().zip(manifest.members.iter_mut()).zip(hashed) {
+        if let Source::Object(id) = &p.source
+            && *id != sha
+        {
+            return Err(ArchiveError::Object(crate::store::ObjectError::Corrupt {
+                id: *id,
+                actual: sha,
+            }));
+        }
+        m.sha256 = sha;
+    }
+    Ok(())
+}
+
 /// Writes `snap`'s release from `ark` to `out` (atomically).
 pub fn export(
     ark: &Ark,
@@ -604,20 +632,7 @@ pub fn export(
         (written, hashed)
     });
     let mut file = written?;
-    if hashed.len() != plan.len() {
-        return Err(fail("the hashing thread stopped early".into()));
-    }
-    for ((p, m), sha) in plan.iter().zip(manifest.members.iter_mut()).zip(hashed) {
-        if let Source::Object(id) = &p.source
-            && *id != sha
-        {
-            return Err(ArchiveError::Object(crate::store::ObjectError::Corrupt {
-                id: *id,
-                actual: sha,
-            }));
-        }
-        m.sha256 = sha;
-    }
+    fill_hashes(snap, &plan, &mut manifest, hashed)?;
     let manifest_bytes = manifest.to_bytes();
     if manifest_bytes.len() != placeholder.len() {
         return Err(fail(
