@@ -218,7 +218,7 @@ fn find_lock(ark: &Ark, query: &str) -> anyhow::Result<(Sha256Digest, PyLock)> {
     let bytes = ark.objects().get(&row.id)?;
     let lock = PyLock::parse(&bytes).map_err(|detail| EnvError::BadLock {
         id: row.id.hex(),
-        detail,
+        detail: detail.to_string(),
     })?;
     Ok((row.id, lock))
 }

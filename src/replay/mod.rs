@@ -225,7 +225,7 @@ fn run_steps(
     let lock_bytes = read("env/pylock.toml")?;
     let lock_id = Sha256Digest::of(&lock_bytes);
     report.lock = lock_id.hex();
-    let lock = PyLock::parse(&lock_bytes).map_err(|e| Stop("bundle_incomplete", e))?;
+    let lock = PyLock::parse(&lock_bytes).map_err(|e| Stop("bundle_incomplete", e.to_string()))?;
     // What git said about the base commit (format version 2); unpack checked it already.
     let vcs = match std::fs::read(unpacked.join(crate::vcs::MEMBER)) {
         Ok(bytes) => Some(
