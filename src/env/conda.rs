@@ -161,10 +161,8 @@ pub fn map_text(text: &str) -> Result<MappedEnvironment, MapError> {
                     match (k.as_str(), v) {
                         (Some("pip"), Yaml::Array(items)) => {
                             for item in items {
-                                let line = item
-                                    .as_str()
-                                    .ok_or(MapError::PipEntryNotAString)?
-                                    .trim();
+                                let line =
+                                    item.as_str().ok_or(MapError::PipEntryNotAString)?.trim();
                                 // Options (`-e .`, `--index-url`) are the repository's own
                                 // development setup, not requirements.
                                 if !line.is_empty() && !line.starts_with('-') {
@@ -173,9 +171,7 @@ pub fn map_text(text: &str) -> Result<MappedEnvironment, MapError> {
                             }
                         }
                         _ => {
-                            return Err(MapError::BadEntry(
-                                k.as_str().unwrap_or("?").to_string(),
-                            ));
+                            return Err(MapError::BadEntry(k.as_str().unwrap_or("?").to_string()));
                         }
                     }
                 }
@@ -303,7 +299,12 @@ mod tests {
             map_spec("cfgrib>=0.9"),
             Ok(vec!["cfgrib>=0.9".to_string(), "ecmwflibs".to_string()])
         );
-        assert!(map_spec("hdf5").unwrap_err().to_string().contains("C library"));
+        assert!(
+            map_spec("hdf5")
+                .unwrap_err()
+                .to_string()
+                .contains("C library")
+        );
         assert!(map_spec("python=3.10").is_err());
         assert!(map_spec("pip").is_err());
         assert!(map_spec("numpy 1.2|1.3").is_err());

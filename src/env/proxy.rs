@@ -385,7 +385,7 @@ impl Shared {
         } else {
             Ok(parse_html_listing(project, &page_url, &body))
         }
-        .map_err(|detail| self.fail(upstream_err(detail)))?;
+        .map_err(|e| self.fail(upstream_err(e.to_string())))?;
         let base_cutoff = self.config.exclude_newer;
         // The installers: never older than the interpreter's first release; build tools of a
         // broken window: as of their fix.
@@ -678,24 +678,40 @@ fn listing_html(base: &str, project: &str, files: &[FileInfo], unyank: bool) -> 
     out
 }
 
+/// Why an index's JSON listing cannot be read.
+#[derive(Debug, thiserror::Error)]
+enum ListingError {
+    #[error("the JSON listing does not parse: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("the JSON listing has no `files` list")]
+    NoFiles,
+    #[error("a file in the JSON listing has no filename or url")]
+    Unnamed,
+    /// A file's url that does not join the page's (the url crate's words in `detail`).
+    #[error("`{url}`: {detail}")]
+    Url { url: String, detail: String },
+}
+
 fn parse_json_listing(
     project: &str,
     page: &reqwest::Url,
     body: &str,
-) -> Result<Vec<FileInfo>, String> {
-    let v: serde_json::Value =
-        serde_json::from_str(body).map_err(|e| format!("the JSON listing does not parse: {e}"))?;
+) -> Result<Vec<FileInfo>, ListingError> {
+    let v: serde_json::Value = serde_json::from_str(body)?;
     let files = v
         .get("files")
         .and_then(|f| f.as_array())
-        .ok_or("the JSON listing has no `files` list")?;
+        .ok_or(ListingError::NoFiles)?;
     let mut out = Vec::new();
     for f in files {
         let s = |k: &str| f.get(k).and_then(|x| x.as_str()).map(str::to_string);
         let (Some(filename), Some(url)) = (s("filename"), s("url")) else {
-            return Err("a file in the JSON listing has no filename or url".into());
+            return Err(ListingError::Unnamed);
         };
-        let url = page.join(&url).map_err(|e| format!("`{url}`: {e}"))?;
+        let url = page.join(&url).map_err(|e| ListingError::Url {
+            detail: e.to_string(),
+            url,
+        })?;
         let yanked = match f.get("yanked") {
             Some(serde_json::Value::String(r)) => Some(r.clone()),
             Some(serde_json::Value::Bool(true)) => Some(String::new()),
