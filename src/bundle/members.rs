@@ -129,7 +129,8 @@ pub fn read_fixed_members(
                     listed.sha256
                 )));
             }
-            super::read::check_record(name.as_bytes(), &bytes).map_err(refuse)?;
+            super::read::check_record(name.as_bytes(), &bytes)
+                .map_err(|e| refuse(e.to_string()))?;
             files.insert(name, bytes);
         }
     }

@@ -77,15 +77,15 @@ type PaxNames = (Option<Vec<u8>>, Option<Vec<u8>>);
 
 /// The records of a pax extended header, each `<len> <key>=<value>\n` where `<len>` counts
 /// the whole record. Split by length, not at newlines: a value may hold a newline.
-fn pax_records(mut data: &[u8]) -> Result<Vec<PaxRecord<'_>>, String> {
+/// A pax record that does not read as `<len> <key>=<value>\n` (its first 40 bytes).
+#[derive(Debug, thiserror::Error)]
+#[error("malformed record `{0}`")]
+struct MalformedPax(String);
+
+fn pax_records(mut data: &[u8]) -> Result<Vec<PaxRecord<'_>>, MalformedPax> {
     let mut records = Vec::new();
     while !data.is_empty() {
-        let bad = || {
-            format!(
-                "malformed record `{}`",
-                path::display(&data[..data.len().min(40)])
-            )
-        };
+        let bad = || MalformedPax(path::display(&data[..data.len().min(40)]));
         let space = data.iter().position(|&b| b == b' ').ok_or_else(bad)?;
         let len: usize = std::str::from_utf8(&data[..space])
             .ok()
@@ -116,7 +116,7 @@ struct MemberContent {
 /// A tar entry with its path and link target (from its pax header, if it has one).
 type Member<'a, R> = (tar::Entry<'a, R>, Vec<u8>, Option<Vec<u8>>);
 
-type Chunk = Result<Vec<u8>, String>;
+type Chunk = Result<Vec<u8>, io::Error>;
 
 /// The decoded tar stream, as it arrives from the decoding thread.
 struct Pipe {
@@ -134,7 +134,8 @@ impl Read for Pipe {
                     self.cur = chunk;
                     self.pos = 0;
                 }
-                Ok(Err(msg)) => {
+                Ok(Err(e)) => {
+                    let msg = e.to_string();
                     *self.zstd_error.borrow_mut() = Some(msg.clone());
                     return Err(io::Error::other(msg));
                 }
@@ -163,7 +164,7 @@ fn pump(mut reader: Box<dyn Read + Send + '_>, tx: SyncSender<Chunk>) -> (Sha256
                 Ok(n) => filled += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
-                    let _ = tx.send(Err(e.to_string()));
+                    let _ = tx.send(Err(e));
                     return (hasher.finish(), len);
                 }
             }
@@ -1259,11 +1260,20 @@ fn record_limit(name: &[u8]) -> Option<u64> {
 }
 
 /// Checks a member that [`record_limit`] names: valid, in canonical form.
-pub(super) fn check_record(name: &[u8], bytes: &[u8]) -> Result<(), String> {
+pub(super) fn check_record(name: &[u8], bytes: &[u8]) -> Result<(), BadRecord> {
     if name == crate::vcs::MEMBER.as_bytes() {
-        crate::vcs::VcsRecord::from_bytes(bytes).map_err(|e| e.to_string())?;
+        crate::vcs::VcsRecord::from_bytes(bytes)?;
     } else if name == super::EXPECTED_MEMBER.as_bytes() {
         super::Expected::from_bytes(bytes)?;
     }
     Ok(())
+}
+
+/// Why a record member (vcs.json, expected.json) is not valid.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum BadRecord {
+    #[error(transparent)]
+    Vcs(#[from] crate::vcs::VcsError),
+    #[error(transparent)]
+    Expected(#[from] super::expected::ExpectedError),
 }

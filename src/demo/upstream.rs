@@ -420,10 +420,7 @@ fn apply_edit(dir: &Path, edit: &Edit) -> Result<(), UpstreamError> {
         Edit::Replace(path, from, to) => {
             let old = std::fs::read_to_string(dir.join(path)).map_err(io_at(dir.join(path)))?;
             if !old.contains(from) {
-                return Err(UpstreamError::NoMatch {
-                    path: *path,
-                    from: *from,
-                });
+                return Err(UpstreamError::NoMatch { path, from });
             }
             (path, old.replacen(from, to, 1))
         }
