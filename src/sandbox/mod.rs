@@ -25,7 +25,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use child::{
@@ -207,8 +207,23 @@ pub enum SandboxError {
 /// Whether runs can have [`Network::Isolated`] here: `Err` says why not. Checked once per
 /// process, by setting up (and throwing away) the namespaces a run would get.
 pub fn isolation_available() -> Result<(), String> {
-    static PROBE: OnceLock<Result<(), String>> = OnceLock::new();
-    PROBE.get_or_init(probe).clone()
+    static PROBE: OnceLock<Result<(), IsolationError>> = OnceLock::new();
+    // The sentence, as callers and tests read it.
+    PROBE.get_or_init(probe).clone().map_err(|e| e.to_string())
+}
+
+/// Why runs cannot have their own namespaces here (cloneable: the probe's answer is kept).
+#[derive(Debug, Clone, thiserror::Error)]
+enum IsolationError {
+    #[error("cannot create a pipe: {0}")]
+    Pipe(#[source] Arc<io::Error>),
+    #[error("cannot fork: {0}")]
+    Fork(#[source] Arc<io::Error>),
+    #[error("{step} failed: {error}")]
+    Step { step: String, error: String },
+    /// What the attempts to unshare found, as [`diagnose`] tells it.
+    #[error("{0}")]
+    Namespaces(String),
 }
 
 /// Runs `spec` to its end (or its timeout) and says how it went.
@@ -881,10 +896,10 @@ fn capture(pipe: PipeReader, file: File, cap: u64, child: &mut Child) -> io::Res
 }
 
 /// Sets up (and throws away) the namespaces an isolated run gets.
-fn probe() -> Result<(), String> {
+fn probe() -> Result<(), IsolationError> {
     let pipes = io::pipe().and_then(|report| io::pipe().map(|cancel| (report, cancel)));
     let ((report_r, report_w), (cancel_r, _cancel_w)) =
-        pipes.map_err(|e| format!("cannot create a pipe: {e}"))?;
+        pipes.map_err(|e| IsolationError::Pipe(Arc::new(e)))?;
     let attempts = attempts(Network::Isolated);
     let plan = child::Plan {
         attempts: attempts.clone(),
@@ -913,7 +928,7 @@ fn probe() -> Result<(), String> {
     }
     drop(report_w);
     if pid < 0 {
-        return Err(format!("cannot fork: {}", io::Error::last_os_error()));
+        return Err(IsolationError::Fork(Arc::new(io::Error::last_os_error())));
     }
     loop {
         let mut status = 0;
@@ -928,9 +943,15 @@ fn probe() -> Result<(), String> {
         return Ok(());
     }
     if let Some((step, errno)) = report.fails.first() {
-        return Err(format!("{} failed: {}", step_text(*step), os_error(*errno)));
+        return Err(IsolationError::Step {
+            step: step_text(*step).to_string(),
+            error: os_error(*errno).to_string(),
+        });
     }
-    Err(diagnose(&attempts, &report.attempt_failures))
+    Err(IsolationError::Namespaces(diagnose(
+        &attempts,
+        &report.attempt_failures,
+    )))
 }
 
 /// The bounds of this process's environment block: fields 50 and 51 of /proc/self/stat.
