@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::bundle::{self, Limits};
 use crate::digest::Sha256Digest;
 use crate::progress::Progress;
-use crate::store::{Ark, ObjectError};
+use crate::store::{Ark, BundleRow, ObjectError, ObjectStore};
 
 use super::create::{LockReader, lock_needs, newest_bundles};
 use super::{ReleaseError, ReleaseInstance, Snapshot, root_of};
@@ -33,6 +33,87 @@ impl Check {
     }
 }
 
+/// The instance's bundle: listed in the index as of the instance, read whole and checked
+/// against its id and bundle.json. Adds what is wrong to `problems`; says whether the bundle
+/// read whole.
+fn check_bundle(
+    ark: &Ark,
+    inst: &ReleaseInstance,
+    newest: &BTreeMap<String, BundleRow>,
+    problems: &mut Vec<String>,
+    progress: &dyn Progress,
+) -> Result<bool, ReleaseError> {
+    let id = &inst.instance_id;
+    let row = ark
+        .index()
+        .bundles_with_prefix(&inst.bundle.hex())?
+        .into_iter()
+        .find(|b| b.id == inst.bundle);
+    match &row {
+        None => problems.push(match newest.get(id) {
+            Some(other) => format!(
+                "the index does not list this bundle (its newest bundle of {id} is {})",
+                other.id
+            ),
+            None => format!("the index has no bundle of {id}"),
+        }),
+        Some(r) if &r.instance_id != id => problems.push(format!(
+            "the index says this bundle is of instance {}, not {id}",
+            r.instance_id
+        )),
+        Some(_) => {}
+    }
+    let mut readable = false;
+    match row.as_ref().map(|r| ark.bundle(r)) {
+        // The index does not list it: said above.
+        None => {}
+        Some(Err(e)) => problems.push(format!("the bundle cannot be read: {e}")),
+        Some(Ok(source)) => {
+            match bundle::verify(&source, Some(inst.bundle), &Limits::default(), progress) {
+                Ok(report) => {
+                    problems.extend(report.problems.iter().map(|p| p.to_string()));
+                    if &report.manifest.instance_id != id {
+                        problems.push(format!(
+                            "bundle.json names instance {}, the release {id}",
+                            report.manifest.instance_id
+                        ));
+                    }
+                    readable = report.problems.is_empty();
+                }
+                Err(e) => problems.push(e.to_string()),
+            }
+        }
+    }
+    Ok(readable)
+}
+
+/// Each object the release needs: in the store, whole, of the size its lock states.
+fn check_objects(
+    store: &ObjectStore,
+    wanted: &BTreeMap<Sha256Digest, (Option<u64>, Vec<String>)>,
+) -> Vec<Check> {
+    let mut checks = Vec::new();
+    for (o, (size, users)) in wanted {
+        let mut problems = Vec::new();
+        match store.check(o) {
+            Ok(actual) => {
+                if let Some(size) = size
+                    && *size != actual
+                {
+                    problems.push(format!("{actual} bytes, the lock says {size}"));
+                }
+            }
+            Err(ObjectError::Missing(_)) => problems.push(format!(
+                "missing from the archive (needed by {})",
+                users.join(", ")
+            )),
+            Err(e) => problems.push(e.to_string()),
+        }
+        checks.push(Check::new("object", o.hex(), problems));
+    }
+    checks
+}
+
 /// Checks `ark` against `snap`; each problem names the bundle or object and what is wrong.
 pub fn verify(
     ark: &Ark,
@@ -55,7 +136,6 @@ pub fn verify(
         },
     ));
     let newest = newest_bundles(ark)?;
-    let store = ark.objects();
     let mut locks = LockReader::new(ark);
     // Object id → (the size a lock states, the instances that need it).
     let mut wanted: BTreeMap<Sha256Digest, (Option<u64>, Vec<String>)> = BTreeMap::new();
@@ -64,46 +144,7 @@ pub fn verify(
     for inst in &snap.instances {
         let id = &inst.instance_id;
         let mut problems = Vec::new();
-        let row = ark
-            .index()
-            .bundles_with_prefix(&inst.bundle.hex())?
-            .into_iter()
-            .find(|b| b.id == inst.bundle);
-        match &row {
-            None => problems.push(match newest.get(id) {
-                Some(other) => format!(
-                    "the index does not list this bundle (its newest bundle of {id} is {})",
-                    other.id
-                ),
-                None => format!("the index has no bundle of {id}"),
-            }),
-            Some(r) if &r.instance_id != id => problems.push(format!(
-                "the index says this bundle is of instance {}, not {id}",
-                r.instance_id
-            )),
-            Some(_) => {}
-        }
-        let mut readable = false;
-        match row.as_ref().map(|r| ark.bundle(r)) {
-            // The index does not list it: said above.
-            None => {}
-            Some(Err(e)) => problems.push(format!("the bundle cannot be read: {e}")),
-            Some(Ok(source)) => {
-                match bundle::verify(&source, Some(inst.bundle), &Limits::default(), progress) {
-                    Ok(report) => {
-                        problems.extend(report.problems.iter().map(|p| p.to_string()));
-                        if &report.manifest.instance_id != id {
-                            problems.push(format!(
-                                "bundle.json names instance {}, the release {id}",
-                                report.manifest.instance_id
-                            ));
-                        }
-                        readable = report.problems.is_empty();
-                    }
-                    Err(e) => problems.push(e.to_string()),
-                }
-            }
-        }
+        let readable = check_bundle(ark, inst, &newest, &mut problems, progress)?;
         let listed: BTreeSet<Sha256Digest> = inst.objects.iter().copied().collect();
         for o in &listed {
             wanted.entry(*o).or_default().1.push(id.clone());
@@ -159,24 +200,7 @@ pub fn verify(
             problems,
         ));
     }
-    for (o, (size, users)) in &wanted {
-        let mut problems = Vec::new();
-        match store.check(o) {
-            Ok(actual) => {
-                if let Some(size) = size
-                    && *size != actual
-                {
-                    problems.push(format!("{actual} bytes, the lock says {size}"));
-                }
-            }
-            Err(ObjectError::Missing(_)) => problems.push(format!(
-                "missing from the archive (needed by {})",
-                users.join(", ")
-            )),
-            Err(e) => problems.push(e.to_string()),
-        }
-        checks.push(Check::new("object", o.hex(), problems));
-    }
+    checks.extend(check_objects(&ark.objects(), &wanted));
     let root_problems = if unreadable > 0 {
         vec![format!(
             "not recomputed: {unreadable} bundle(s) could not be read whole (above)"
