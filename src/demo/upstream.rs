@@ -129,7 +129,8 @@ def test_clamp_is_quick():
     assert runs % 2 == 0
 "#;
 
-fn plan() -> (Vec<Issue>, Vec<PullPlan>) {
+/// The upstream's issues, with their comments.
+fn issues() -> Vec<Issue> {
     let issue =
         |number, title: &str, body: &str, created_at: &str, comments: &[(&str, &str)]| Issue {
             number,
@@ -194,6 +195,11 @@ fn plan() -> (Vec<Issue>, Vec<PullPlan>) {
             &[],
         ),
     ];
+    issues
+}
+
+/// The upstream's pull requests, in the order they are made and merged.
+fn pull_plans() -> Vec<PullPlan> {
     use Edit::*;
     let pulls = vec![
         PullPlan {
@@ -366,7 +372,11 @@ fn plan() -> (Vec<Issue>, Vec<PullPlan>) {
             tag_after: Some("v1.0.2"),
         },
     ];
-    (issues, pulls)
+    pulls
+}
+
+fn plan() -> (Vec<Issue>, Vec<PullPlan>) {
+    (issues(), pull_plans())
 }
 
 /// Why the demo's upstream repository could not be made.
