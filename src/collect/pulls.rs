@@ -83,6 +83,46 @@ enum Skip {
     BadJson { url: String, detail: String },
 }
 
+/// The issues' statements (title, body) and comments (time, body).
+type IssueTexts = (Vec<(String, String)>, Vec<(String, String)>);
+
+/// The linked issues' titles and bodies, and their comments (time, body); pull requests that
+/// `#N` names are passed over.
+fn issue_texts(
+    client: &mut GithubClient,
+    repo_path: &str,
+    issues: &[u64],
+) -> Result<Result<IssueTexts, Skip>, GithubError> {
+    let mut statements = Vec::new();
+    let mut comments = Vec::new();
+    for issue in issues {
+        let data = match client.get_json(&format!("{repo_path}/issues/{issue}")) {
+            Ok(d) => d,
+            Err(GithubError::NotFound { .. }) => {
+                return Ok(Err(Skip::IssueNotFound(*issue)));
+            }
+            Err(e) => return Err(e),
+        };
+        if data.get("pull_request").is_some() {
+            // `#N` may name another pull request, not an issue.
+            continue;
+        }
+        statements.push((
+            str_field(&data, &["title"]).unwrap_or_default().to_string(),
+            str_field(&data, &["body"]).unwrap_or_default().to_string(),
+        ));
+        for c in client.get_all(&format!("{repo_path}/issues/{issue}/comments"))? {
+            comments.push((
+                str_field(&c, &["created_at"])
+                    .unwrap_or_default()
+                    .to_string(),
+                str_field(&c, &["body"]).unwrap_or_default().to_string(),
+            ));
+        }
+    }
+    Ok(Ok((statements, comments)))
+}
+
 /// Why a pull request gives no instance, or the instance it gives.
 fn process_pull(
     client: &mut GithubClient,
@@ -134,33 +174,10 @@ fn process_pull(
         return Ok(Err(Skip::OnlyTests));
     }
 
-    let mut statements = Vec::new();
-    let mut comments = Vec::new();
-    for issue in &issues {
-        let data = match client.get_json(&format!("{repo_path}/issues/{issue}")) {
-            Ok(d) => d,
-            Err(GithubError::NotFound { .. }) => {
-                return Ok(Err(Skip::IssueNotFound(*issue)));
-            }
-            Err(e) => return Err(e),
-        };
-        if data.get("pull_request").is_some() {
-            // `#N` may name another pull request, not an issue.
-            continue;
-        }
-        statements.push((
-            str_field(&data, &["title"]).unwrap_or_default().to_string(),
-            str_field(&data, &["body"]).unwrap_or_default().to_string(),
-        ));
-        for c in client.get_all(&format!("{repo_path}/issues/{issue}/comments"))? {
-            comments.push((
-                str_field(&c, &["created_at"])
-                    .unwrap_or_default()
-                    .to_string(),
-                str_field(&c, &["body"]).unwrap_or_default().to_string(),
-            ));
-        }
-    }
+    let (statements, comments) = match issue_texts(client, &repo_path, &issues)? {
+        Ok(texts) => texts,
+        Err(skip) => return Ok(Err(skip)),
+    };
     if statements.is_empty() {
         return Ok(Err(Skip::OnlyPulls));
     }
