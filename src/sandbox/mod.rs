@@ -375,6 +375,33 @@ fn child_plan(
     })
 }
 
+/// The namespace mode the command ran in, once the helpers' report shows no error and the
+/// helper process was waited for.
+fn started_mode(
+    spec: &Spec,
+    report: &Report,
+    attempts: &[child::Attempt],
+    status: io::Result<ExitStatus>,
+) -> Result<i32, SandboxError> {
+    if let Some(err) = report.error(spec, attempts) {
+        return Err(err);
+    }
+    let status = status.map_err(|e| SandboxError::Lost {
+        program: spec.program.clone(),
+        detail: format!("cannot wait for its helper process: {e}"),
+    })?;
+    let Some(mode) = report.mode else {
+        return Err(SandboxError::Lost {
+            program: spec.program.clone(),
+            detail: format!(
+                "its helper process ended ({}) before starting it",
+                describe(status)
+            ),
+        });
+    };
+    Ok(mode)
+}
+
 /// Runs `spec` to its end (or its timeout) and says how it went.
 pub fn run(spec: &Spec) -> Result<Outcome, SandboxError> {
     check(spec)?;
@@ -464,22 +491,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, SandboxError> {
         tracing::warn!("cannot remove the sandbox's temporary directory: {e}");
     }
 
-    if let Some(err) = report.error(spec, &attempts) {
-        return Err(err);
-    }
-    let status = status.map_err(|e| SandboxError::Lost {
-        program: spec.program.clone(),
-        detail: format!("cannot wait for its helper process: {e}"),
-    })?;
-    let Some(mode) = report.mode else {
-        return Err(SandboxError::Lost {
-            program: spec.program.clone(),
-            detail: format!(
-                "its helper process ended ({}) before starting it",
-                describe(status)
-            ),
-        });
-    };
+    let mode = started_mode(spec, &report, &attempts, status)?;
     let (exit_code, signal, timed_out) = exit_of(spec, &report)?;
     let captured = captured.map_err(|source| SandboxError::Output {
         path: spec.output.clone(),
