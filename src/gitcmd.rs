@@ -3,7 +3,7 @@
 //! program is for what libgit2 does not do the way SWE-bench's tooling does (`git apply`,
 //! work trees that build backends read).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// `git` with the environment every swe-ark call uses.
@@ -39,17 +39,32 @@ pub fn output(dir: &Path, args: &[&str]) -> Output {
         })
 }
 
+/// A git command that failed: the command, where it ran, and git's stderr.
+#[derive(Debug, thiserror::Error)]
+#[error("git {} (in {}): {stderr}", .args.join(" "), .dir.display())]
+pub struct GitError {
+    pub args: Vec<String>,
+    pub dir: PathBuf,
+    pub stderr: String,
+}
+
+impl GitError {
+    /// The failure of `git args` in `dir`, from its output.
+    pub fn of(dir: &Path, args: &[&str], out: &Output) -> GitError {
+        GitError {
+            args: args.iter().map(|a| a.to_string()).collect(),
+            dir: dir.to_path_buf(),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        }
+    }
+}
+
 /// Runs `git args` in `dir`; its stdout, or an error with the command and git's stderr.
-pub fn run(dir: &Path, args: &[&str]) -> Result<String, String> {
+pub fn run(dir: &Path, args: &[&str]) -> Result<String, GitError> {
     let out = output(dir, args);
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     } else {
-        Err(format!(
-            "git {} (in {}): {}",
-            args.join(" "),
-            dir.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
+        Err(GitError::of(dir, args, &out))
     }
 }

@@ -14,7 +14,7 @@ use crate::fsutil;
 use crate::mirror::{Mirror, RepoName};
 use crate::progress::Progress;
 use crate::release::{self, Snapshot};
-use crate::store::{Ark, BundleRow};
+use crate::store::{Ark, ArkBundle, BundleRow, LockRow, ObjectStore, ValidationRow};
 
 use super::slice::{
     IndexSlice, SliceBundle, SliceLock, SliceMirror, SliceObject, SlicePin, SliceValidation,
@@ -77,199 +77,274 @@ impl<R: Read + ?Sized> Read for Tee<'_, R> {
     }
 }
 
-/// Writes `snap`'s release from `ark` to `out` (atomically).
-pub fn export(
-    ark: &Ark,
-    snap: &Snapshot,
-    out: &Path,
-    opts: &ExportOptions,
-    progress: &dyn Progress,
-) -> Result<ExportReport, ArchiveError> {
-    let fail = |detail: String| ArchiveError::Export {
+/// The error of exporting `snap`'s release, saying why.
+fn export_error(snap: &Snapshot, detail: String) -> ArchiveError {
+    ArchiveError::Export {
         release: snap.name.clone(),
         detail,
-    };
-    let computed = snap.computed_root();
-    if computed != snap.root {
-        return Err(fail(format!(
-            "the snapshot states root {} but its instances hash to {computed} (the file was \
-             changed after it was made)",
-            snap.root
-        )));
     }
+}
+
+/// What the release's instances bring into the file: the index slice (instances, bundles,
+/// locks, validations), every object it carries (id → kind), the repositories, notes for the
+/// other side, and the rows of the bundles.
+#[derive(Default)]
+struct Gathered {
+    slice: IndexSlice,
+    objects: BTreeMap<Sha256Digest, &'static str>,
+    repos: BTreeSet<String>,
+    notes: BTreeSet<String>,
+    rows: BTreeMap<Sha256Digest, BundleRow>,
+}
+
+/// The index's rows the instances refer to: locks by id, validations by instance.
+struct Rows {
+    locks: BTreeMap<Sha256Digest, LockRow>,
+    validations: BTreeMap<String, ValidationRow>,
+}
+
+/// Everything the release's instances need, checked against the snapshot and the store.
+fn gather(ark: &Ark, snap: &Snapshot) -> Result<Gathered, ArchiveError> {
     let store = ark.objects();
-    let locks: BTreeMap<Sha256Digest, _> = ark
-        .index()
-        .locks()?
-        .into_iter()
-        .map(|l| (l.id, l))
-        .collect();
-    let validations: BTreeMap<String, _> = ark
-        .index()
-        .validations()?
-        .into_iter()
-        .map(|v| (v.instance_id.clone(), v))
-        .collect();
-    let mut slice = IndexSlice::default();
-    // Object id → kind, for every object the file carries.
-    let mut objects: BTreeMap<Sha256Digest, &'static str> = BTreeMap::new();
-    let mut repos = BTreeSet::new();
-    let mut notes = BTreeSet::new();
-    let mut lock_reader = release::LockReader::new(ark);
-    let mut rows: BTreeMap<Sha256Digest, BundleRow> = BTreeMap::new();
-    for inst in &snap.instances {
-        let id = &inst.instance_id;
-        let row = ark
+    let rows = Rows {
+        locks: ark
             .index()
-            .bundles_with_prefix(&inst.bundle.hex())?
+            .locks()?
             .into_iter()
-            .find(|b| b.id == inst.bundle)
-            .ok_or_else(|| {
-                fail(format!(
-                    "the archive does not hold bundle {} of {id}",
-                    inst.bundle
-                ))
-            })?;
-        if &row.instance_id != id {
-            return Err(fail(format!(
-                "bundle {} is of instance {}, the snapshot says {id}",
-                row.id, row.instance_id
-            )));
-        }
-        let source = ark.bundle(&row)?;
-        let manifest = bundle::read_manifest_from(&source)?;
-        // The lock: what it needs must be what the snapshot lists.
-        let mut needed = BTreeSet::new();
-        if let Some((lock_id, lock)) = lock_reader.lock_of_bundle(&row.id)? {
-            let parsed = PyLock::parse(&lock).map_err(|e| {
-                fail(format!(
-                    "the lock of {id} (in bundle {}) is not valid: {e}",
-                    row.id
-                ))
-            })?;
-            for (o, _, kind) in parsed.needed_objects().map_err(|e| {
-                fail(format!(
-                    "the lock of {id} (in bundle {}) is not valid: {e}",
-                    row.id
-                ))
-            })? {
-                needed.insert(o);
-                objects.entry(o).or_insert(kind);
-            }
-            let python = &parsed.tool.swe_ark.python;
-            if python.packed.is_none() {
-                notes.insert(format!(
-                    "lock {} carries no packed interpreter: the machine that replays it needs \
-                     Python {} ({}) installed (lock with --pack-python to carry it)",
-                    lock_id.short(),
-                    python.version,
-                    python.implementation
-                ));
-            }
-            if store.has(&lock_id) {
-                objects.entry(lock_id).or_insert("lock");
-                if let Some(l) = locks.get(&lock_id) {
-                    slice.locks.push(SliceLock::from(l));
-                }
-            }
-        }
-        let listed: BTreeSet<Sha256Digest> = inst.objects.iter().copied().collect();
-        if listed != needed {
-            return Err(fail(format!(
-                "the snapshot lists {} object(s) for {id} but its lock needs {} (`swe-ark \
-                 release verify` names them)",
-                listed.len(),
-                needed.len()
-            )));
-        }
-        // The instance as its bundle holds it (the index may have a newer import).
-        let listed_instance = manifest
-            .member("instance.json")
-            .map(|m| m.sha256)
-            .ok_or_else(|| fail(format!("bundle {} has no instance.json", row.id)))?;
-        let instance = match ark.index().instance(id)? {
-            Some(i) if Sha256Digest::of(&i.to_canonical_json()) == listed_instance => i,
-            _ => {
-                let members = bundle::read_fixed_members(&source, Some(row.id))?;
-                let bytes = members
-                    .files
-                    .get("instance.json")
-                    .ok_or_else(|| fail(format!("bundle {} has no instance.json", row.id)))?;
-                Instance::from_json(bytes)
-                    .map_err(|e| fail(format!("instance.json of bundle {}: {e}", row.id)))?
-            }
-        };
-        repos.insert(instance.repo.clone());
-        slice.instances.push(instance.to_value());
-        slice.bundles.push(SliceBundle::from(&row));
-        rows.insert(row.id, row.clone());
-        if let Some(v) = validations.get(id) {
-            let logs = [
-                (Some(v.results), "results"),
-                (v.log_pre, "log"),
-                (v.log_post, "log"),
-            ];
-            for (o, kind) in logs {
-                if let Some(o) = o {
-                    if !store.has(&o) {
-                        return Err(fail(format!(
-                            "the validation of {id} names object {o}, which the archive lacks"
-                        )));
-                    }
-                    objects.entry(o).or_insert(kind);
-                }
-            }
-            slice.validations.push(SliceValidation::from(v));
-        }
+            .map(|l| (l.id, l))
+            .collect(),
+        validations: ark
+            .index()
+            .validations()?
+            .into_iter()
+            .map(|v| (v.instance_id.clone(), v))
+            .collect(),
+    };
+    let mut g = Gathered::default();
+    let mut lock_reader = release::LockReader::new(ark);
+    for inst in &snap.instances {
+        gather_instance(ark, snap, inst, &rows, &mut lock_reader, &mut g)?;
     }
-    slice.locks.sort_by_key(|l| l.id);
-    slice.locks.dedup_by_key(|l| l.id);
+    g.slice.locks.sort_by_key(|l| l.id);
+    g.slice.locks.dedup_by_key(|l| l.id);
     for o in snap.objects() {
         if !store.has(&o) {
-            return Err(fail(format!("the archive lacks object {o}")));
+            return Err(export_error(snap, format!("the archive lacks object {o}")));
         }
     }
+    Ok(g)
+}
 
-    // Mirrors, as git bundles, written to scratch space first.
-    let tmp = ark.tmp_dir();
-    std::fs::create_dir_all(&tmp).map_err(io_err(&tmp))?;
-    let scratch = tempfile::Builder::new()
-        .prefix(&format!("{}export-", fsutil::TEMP_PREFIX))
-        .tempdir_in(&tmp)
-        .map_err(io_err(&tmp))?;
-    let mut mirror_files = Vec::new();
-    if opts.with_history {
-        for repo in &repos {
-            let name = RepoName::parse(repo)
-                .ok_or_else(|| fail(format!("repository `{repo}` is not OWNER/NAME")))?;
-            let mirror = Mirror::open(&ark.mirrors_dir(), &name)
-                .map_err(|e| fail(format!("--with-history needs the mirror of {name}: {e}")))?;
-            let file = scratch.path().join(format!("{}.bundle", name.dir_name()));
-            mirror.export_bundle(&file, progress)?;
-            let url = ark
-                .index()
-                .mirror(name.as_str())?
-                .map(|m| m.url)
-                .unwrap_or_default();
-            slice.mirrors.push(SliceMirror {
-                name: name.to_string(),
-                url,
-            });
-            let ids: BTreeSet<&str> = snap
-                .instances
-                .iter()
-                .map(|i| i.instance_id.as_str())
-                .collect();
-            for pin in ark.index().pins(name.as_str())? {
-                if ids.contains(pin.instance_id.as_str()) {
-                    slice.pins.push(SlicePin::from(&pin));
+/// One instance of the release: its bundle, its lock's objects, the instance as the bundle
+/// holds it, and its validation.
+fn gather_instance(
+    ark: &Ark,
+    snap: &Snapshot,
+    inst: &release::ReleaseInstance,
+    rows: &Rows,
+    lock_reader: &mut release::LockReader,
+    g: &mut Gathered,
+) -> Result<(), ArchiveError> {
+    let fail = |detail: String| export_error(snap, detail);
+    let id = &inst.instance_id;
+    let row = bundle_row(ark, snap, inst)?;
+    let source = ark.bundle(&row)?;
+    let manifest = bundle::read_manifest_from(&source)?;
+    let needed = lock_objects(ark, snap, id, &row, rows, lock_reader, g)?;
+    let listed: BTreeSet<Sha256Digest> = inst.objects.iter().copied().collect();
+    if listed != needed {
+        return Err(fail(format!(
+            "the snapshot lists {} object(s) for {id} but its lock needs {} (`swe-ark \
+             release verify` names them)",
+            listed.len(),
+            needed.len()
+        )));
+    }
+    let instance = instance_of_bundle(ark, snap, id, &row, &manifest, &source)?;
+    g.repos.insert(instance.repo.clone());
+    g.slice.instances.push(instance.to_value());
+    g.slice.bundles.push(SliceBundle::from(&row));
+    g.rows.insert(row.id, row.clone());
+    if let Some(v) = rows.validations.get(id) {
+        let store = ark.objects();
+        let logs = [
+            (Some(v.results), "results"),
+            (v.log_pre, "log"),
+            (v.log_post, "log"),
+        ];
+        for (o, kind) in logs {
+            if let Some(o) = o {
+                if !store.has(&o) {
+                    return Err(fail(format!(
+                        "the validation of {id} names object {o}, which the archive lacks"
+                    )));
                 }
+                g.objects.entry(o).or_insert(kind);
             }
-            mirror_files.push((name, file));
+        }
+        g.slice.validations.push(SliceValidation::from(v));
+    }
+    Ok(())
+}
+
+/// The index's row of the instance's bundle, which must be of that instance.
+fn bundle_row(
+    ark: &Ark,
+    snap: &Snapshot,
+    inst: &release::ReleaseInstance,
+) -> Result<BundleRow, ArchiveError> {
+    let fail = |detail: String| export_error(snap, detail);
+    let id = &inst.instance_id;
+    let row = ark
+        .index()
+        .bundles_with_prefix(&inst.bundle.hex())?
+        .into_iter()
+        .find(|b| b.id == inst.bundle)
+        .ok_or_else(|| {
+            fail(format!(
+                "the archive does not hold bundle {} of {id}",
+                inst.bundle
+            ))
+        })?;
+    if &row.instance_id != id {
+        return Err(fail(format!(
+            "bundle {} is of instance {}, the snapshot says {id}",
+            row.id, row.instance_id
+        )));
+    }
+    Ok(row)
+}
+
+/// The objects the lock of bundle `row` needs (added to the file's, with the lock itself and
+/// its row when the store has it): what the snapshot must list for the instance.
+fn lock_objects(
+    ark: &Ark,
+    snap: &Snapshot,
+    id: &str,
+    row: &BundleRow,
+    rows: &Rows,
+    lock_reader: &mut release::LockReader,
+    g: &mut Gathered,
+) -> Result<BTreeSet<Sha256Digest>, ArchiveError> {
+    let fail = |detail: String| export_error(snap, detail);
+    let mut needed = BTreeSet::new();
+    let Some((lock_id, lock)) = lock_reader.lock_of_bundle(&row.id)? else {
+        return Ok(needed);
+    };
+    let parsed = PyLock::parse(&lock).map_err(|e| {
+        fail(format!(
+            "the lock of {id} (in bundle {}) is not valid: {e}",
+            row.id
+        ))
+    })?;
+    for (o, _, kind) in parsed.needed_objects().map_err(|e| {
+        fail(format!(
+            "the lock of {id} (in bundle {}) is not valid: {e}",
+            row.id
+        ))
+    })? {
+        needed.insert(o);
+        g.objects.entry(o).or_insert(kind);
+    }
+    let python = &parsed.tool.swe_ark.python;
+    if python.packed.is_none() {
+        g.notes.insert(format!(
+            "lock {} carries no packed interpreter: the machine that replays it needs \
+             Python {} ({}) installed (lock with --pack-python to carry it)",
+            lock_id.short(),
+            python.version,
+            python.implementation
+        ));
+    }
+    if ark.objects().has(&lock_id) {
+        g.objects.entry(lock_id).or_insert("lock");
+        if let Some(l) = rows.locks.get(&lock_id) {
+            g.slice.locks.push(SliceLock::from(l));
         }
     }
+    Ok(needed)
+}
 
-    // The plan: metadata, bundles, objects, mirrors, each group sorted.
+/// The instance as its bundle holds it (the index may have a newer import).
+fn instance_of_bundle(
+    ark: &Ark,
+    snap: &Snapshot,
+    id: &str,
+    row: &BundleRow,
+    manifest: &bundle::Manifest,
+    source: &ArkBundle,
+) -> Result<Instance, ArchiveError> {
+    let fail = |detail: String| export_error(snap, detail);
+    let listed_instance = manifest
+        .member("instance.json")
+        .map(|m| m.sha256)
+        .ok_or_else(|| fail(format!("bundle {} has no instance.json", row.id)))?;
+    Ok(match ark.index().instance(id)? {
+        Some(i) if Sha256Digest::of(&i.to_canonical_json()) == listed_instance => i,
+        _ => {
+            let members = bundle::read_fixed_members(source, Some(row.id))?;
+            let bytes = members
+                .files
+                .get("instance.json")
+                .ok_or_else(|| fail(format!("bundle {} has no instance.json", row.id)))?;
+            Instance::from_json(bytes)
+                .map_err(|e| fail(format!("instance.json of bundle {}: {e}", row.id)))?
+        }
+    })
+}
+
+/// Mirrors, as git bundles, written to `scratch`; their rows and the instances' pins go into
+/// the slice.
+fn export_mirrors(
+    ark: &Ark,
+    snap: &Snapshot,
+    repos: &BTreeSet<String>,
+    scratch: &Path,
+    slice: &mut IndexSlice,
+    progress: &dyn Progress,
+) -> Result<Vec<(RepoName, PathBuf)>, ArchiveError> {
+    let fail = |detail: String| export_error(snap, detail);
+    let mut mirror_files = Vec::new();
+    for repo in repos {
+        let name = RepoName::parse(repo)
+            .ok_or_else(|| fail(format!("repository `{repo}` is not OWNER/NAME")))?;
+        let mirror = Mirror::open(&ark.mirrors_dir(), &name)
+            .map_err(|e| fail(format!("--with-history needs the mirror of {name}: {e}")))?;
+        let file = scratch.join(format!("{}.bundle", name.dir_name()));
+        mirror.export_bundle(&file, progress)?;
+        let url = ark
+            .index()
+            .mirror(name.as_str())?
+            .map(|m| m.url)
+            .unwrap_or_default();
+        slice.mirrors.push(SliceMirror {
+            name: name.to_string(),
+            url,
+        });
+        let ids: BTreeSet<&str> = snap
+            .instances
+            .iter()
+            .map(|i| i.instance_id.as_str())
+            .collect();
+        for pin in ark.index().pins(name.as_str())? {
+            if ids.contains(pin.instance_id.as_str()) {
+                slice.pins.push(SlicePin::from(&pin));
+            }
+        }
+        mirror_files.push((name, file));
+    }
+    Ok(mirror_files)
+}
+
+/// The plan: metadata (the index slice's bytes to come), bundles, objects, mirrors, each group
+/// sorted. Returns it with the ids of the bundles.
+fn plan_parts(
+    ark: &Ark,
+    snap: &Snapshot,
+    g: &mut Gathered,
+    mirror_files: Vec<(RepoName, PathBuf)>,
+    scratch: &Path,
+) -> Result<(Vec<Planned>, Vec<Sha256Digest>), ArchiveError> {
     let mut plan = vec![
         Planned {
             part: Part::Release,
@@ -291,16 +366,17 @@ pub fn export(
     bundle_ids.dedup();
     // Each bundle in its exchange form, `<id>.tar.zst`, written from the store at the default
     // level: the same release gives the same file however the archive stores it.
-    let bundles_dir = scratch.path().join("bundles");
+    let bundles_dir = scratch.join("bundles");
     for id in &bundle_ids {
-        let row = rows
+        let row = g
+            .rows
             .get(id)
-            .ok_or_else(|| fail(format!("bundle {id} is not in the index")))?;
+            .ok_or_else(|| export_error(snap, format!("bundle {id} is not in the index")))?;
         let file = ark.export_bundle(row, &bundles_dir, &PackOptions::default())?;
         // The index slice gives the size of the file as it is here, whatever the archive's
         // store spent on the bundle.
         let size = std::fs::metadata(&file).map_err(io_err(&file))?.len();
-        for b in slice.bundles.iter_mut().filter(|b| b.id == *id) {
+        for b in g.slice.bundles.iter_mut().filter(|b| b.id == *id) {
             b.file_size = size;
         }
         plan.push(Planned {
@@ -308,7 +384,7 @@ pub fn export(
             source: Source::File(file),
         });
     }
-    for id in objects.keys() {
+    for id in g.objects.keys() {
         plan.push(Planned {
             part: Part::Object(*id),
             source: Source::Object(*id),
@@ -320,20 +396,29 @@ pub fn export(
             source: Source::File(file),
         });
     }
+    Ok((plan, bundle_ids))
+}
 
-    // Sizes first (the manifest is written first, with its hashes to come); the hashes are
-    // computed while the file is written, on other threads, and the manifest written over
-    // its placeholder at the end: one pass over the data, two cores busy.
-    let path_of = |s: &Source| -> Option<PathBuf> {
-        match s {
-            Source::Bytes(_) => None,
-            Source::Object(id) => Some(store.path_of(id)),
-            Source::File(p) => Some(p.clone()),
-        }
-    };
+/// The file a member's bytes are read from, if any.
+fn path_of(store: &ObjectStore, s: &Source) -> Option<PathBuf> {
+    match s {
+        Source::Bytes(_) => None,
+        Source::Object(id) => Some(store.path_of(id)),
+        Source::File(p) => Some(p.clone()),
+    }
+}
+
+/// The members' sizes, with the index slice (whose objects need their sizes) put in the plan
+/// first, and the manifest with its hashes still to come.
+fn size_parts(
+    store: &ObjectStore,
+    snap: &Snapshot,
+    g: &mut Gathered,
+    plan: &mut [Planned],
+) -> Result<(Vec<u64>, ArchiveManifest), ArchiveError> {
     let mut sizes = Vec::with_capacity(plan.len());
-    for p in &plan {
-        sizes.push(match path_of(&p.source) {
+    for p in plan.iter() {
+        sizes.push(match path_of(store, &p.source) {
             Some(f) => std::fs::metadata(&f).map_err(io_err(&f))?.len(),
             None => 0,
         });
@@ -346,7 +431,8 @@ pub fn export(
             _ => None,
         })
         .collect();
-    slice.objects = objects
+    g.slice.objects = g
+        .objects
         .iter()
         .map(|(id, kind)| SliceObject {
             id: *id,
@@ -354,13 +440,13 @@ pub fn export(
             kind: kind.to_string(),
         })
         .collect();
-    plan[1].source = Source::Bytes(slice.to_bytes());
+    plan[1].source = Source::Bytes(g.slice.to_bytes());
     for (p, n) in plan.iter().zip(sizes.iter_mut()) {
         if let Source::Bytes(b) = &p.source {
             *n = b.len() as u64;
         }
     }
-    let mut manifest = ArchiveManifest {
+    let manifest = ArchiveManifest {
         format: FORMAT.to_string(),
         version: VERSION,
         release: snap.name.clone(),
@@ -375,75 +461,99 @@ pub fn export(
             })
             .collect(),
     };
-    let placeholder = manifest.to_bytes();
-    let parts_bytes = placeholder.len() as u64 + sizes.iter().sum::<u64>();
+    Ok((sizes, manifest))
+}
 
-    let dir = fsutil::parent_dir(out);
-    let tmp_file = fsutil::temp_file_in(dir).map_err(io_err(dir))?;
-    let tmp_path = tmp_file.path().to_path_buf();
-    let file = tmp_file.as_file().try_clone().map_err(io_err(&tmp_path))?;
-    progress.start("exporting", Some(parts_bytes));
-    // The hashes are taken on another thread from the bytes as they are copied (a
-    // `Tee` hands each chunk over): one read of the data, two cores busy.
-    let (tx, rx) = std::sync::mpsc::sync_channel::<Option<Vec<u8>>>(16);
-    let (written, hashed) = std::thread::scope(|scope| {
-        let hasher = scope.spawn(move || {
-            let mut out = Vec::new();
-            let mut h = Sha256Hasher::new();
-            while let Ok(msg) = rx.recv() {
-                match msg {
-                    Some(chunk) => h.update(&chunk),
-                    None => out.push(std::mem::replace(&mut h, Sha256Hasher::new()).finish()),
-                }
+/// The members to write: the plan, each member's size and path in the manifest, and the store
+/// objects are read from.
+struct Members<'a> {
+    plan: &'a [Planned],
+    manifest: &'a ArchiveManifest,
+    sizes: &'a [u64],
+    store: &'a ObjectStore,
+}
+
+/// The tar of the placeholder manifest and every member, written to `file`, each member's
+/// bytes also handed to `tx` (then a `None` after each member) for hashing.
+fn write_members(
+    file: std::fs::File,
+    tmp_path: &Path,
+    placeholder: &[u8],
+    members: &Members,
+    tx: &std::sync::mpsc::SyncSender<Option<Vec<u8>>>,
+    progress: &dyn Progress,
+) -> Result<std::fs::File, ArchiveError> {
+    let Members {
+        plan,
+        manifest,
+        sizes,
+        store,
+    } = members;
+    let sync_handle = file.try_clone().map_err(io_err(tmp_path))?;
+    let mut tar = TarWriter::new(BufWriter::with_capacity(1 << 20, file));
+    tar.append(
+        super::MANIFEST.as_bytes(),
+        MemberKind::File,
+        placeholder.len() as u64,
+        b"",
+        &mut &placeholder[..],
+    )
+    .map_err(io_err(Path::new(super::MANIFEST)))?;
+    let mut unsynced = 0u64;
+    for ((p, m), size) in plan.iter().zip(&manifest.members).zip(sizes.iter()) {
+        let mut source: Box<dyn Read> = match (&p.source, path_of(store, &p.source)) {
+            (Source::Bytes(b), _) => Box::new(&b[..]),
+            (_, Some(f)) => {
+                let r = std::fs::File::open(&f).map_err(io_err(&f))?;
+                Box::new(BufReader::with_capacity(1 << 20, r))
             }
-            out
-        });
-        let written = (|| -> Result<std::fs::File, ArchiveError> {
-            let sync_handle = file.try_clone().map_err(io_err(&tmp_path))?;
-            let mut tar = TarWriter::new(BufWriter::with_capacity(1 << 20, file));
-            tar.append(
-                super::MANIFEST.as_bytes(),
-                MemberKind::File,
-                placeholder.len() as u64,
-                b"",
-                &mut &placeholder[..],
-            )
-            .map_err(io_err(Path::new(super::MANIFEST)))?;
-            let mut unsynced = 0u64;
-            for ((p, m), size) in plan.iter().zip(&manifest.members).zip(&sizes) {
-                let mut source: Box<dyn Read> = match (&p.source, path_of(&p.source)) {
-                    (Source::Bytes(b), _) => Box::new(&b[..]),
-                    (_, Some(f)) => {
-                        let r = std::fs::File::open(&f).map_err(io_err(&f))?;
-                        Box::new(BufReader::with_capacity(1 << 20, r))
-                    }
-                    (_, None) => Box::new(io::empty()),
-                };
-                let mut tee = Tee {
-                    inner: &mut source,
-                    tx: &tx,
-                };
-                tar.append(m.path.as_bytes(), MemberKind::File, *size, b"", &mut tee)
-                    .map_err(io_err(Path::new(&m.path)))?;
-                let _ = tx.send(None);
-                progress.advance(*size);
-                unsynced += size;
-                if unsynced >= WRITEBACK_EVERY {
-                    fsutil::start_writeback(&sync_handle);
-                    unsynced = 0;
-                }
-            }
-            let w = tar.finish().map_err(io_err(&tmp_path))?;
-            w.into_inner()
-                .map_err(|e| io_err(&tmp_path)(e.into_error()))
-        })();
-        drop(tx);
-        let hashed = hasher.join().unwrap_or_default();
-        (written, hashed)
-    });
-    let mut file = written?;
+            (_, None) => Box::new(io::empty()),
+        };
+        let mut tee = Tee {
+            inner: &mut source,
+            tx,
+        };
+        tar.append(m.path.as_bytes(), MemberKind::File, *size, b"", &mut tee)
+            .map_err(io_err(Path::new(&m.path)))?;
+        let _ = tx.send(None);
+        progress.advance(*size);
+        unsynced += size;
+        if unsynced >= WRITEBACK_EVERY {
+            fsutil::start_writeback(&sync_handle);
+            unsynced = 0;
+        }
+    }
+    let w = tar.finish().map_err(io_err(tmp_path))?;
+    w.into_inner().map_err(|e| io_err(tmp_path)(e.into_error()))
+}
+
+/// The hashes of the members, one per member, from the chunks `rx` hands over (a `None` ends
+/// a member).
+fn hash_members(rx: std::sync::mpsc::Receiver<Option<Vec<u8>>>) -> Vec<Sha256Digest> {
+    let mut out = Vec::new();
+    let mut h = Sha256Hasher::new();
+    while let Ok(msg) = rx.recv() {
+        match msg {
+            Some(chunk) => h.update(&chunk),
+            None => out.push(std::mem::replace(&mut h, Sha256Hasher::new()).finish()),
+        }
+    }
+    out
+}
+
+/// The manifest's hashes, as the hashing thread took them; a store object whose bytes do not
+/// hash to its id is corrupt.
+fn fill_hashes(
+    snap: &Snapshot,
+    plan: &[Planned],
+    manifest: &mut ArchiveManifest,
+    hashed: Vec<Sha256Digest>,
+) -> Result<(), ArchiveError> {
     if hashed.len() != plan.len() {
-        return Err(fail("the hashing thread stopped early".into()));
+        return Err(export_error(
+            snap,
+            "the hashing thread stopped early".into(),
+        ));
     }
     for ((p, m), sha) in plan.iter().zip(manifest.members.iter_mut()).zip(hashed) {
         if let Source::Object(id) = &p.source
@@ -456,6 +566,73 @@ pub fn export(
         }
         m.sha256 = sha;
     }
+    Ok(())
+}
+
+/// Writes `snap`'s release from `ark` to `out` (atomically).
+pub fn export(
+    ark: &Ark,
+    snap: &Snapshot,
+    out: &Path,
+    opts: &ExportOptions,
+    progress: &dyn Progress,
+) -> Result<ExportReport, ArchiveError> {
+    let fail = |detail: String| export_error(snap, detail);
+    let computed = snap.computed_root();
+    if computed != snap.root {
+        return Err(fail(format!(
+            "the snapshot states root {} but its instances hash to {computed} (the file was \
+             changed after it was made)",
+            snap.root
+        )));
+    }
+    let store = ark.objects();
+    let mut g = gather(ark, snap)?;
+
+    // Mirrors, as git bundles, written to scratch space first.
+    let tmp = ark.tmp_dir();
+    std::fs::create_dir_all(&tmp).map_err(io_err(&tmp))?;
+    let scratch = tempfile::Builder::new()
+        .prefix(&format!("{}export-", fsutil::TEMP_PREFIX))
+        .tempdir_in(&tmp)
+        .map_err(io_err(&tmp))?;
+    let mirror_files = if opts.with_history {
+        export_mirrors(ark, snap, &g.repos, scratch.path(), &mut g.slice, progress)?
+    } else {
+        Vec::new()
+    };
+    let (mut plan, bundle_ids) = plan_parts(ark, snap, &mut g, mirror_files, scratch.path())?;
+
+    // Sizes first (the manifest is written first, with its hashes to come); the hashes are
+    // computed while the file is written, on other threads, and the manifest written over
+    // its placeholder at the end: one pass over the data, two cores busy.
+    let (sizes, mut manifest) = size_parts(&store, snap, &mut g, &mut plan)?;
+    let placeholder = manifest.to_bytes();
+    let parts_bytes = placeholder.len() as u64 + sizes.iter().sum::<u64>();
+
+    let dir = fsutil::parent_dir(out);
+    let tmp_file = fsutil::temp_file_in(dir).map_err(io_err(dir))?;
+    let tmp_path = tmp_file.path().to_path_buf();
+    let file = tmp_file.as_file().try_clone().map_err(io_err(&tmp_path))?;
+    progress.start("exporting", Some(parts_bytes));
+    // The hashes are taken on another thread from the bytes as they are copied (a
+    // `Tee` hands each chunk over): one read of the data, two cores busy.
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Option<Vec<u8>>>(16);
+    let (written, hashed) = std::thread::scope(|scope| {
+        let hasher = scope.spawn(move || hash_members(rx));
+        let members = Members {
+            plan: &plan,
+            manifest: &manifest,
+            sizes: &sizes,
+            store: &store,
+        };
+        let written = write_members(file, &tmp_path, &placeholder, &members, &tx, progress);
+        drop(tx);
+        let hashed = hasher.join().unwrap_or_default();
+        (written, hashed)
+    });
+    let mut file = written?;
+    fill_hashes(snap, &plan, &mut manifest, hashed)?;
     let manifest_bytes = manifest.to_bytes();
     if manifest_bytes.len() != placeholder.len() {
         return Err(fail(
@@ -477,8 +654,8 @@ pub fn export(
         parts_bytes,
         instances: snap.instances.len(),
         bundles: bundle_ids.len(),
-        objects: objects.len(),
-        mirrors: slice.mirrors.len(),
-        notes: notes.into_iter().collect(),
+        objects: g.objects.len(),
+        mirrors: g.slice.mirrors.len(),
+        notes: g.notes.into_iter().collect(),
     })
 }

@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, mpsc};
 
-use crate::bundle::{self, BundleFile, Limits, Manifest, PackOptions};
-use crate::dataset::Instance;
+use crate::bundle::{self, BundleError, BundleFile, Limits, Manifest, PackOptions, Problem};
+use crate::dataset::{Instance, InstanceError};
 use crate::digest::{Sha256Digest, Sha256Hasher};
 use crate::env::pylock::PyLock;
 use crate::failpoint;
@@ -49,6 +49,67 @@ pub struct ImportReport {
     pub mirrors: Vec<String>,
     /// The file's size.
     pub bytes: u64,
+}
+
+/// Why a staged bundle does not match its id.
+#[derive(Debug, thiserror::Error)]
+enum BundleMismatch {
+    /// It could not be read as its id says; the full check's problems follow when it names
+    /// any.
+    #[error("bundle {id}: {source}{}", problems.iter().map(|p| format!("; {p}")).collect::<String>())]
+    Unreadable {
+        id: Sha256Digest,
+        source: Box<BundleError>,
+        problems: Vec<Problem>,
+    },
+    #[error("{0}")]
+    Size(#[source] io::Error),
+}
+
+/// How the index slice fails to describe the release's bundles, instances and objects.
+#[derive(Debug, thiserror::Error)]
+enum SliceMismatch {
+    #[error("{INDEX} lists an object twice")]
+    ObjectTwice,
+    #[error("{INDEX} says object {id} is {listed} bytes; it is {size}")]
+    ObjectSize {
+        id: Sha256Digest,
+        listed: u64,
+        size: u64,
+    },
+    #[error("{INDEX} does not list object {0}")]
+    ObjectUnlisted(Sha256Digest),
+    #[error("{INDEX} lists object {0}, which the file does not hold")]
+    ObjectMissing(Sha256Digest),
+    #[error("object {0}, which the release lists, is not in the file")]
+    ReleaseObjectMissing(Sha256Digest),
+    #[error("{INDEX} lists {listed} bundle(s), the release has {release}")]
+    BundleCount { listed: usize, release: usize },
+    #[error("{INDEX} lists bundle {0}, which is not in the release")]
+    BundleNotInRelease(Sha256Digest),
+    #[error("{INDEX}'s row of bundle {0} does not match the bundle")]
+    BundleRow(Sha256Digest),
+    #[error("{INDEX} holds an instance that is not valid: {0}")]
+    BadInstance(#[source] InstanceError),
+    #[error("{INDEX} holds instance {0}, which is not in the release")]
+    InstanceNotInRelease(String),
+    #[error("{INDEX} holds instance {0} twice")]
+    InstanceTwice(String),
+    #[error("{INDEX}'s instance {0} is not the one its bundle holds")]
+    InstanceDiffers(String),
+    #[error("{INDEX} holds {held} of the release's {release} instances")]
+    InstanceCount { held: usize, release: usize },
+    #[error("{INDEX} lists lock {0}, whose file is not in the archive file")]
+    LockMissing(Sha256Digest),
+    #[error("{INDEX} holds a validation of {0}, which is not in the release")]
+    ValidationNotInRelease(String),
+    #[error("the validation of {instance} names object {object}, which the file does not hold")]
+    ValidationObjectMissing {
+        instance: String,
+        object: Sha256Digest,
+    },
+    #[error("{INDEX} holds pin {reference} of mirror {mirror}, which the file does not carry")]
+    PinNotCarried { reference: String, mirror: String },
 }
 
 /// What reading a bundle member found.
@@ -153,21 +214,21 @@ fn copy_hashed(
 /// Reads a staged bundle once: its whole uncompressed tar hashed and compared with its id
 /// (a match vouches for every byte), its manifest and lock kept. On a mismatch, the full
 /// check names the bad members.
-fn check_bundle(path: &Path, id: Sha256Digest) -> Result<BundleCheck, String> {
+fn check_bundle(path: &Path, id: Sha256Digest) -> Result<BundleCheck, BundleMismatch> {
     let mut members = match bundle::read_fixed_members(&BundleFile::new(path), Some(id)) {
         Ok(m) => m,
-        Err(e) => {
-            let mut msg = format!("bundle {id}: {e}");
-            if let Ok(report) = bundle::verify_file(path, Some(id), &Limits::default(), &NoProgress)
-            {
-                for p in report.problems {
-                    msg.push_str(&format!("; {p}"));
-                }
-            }
-            return Err(msg);
+        Err(source) => {
+            let problems = bundle::verify_file(path, Some(id), &Limits::default(), &NoProgress)
+                .map(|report| report.problems)
+                .unwrap_or_default();
+            return Err(BundleMismatch::Unreadable {
+                id,
+                source: Box::new(source),
+                problems,
+            });
         }
     };
-    let file_size = fs::metadata(path).map_err(|e| e.to_string())?.len();
+    let file_size = fs::metadata(path).map_err(BundleMismatch::Size)?.len();
     Ok(BundleCheck {
         lock: members.files.remove("env/pylock.toml"),
         manifest: members.manifest,
@@ -176,24 +237,21 @@ fn check_bundle(path: &Path, id: Sha256Digest) -> Result<BundleCheck, String> {
     })
 }
 
-fn stage(
-    file: &Path,
-    staging: &Path,
-    opts: &ImportOptions,
-    progress: &dyn Progress,
-) -> Result<Staged, ArchiveError> {
-    let refuse = |detail: String| ArchiveError::Refused {
+/// The refusal of `file`, saying why.
+fn refused(file: &Path, detail: String) -> ArchiveError {
+    ArchiveError::Refused {
         file: file.to_path_buf(),
         detail,
-    };
-    let f = File::open(file).map_err(io_err(file))?;
-    let bytes = f.metadata().map_err(io_err(file))?.len();
-    let mut archive = tar::Archive::new(BufReader::with_capacity(1 << 20, f));
-    let mut entries = archive
-        .entries()
-        .map_err(|e| refuse(format!("it is not a tar archive: {e}")))?;
+    }
+}
 
-    // The manifest, first.
+/// The file's manifest, its first member, and the parts it lists (the release and the index
+/// slice first, no member twice).
+fn read_manifest(
+    file: &Path,
+    entries: &mut tar::Entries<BufReader<File>>,
+) -> Result<(ArchiveManifest, Vec<Part>), ArchiveError> {
+    let refuse = |detail: String| refused(file, detail);
     let mut first = match entries.next() {
         None => return Err(refuse("it is empty".into())),
         Some(Err(e)) => {
@@ -253,171 +311,218 @@ fn stage(
             "{MANIFEST} must list {RELEASE} and then {INDEX} first"
         )));
     }
-    for dir in ["bundles", "objects", "mirrors", "repos"] {
-        let d = staging.join(dir);
-        fs::create_dir_all(&d).map_err(io_err(&d))?;
-    }
-    let total: u64 = manifest.members.iter().map(|m| m.size).sum();
-    progress.start("importing", Some(total));
+    Ok((manifest, parts))
+}
 
-    // Each member in turn, streamed to staging and hashed; bundles are hashed whole by
-    // workers while the next members arrive.
-    // As many as there are cores: the reading thread mostly waits on I/O.
+/// The members as staged: the release and index slice in memory, the rest as files.
+#[derive(Default)]
+struct StagedFiles {
+    release: Vec<u8>,
+    index: Vec<u8>,
+    bundles: BTreeMap<Sha256Digest, PathBuf>,
+    objects: BTreeMap<Sha256Digest, (PathBuf, u64)>,
+    mirrors: BTreeMap<RepoName, PathBuf>,
+}
+
+/// Where members are staged from and to, and where progress goes.
+struct Stager<'a> {
+    file: &'a Path,
+    staging: &'a Path,
+    progress: &'a dyn Progress,
+}
+
+/// What the bundle workers found, bundle by bundle.
+type Checked = Mutex<Vec<(Sha256Digest, Result<BundleCheck, BundleMismatch>)>>;
+
+/// A worker: checks the staged bundles `rx` hands over until it closes, or until one is bad.
+fn check_bundles(
+    rx: &Mutex<mpsc::Receiver<(Sha256Digest, PathBuf)>>,
+    failed: &AtomicBool,
+    checked: &Checked,
+) {
+    loop {
+        let job = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
+        let Ok((id, path)) = job else { break };
+        if failed.load(Ordering::SeqCst) {
+            continue;
+        }
+        let r = check_bundle(&path, id);
+        if r.is_err() {
+            failed.store(true, Ordering::SeqCst);
+        }
+        checked
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((id, r));
+    }
+}
+
+/// Each member in turn, streamed to staging and checked against the manifest; each bundle
+/// handed to `tx` once staged. Stops early when `failed` (a worker found a bad bundle).
+fn stage_members(
+    st: &Stager,
+    entries: &mut tar::Entries<BufReader<File>>,
+    manifest: &ArchiveManifest,
+    parts: &[Part],
+    out: &mut StagedFiles,
+    failed: &AtomicBool,
+    tx: &mpsc::Sender<(Sha256Digest, PathBuf)>,
+) -> Result<(), ArchiveError> {
+    let refuse = |detail: String| refused(st.file, detail);
+    let n = manifest.members.len();
+    for (i, (m, part)) in manifest.members.iter().zip(parts).enumerate() {
+        if failed.load(Ordering::SeqCst) {
+            // A worker found a bad bundle: it is reported below.
+            return Ok(());
+        }
+        let what = format!("member {} of {n} (`{}`)", i + 1, m.path);
+        let mut entry = match entries.next() {
+            None => {
+                return Err(refuse(format!(
+                    "the file ends before {what}: it is truncated"
+                )));
+            }
+            Some(Err(e)) => {
+                return Err(refuse(format!(
+                    "{what} cannot be read ({}): the file is truncated or damaged",
+                    first_line(&e)
+                )));
+            }
+            Some(Ok(e)) => e,
+        };
+        let found = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
+        if found != m.path {
+            return Err(refuse(format!(
+                "{what}: the file holds `{found}` there instead"
+            )));
+        }
+        if entry.header().entry_type() != tar::EntryType::Regular {
+            return Err(refuse(format!("{what} is not a regular file")));
+        }
+        let size = entry.header().size().unwrap_or(u64::MAX);
+        if size != m.size {
+            return Err(refuse(format!(
+                "{what} is {size} bytes, the manifest says {}",
+                m.size
+            )));
+        }
+        let (sha, got) = stage_member(st, &what, &mut entry, size, part, out)?;
+        if got != m.size {
+            return Err(refuse(format!(
+                "{what} is cut short ({got} of {} bytes): the file is truncated",
+                m.size
+            )));
+        }
+        if sha != m.sha256 {
+            return Err(refuse(format!(
+                "{what} hashes to {sha}, the manifest says {}: the file was altered \
+                 or damaged",
+                m.sha256
+            )));
+        }
+        if let Part::Object(id) = part
+            && *id != sha
+        {
+            return Err(refuse(format!(
+                "{what} holds content that hashes to {sha}, not to the object id it \
+                 is named by"
+            )));
+        }
+        if let Part::Bundle(id) = part {
+            let _ = tx.send((*id, out.bundles[id].clone()));
+        }
+    }
+    match entries.next() {
+        None => Ok(()),
+        Some(Ok(e)) => Err(refuse(format!(
+            "it holds `{}` after the last member its manifest lists",
+            String::from_utf8_lossy(&e.path_bytes())
+        ))),
+        Some(Err(e)) => Err(refuse(format!(
+            "it has unreadable data after its last member: {e}"
+        ))),
+    }
+}
+
+/// One member, read into memory (the release, the index slice) or copied to staging; returns
+/// its sha256 and length.
+fn stage_member(
+    st: &Stager,
+    what: &str,
+    entry: &mut impl Read,
+    size: u64,
+    part: &Part,
+    out: &mut StagedFiles,
+) -> Result<(Sha256Digest, u64), ArchiveError> {
+    let refuse = |detail: String| refused(st.file, detail);
+    let (staging, progress) = (st.staging, st.progress);
+    Ok(match part {
+        Part::Release | Part::Index => {
+            let b = read_small(entry, size)
+                .map_err(|e| refuse(format!("{what} cannot be read: {e}")))?;
+            progress.advance(b.len() as u64);
+            let r = (Sha256Digest::of(&b), b.len() as u64);
+            if *part == Part::Release {
+                out.release = b;
+            } else {
+                out.index = b;
+            }
+            r
+        }
+        Part::Bundle(id) => {
+            let dest = staging
+                .join("bundles")
+                .join(format!("{}{}", id.hex(), bundle::FILE_SUFFIX));
+            let r = copy_hashed(entry, &dest, progress)
+                .map_err(|e| refuse(format!("{what} cannot be staged: {e}")))?;
+            out.bundles.insert(*id, dest);
+            r
+        }
+        Part::Object(id) => {
+            let dest = staging.join("objects").join(id.hex());
+            let r = copy_hashed(entry, &dest, progress)
+                .map_err(|e| refuse(format!("{what} cannot be staged: {e}")))?;
+            out.objects.insert(*id, (dest, r.1));
+            r
+        }
+        Part::Mirror(name) => {
+            let dest = staging
+                .join("mirrors")
+                .join(format!("{}.bundle", name.dir_name()));
+            let r = copy_hashed(entry, &dest, progress)
+                .map_err(|e| refuse(format!("{what} cannot be staged: {e}")))?;
+            out.mirrors.insert(name.clone(), dest);
+            r
+        }
+    })
+}
+
+/// Every member staged while workers check the bundles (as many as there are cores: the
+/// reading thread mostly waits on I/O); then what the workers found, every bad bundle named.
+fn stage_and_check(
+    st: &Stager,
+    entries: &mut tar::Entries<BufReader<File>>,
+    manifest: &ArchiveManifest,
+    parts: &[Part],
+) -> Result<(StagedFiles, BTreeMap<Sha256Digest, BundleCheck>), ArchiveError> {
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
     let failed = AtomicBool::new(false);
-    let checked: Mutex<Vec<(Sha256Digest, Result<BundleCheck, String>)>> = Mutex::new(Vec::new());
+    let checked: Checked = Mutex::new(Vec::new());
     let (tx, rx) = mpsc::channel::<(Sha256Digest, PathBuf)>();
     let rx = Mutex::new(rx);
-    let mut release_bytes = Vec::new();
-    let mut index_bytes = Vec::new();
-    let mut bundle_files = BTreeMap::new();
-    let mut objects = BTreeMap::new();
-    let mut mirror_files = BTreeMap::new();
+    let mut out = StagedFiles::default();
     let streamed: Result<(), ArchiveError> = std::thread::scope(|s| {
         for _ in 0..workers {
-            s.spawn(|| {
-                loop {
-                    let job = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
-                    let Ok((id, path)) = job else { break };
-                    if failed.load(Ordering::SeqCst) {
-                        continue;
-                    }
-                    let r = check_bundle(&path, id);
-                    if r.is_err() {
-                        failed.store(true, Ordering::SeqCst);
-                    }
-                    checked
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .push((id, r));
-                }
-            });
+            s.spawn(|| check_bundles(&rx, &failed, &checked));
         }
-        let n = manifest.members.len();
-        let result = (|| {
-            for (i, (m, part)) in manifest.members.iter().zip(&parts).enumerate() {
-                if failed.load(Ordering::SeqCst) {
-                    // A worker found a bad bundle: it is reported below.
-                    return Ok(());
-                }
-                let what = format!("member {} of {n} (`{}`)", i + 1, m.path);
-                let mut entry = match entries.next() {
-                    None => {
-                        return Err(refuse(format!(
-                            "the file ends before {what}: it is truncated"
-                        )));
-                    }
-                    Some(Err(e)) => {
-                        return Err(refuse(format!(
-                            "{what} cannot be read ({}): the file is truncated or damaged",
-                            first_line(&e)
-                        )));
-                    }
-                    Some(Ok(e)) => e,
-                };
-                let found = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
-                if found != m.path {
-                    return Err(refuse(format!(
-                        "{what}: the file holds `{found}` there instead"
-                    )));
-                }
-                if entry.header().entry_type() != tar::EntryType::Regular {
-                    return Err(refuse(format!("{what} is not a regular file")));
-                }
-                let size = entry.header().size().unwrap_or(u64::MAX);
-                if size != m.size {
-                    return Err(refuse(format!(
-                        "{what} is {size} bytes, the manifest says {}",
-                        m.size
-                    )));
-                }
-                let short = |got: u64| {
-                    refuse(format!(
-                        "{what} is cut short ({got} of {} bytes): the file is truncated",
-                        m.size
-                    ))
-                };
-                let (sha, got) = match part {
-                    Part::Release | Part::Index => {
-                        let b = read_small(&mut entry, size)
-                            .map_err(|e| refuse(format!("{what} cannot be read: {e}")))?;
-                        progress.advance(b.len() as u64);
-                        let r = (Sha256Digest::of(&b), b.len() as u64);
-                        if *part == Part::Release {
-                            release_bytes = b;
-                        } else {
-                            index_bytes = b;
-                        }
-                        r
-                    }
-                    Part::Bundle(id) => {
-                        let dest = staging.join("bundles").join(format!(
-                            "{}{}",
-                            id.hex(),
-                            bundle::FILE_SUFFIX
-                        ));
-                        let r = copy_hashed(&mut entry, &dest, progress)
-                            .map_err(|e| refuse(format!("{what} cannot be staged: {e}")))?;
-                        bundle_files.insert(*id, dest);
-                        r
-                    }
-                    Part::Object(id) => {
-                        let dest = staging.join("objects").join(id.hex());
-                        let r = copy_hashed(&mut entry, &dest, progress)
-                            .map_err(|e| refuse(format!("{what} cannot be staged: {e}")))?;
-                        objects.insert(*id, (dest, r.1));
-                        r
-                    }
-                    Part::Mirror(name) => {
-                        let dest = staging
-                            .join("mirrors")
-                            .join(format!("{}.bundle", name.dir_name()));
-                        let r = copy_hashed(&mut entry, &dest, progress)
-                            .map_err(|e| refuse(format!("{what} cannot be staged: {e}")))?;
-                        mirror_files.insert(name.clone(), dest);
-                        r
-                    }
-                };
-                if got != m.size {
-                    return Err(short(got));
-                }
-                if sha != m.sha256 {
-                    return Err(refuse(format!(
-                        "{what} hashes to {sha}, the manifest says {}: the file was altered \
-                         or damaged",
-                        m.sha256
-                    )));
-                }
-                if let Part::Object(id) = part
-                    && *id != sha
-                {
-                    return Err(refuse(format!(
-                        "{what} holds content that hashes to {sha}, not to the object id it \
-                         is named by"
-                    )));
-                }
-                if let Part::Bundle(id) = part {
-                    let _ = tx.send((*id, bundle_files[id].clone()));
-                }
-            }
-            match entries.next() {
-                None => Ok(()),
-                Some(Ok(e)) => Err(refuse(format!(
-                    "it holds `{}` after the last member its manifest lists",
-                    String::from_utf8_lossy(&e.path_bytes())
-                ))),
-                Some(Err(e)) => Err(refuse(format!(
-                    "it has unreadable data after its last member: {e}"
-                ))),
-            }
-        })();
+        let result = stage_members(st, entries, manifest, parts, &mut out, &failed, &tx);
         if result.is_err() {
             failed.store(true, Ordering::SeqCst);
         }
         drop(tx);
         result
     });
-    progress.finish();
+    st.progress.finish();
     streamed?;
     let mut bundle_checks = BTreeMap::new();
     let mut bad = Vec::new();
@@ -426,21 +531,33 @@ fn stage(
             Ok(c) => {
                 bundle_checks.insert(id, c);
             }
-            Err(e) => bad.push(e),
+            Err(e) => bad.push(e.to_string()),
         }
     }
     if !bad.is_empty() {
         bad.sort();
-        return Err(refuse(format!(
-            "{} bundle(s) do not match their ids: {}",
-            bad.len(),
-            bad.join("; ")
-        )));
+        return Err(refused(
+            st.file,
+            format!(
+                "{} bundle(s) do not match their ids: {}",
+                bad.len(),
+                bad.join("; ")
+            ),
+        ));
     }
+    Ok((out, bundle_checks))
+}
 
-    // The snapshot, and what it says must be here.
-    let snapshot =
-        Snapshot::parse(&release_bytes).map_err(|e| refuse(format!("{RELEASE}: {e}")))?;
+/// The snapshot, which must hash to its root, be the release the manifest names, and have
+/// the expected root if one is given.
+fn read_snapshot(
+    file: &Path,
+    bytes: &[u8],
+    manifest: &ArchiveManifest,
+    opts: &ImportOptions,
+) -> Result<Snapshot, ArchiveError> {
+    let refuse = |detail: String| refused(file, detail);
+    let snapshot = Snapshot::parse(bytes).map_err(|e| refuse(format!("{RELEASE}: {e}")))?;
     let computed = snapshot.computed_root();
     if computed != snapshot.root {
         return Err(refuse(format!(
@@ -462,9 +579,17 @@ fn stage(
             snapshot.name, snapshot.root
         )));
     }
-    let slice: IndexSlice = serde_json::from_slice(&index_bytes)
-        .map_err(|e| refuse(format!("{INDEX} is not valid: {e}")))?;
+    Ok(snapshot)
+}
 
+/// The release's bundles, each staged and of its instance, and no other.
+fn release_bundles(
+    file: &Path,
+    snapshot: &Snapshot,
+    mut bundle_files: BTreeMap<Sha256Digest, PathBuf>,
+    mut bundle_checks: BTreeMap<Sha256Digest, BundleCheck>,
+) -> Result<BTreeMap<Sha256Digest, (PathBuf, BundleCheck)>, ArchiveError> {
+    let refuse = |detail: String| refused(file, detail);
     let mut bundles = BTreeMap::new();
     for inst in &snapshot.instances {
         let (Some(path), Some(check)) = (
@@ -489,9 +614,17 @@ fn stage(
             "bundle {extra} is in the file but not in the release"
         )));
     }
-    check_slice(&snapshot, &slice, &bundles, &objects).map_err(&refuse)?;
+    Ok(bundles)
+}
 
-    // Each lock's needs must be here, and be what the release lists.
+/// Each lock's needs must be here, and be what the release lists.
+fn check_locks(
+    file: &Path,
+    snapshot: &Snapshot,
+    bundles: &BTreeMap<Sha256Digest, (PathBuf, BundleCheck)>,
+    objects: &BTreeMap<Sha256Digest, (PathBuf, u64)>,
+) -> Result<(), ArchiveError> {
+    let refuse = |detail: String| refused(file, detail);
     for inst in &snapshot.instances {
         let Some((_, check)) = bundles.get(&inst.bundle) else {
             continue;
@@ -530,8 +663,17 @@ fn stage(
             )));
         }
     }
+    Ok(())
+}
 
-    // Git bundles: read into mirrors in staging (git checks each pack), pins checked.
+/// Git bundles: read into mirrors in staging (git checks each pack), pins checked. Returns
+/// each mirror's bundle file and staged mirror.
+fn stage_mirrors(
+    st: &Stager,
+    slice: &IndexSlice,
+    mirror_files: BTreeMap<RepoName, PathBuf>,
+) -> Result<BTreeMap<RepoName, (PathBuf, PathBuf)>, ArchiveError> {
+    let refuse = |detail: String| refused(st.file, detail);
     let mut mirrors = BTreeMap::new();
     let url_of: BTreeMap<&str, &str> = slice
         .mirrors
@@ -540,9 +682,14 @@ fn stage(
         .collect();
     for (name, bundle_file) in mirror_files {
         let url = url_of.get(name.as_str()).copied().filter(|u| !u.is_empty());
-        let (m, _) =
-            mirror::import_bundle(&staging.join("repos"), &bundle_file, &name, url, progress)
-                .map_err(|e| refuse(format!("mirror {name}: {e}")))?;
+        let (m, _) = mirror::import_bundle(
+            &st.staging.join("repos"),
+            &bundle_file,
+            &name,
+            url,
+            st.progress,
+        )
+        .map_err(|e| refuse(format!("mirror {name}: {e}")))?;
         for pin in slice.pins.iter().filter(|p| p.mirror == name.as_str()) {
             let at = m
                 .repo
@@ -558,6 +705,50 @@ fn stage(
         }
         mirrors.insert(name, (bundle_file, m.path.clone()));
     }
+    Ok(mirrors)
+}
+
+fn stage(
+    file: &Path,
+    staging: &Path,
+    opts: &ImportOptions,
+    progress: &dyn Progress,
+) -> Result<Staged, ArchiveError> {
+    let refuse = |detail: String| refused(file, detail);
+    let f = File::open(file).map_err(io_err(file))?;
+    let bytes = f.metadata().map_err(io_err(file))?.len();
+    let mut archive = tar::Archive::new(BufReader::with_capacity(1 << 20, f));
+    let mut entries = archive
+        .entries()
+        .map_err(|e| refuse(format!("it is not a tar archive: {e}")))?;
+
+    // The manifest, first.
+    let (manifest, parts) = read_manifest(file, &mut entries)?;
+    for dir in ["bundles", "objects", "mirrors", "repos"] {
+        let d = staging.join(dir);
+        fs::create_dir_all(&d).map_err(io_err(&d))?;
+    }
+    let total: u64 = manifest.members.iter().map(|m| m.size).sum();
+    progress.start("importing", Some(total));
+
+    // Each member in turn, streamed to staging and hashed; bundles are hashed whole by
+    // workers while the next members arrive.
+    let st = Stager {
+        file,
+        staging,
+        progress,
+    };
+    let (staged, bundle_checks) = stage_and_check(&st, &mut entries, &manifest, &parts)?;
+
+    // The snapshot, and what it says must be here.
+    let snapshot = read_snapshot(file, &staged.release, &manifest, opts)?;
+    let slice: IndexSlice = serde_json::from_slice(&staged.index)
+        .map_err(|e| refuse(format!("{INDEX} is not valid: {e}")))?;
+    let bundles = release_bundles(file, &snapshot, staged.bundles, bundle_checks)?;
+    let objects = staged.objects;
+    check_slice(&snapshot, &slice, &bundles, &objects).map_err(|e| refuse(e.to_string()))?;
+    check_locks(file, &snapshot, &bundles, &objects)?;
+    let mirrors = stage_mirrors(&st, &slice, staged.mirrors)?;
     Ok(Staged {
         snapshot,
         slice,
@@ -568,61 +759,55 @@ fn stage(
     })
 }
 
-/// The index slice must describe exactly the release's bundles, instances and objects.
-fn check_slice(
+/// The slice's objects: exactly those in the file, each once, sizes as staged.
+fn check_slice_objects(
     snapshot: &Snapshot,
     slice: &IndexSlice,
-    bundles: &BTreeMap<Sha256Digest, (PathBuf, BundleCheck)>,
     objects: &BTreeMap<Sha256Digest, (PathBuf, u64)>,
-) -> Result<(), String> {
-    let ids: BTreeSet<&str> = snapshot
-        .instances
-        .iter()
-        .map(|i| i.instance_id.as_str())
-        .collect();
-    // Objects: exactly those in the file, each once, sizes as staged.
+) -> Result<(), SliceMismatch> {
     let listed: BTreeMap<Sha256Digest, u64> =
         slice.objects.iter().map(|o| (o.id, o.size)).collect();
     if listed.len() != slice.objects.len() {
-        return Err(format!("{INDEX} lists an object twice"));
+        return Err(SliceMismatch::ObjectTwice);
     }
     for (id, (_, size)) in objects {
         match listed.get(id) {
             Some(s) if s == size => {}
             Some(s) => {
-                return Err(format!(
-                    "{INDEX} says object {id} is {s} bytes; it is {size}"
-                ));
+                return Err(SliceMismatch::ObjectSize {
+                    id: *id,
+                    listed: *s,
+                    size: *size,
+                });
             }
-            None => return Err(format!("{INDEX} does not list object {id}")),
+            None => return Err(SliceMismatch::ObjectUnlisted(*id)),
         }
     }
     if let Some(id) = listed.keys().find(|id| !objects.contains_key(id)) {
-        return Err(format!(
-            "{INDEX} lists object {id}, which the file does not hold"
-        ));
+        return Err(SliceMismatch::ObjectMissing(*id));
     }
     for o in snapshot.objects() {
         if !objects.contains_key(&o) {
-            return Err(format!(
-                "object {o}, which the release lists, is not in the file"
-            ));
+            return Err(SliceMismatch::ReleaseObjectMissing(o));
         }
     }
-    // Bundles: one row per release bundle, as the bundle itself says.
+    Ok(())
+}
+
+/// The slice's bundles: one row per release bundle, as the bundle itself says.
+fn check_slice_bundles(
+    slice: &IndexSlice,
+    bundles: &BTreeMap<Sha256Digest, (PathBuf, BundleCheck)>,
+) -> Result<(), SliceMismatch> {
     if slice.bundles.len() != bundles.len() {
-        return Err(format!(
-            "{INDEX} lists {} bundle(s), the release has {}",
-            slice.bundles.len(),
-            bundles.len()
-        ));
+        return Err(SliceMismatch::BundleCount {
+            listed: slice.bundles.len(),
+            release: bundles.len(),
+        });
     }
     for b in &slice.bundles {
         let Some((_, c)) = bundles.get(&b.id) else {
-            return Err(format!(
-                "{INDEX} lists bundle {}, which is not in the release",
-                b.id
-            ));
+            return Err(SliceMismatch::BundleNotInRelease(b.id));
         };
         let codebase_files = c.manifest.codebase_members().count() as u64;
         let ok = b.instance_id == c.manifest.instance_id
@@ -633,86 +818,121 @@ fn check_slice(
             && b.member_count == c.manifest.members.len() as u64 + 1
             && b.codebase_files == codebase_files;
         if !ok {
-            return Err(format!(
-                "{INDEX}'s row of bundle {} does not match the bundle",
-                b.id
-            ));
+            return Err(SliceMismatch::BundleRow(b.id));
         }
     }
+    Ok(())
+}
+
+/// The index slice must describe exactly the release's bundles, instances and objects.
+fn check_slice(
+    snapshot: &Snapshot,
+    slice: &IndexSlice,
+    bundles: &BTreeMap<Sha256Digest, (PathBuf, BundleCheck)>,
+    objects: &BTreeMap<Sha256Digest, (PathBuf, u64)>,
+) -> Result<(), SliceMismatch> {
+    let ids: BTreeSet<&str> = snapshot
+        .instances
+        .iter()
+        .map(|i| i.instance_id.as_str())
+        .collect();
+    check_slice_objects(snapshot, slice, objects)?;
+    check_slice_bundles(slice, bundles)?;
     // Instances: each release instance once, as its bundle's instance.json holds it.
     let mut seen = BTreeSet::new();
     for v in &slice.instances {
-        let inst = Instance::from_value(v.clone())
-            .map_err(|e| format!("{INDEX} holds an instance that is not valid: {e}"))?;
+        let inst = Instance::from_value(v.clone()).map_err(SliceMismatch::BadInstance)?;
         let Some(ri) = snapshot
             .instances
             .iter()
             .find(|i| i.instance_id == inst.instance_id)
         else {
-            return Err(format!(
-                "{INDEX} holds instance {}, which is not in the release",
-                inst.instance_id
-            ));
+            return Err(SliceMismatch::InstanceNotInRelease(inst.instance_id));
         };
         if !seen.insert(inst.instance_id.clone()) {
-            return Err(format!("{INDEX} holds instance {} twice", inst.instance_id));
+            return Err(SliceMismatch::InstanceTwice(inst.instance_id));
         }
         let want = bundles
             .get(&ri.bundle)
             .and_then(|(_, c)| c.manifest.member("instance.json"))
             .map(|m| m.sha256);
         if want != Some(Sha256Digest::of(&inst.to_canonical_json())) {
-            return Err(format!(
-                "{INDEX}'s instance {} is not the one its bundle holds",
-                inst.instance_id
-            ));
+            return Err(SliceMismatch::InstanceDiffers(inst.instance_id));
         }
     }
     if seen.len() != ids.len() {
-        return Err(format!(
-            "{INDEX} holds {} of the release's {} instances",
-            seen.len(),
-            ids.len()
-        ));
+        return Err(SliceMismatch::InstanceCount {
+            held: seen.len(),
+            release: ids.len(),
+        });
     }
     // Locks and validations name objects in the file and instances of the release.
     for l in &slice.locks {
         if !objects.contains_key(&l.id) {
-            return Err(format!(
-                "{INDEX} lists lock {}, whose file is not in the archive file",
-                l.id
-            ));
+            return Err(SliceMismatch::LockMissing(l.id));
         }
     }
     for v in &slice.validations {
         if !ids.contains(v.instance_id.as_str()) {
-            return Err(format!(
-                "{INDEX} holds a validation of {}, which is not in the release",
-                v.instance_id
-            ));
+            return Err(SliceMismatch::ValidationNotInRelease(v.instance_id.clone()));
         }
         for o in [Some(v.results), v.log_pre, v.log_post]
             .into_iter()
             .flatten()
         {
             if !objects.contains_key(&o) {
-                return Err(format!(
-                    "the validation of {} names object {o}, which the file does not hold",
-                    v.instance_id
-                ));
+                return Err(SliceMismatch::ValidationObjectMissing {
+                    instance: v.instance_id.clone(),
+                    object: o,
+                });
             }
         }
     }
     let mirrors: BTreeSet<&str> = slice.mirrors.iter().map(|m| m.name.as_str()).collect();
     for p in &slice.pins {
         if !mirrors.contains(p.mirror.as_str()) || !ids.contains(p.instance_id.as_str()) {
-            return Err(format!(
-                "{INDEX} holds pin {} of mirror {}, which the file does not carry",
-                p.reference, p.mirror
-            ));
+            return Err(SliceMismatch::PinNotCarried {
+                reference: p.reference.clone(),
+                mirror: p.mirror.clone(),
+            });
         }
     }
     Ok(())
+}
+
+/// The staged mirrors moved into place (or, where the archive has the mirror, the git bundle
+/// fetched into it); `dirs` gets the folders to sync. Returns their index rows.
+fn install_mirrors(
+    ark: &Ark,
+    staged: &Staged,
+    dirs: &mut BTreeSet<PathBuf>,
+    progress: &dyn Progress,
+) -> Result<Vec<ImportedMirror>, ArchiveError> {
+    let mut mirror_rows = Vec::new();
+    let mirrors_dir = ark.mirrors_dir();
+    for (name, (bundle_file, staged_repo)) in &staged.mirrors {
+        let dest = Mirror::dir(&mirrors_dir, name);
+        if dest.exists() {
+            mirror::import_bundle(&mirrors_dir, bundle_file, name, None, progress)?;
+        } else {
+            fs::create_dir_all(&mirrors_dir).map_err(io_err(&mirrors_dir))?;
+            fs::rename(staged_repo, &dest).map_err(io_err(&dest))?;
+            dirs.insert(mirrors_dir.clone());
+        }
+        let m = Mirror::open(&mirrors_dir, name)?;
+        let refs = mirror::upstream_refs(&m.repo).map_err(|source| MirrorError::Git {
+            name: name.to_string(),
+            source,
+        })?;
+        mirror_rows.push(ImportedMirror {
+            name: name.to_string(),
+            url: m.url(),
+            refs_sha256: mirror::refs_hash(&refs),
+            refs,
+            size: mirror::disk_size(&m.path),
+        });
+    }
+    Ok(mirror_rows)
 }
 
 /// Moves what was staged into the archive and records it, in one transaction.
@@ -766,30 +986,7 @@ fn install(
         stored_rows.push((row, sketch.sketch.clone()));
         pending.push(sketch);
     }
-    let mut mirror_rows = Vec::new();
-    let mirrors_dir = ark.mirrors_dir();
-    for (name, (bundle_file, staged_repo)) in &staged.mirrors {
-        let dest = Mirror::dir(&mirrors_dir, name);
-        if dest.exists() {
-            mirror::import_bundle(&mirrors_dir, bundle_file, name, None, progress)?;
-        } else {
-            fs::create_dir_all(&mirrors_dir).map_err(io_err(&mirrors_dir))?;
-            fs::rename(staged_repo, &dest).map_err(io_err(&dest))?;
-            dirs.insert(mirrors_dir.clone());
-        }
-        let m = Mirror::open(&mirrors_dir, name)?;
-        let refs = mirror::upstream_refs(&m.repo).map_err(|source| MirrorError::Git {
-            name: name.to_string(),
-            source,
-        })?;
-        mirror_rows.push(ImportedMirror {
-            name: name.to_string(),
-            url: m.url(),
-            refs_sha256: mirror::refs_hash(&refs),
-            refs,
-            size: mirror::disk_size(&m.path),
-        });
-    }
+    let mirror_rows = install_mirrors(&ark, &staged, &mut dirs, progress)?;
     for d in &dirs {
         if d.is_dir() {
             fsutil::sync_dir(d).map_err(io_err(d))?;

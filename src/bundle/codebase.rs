@@ -251,9 +251,9 @@ impl Codebase {
             })
             .collect::<Result<Vec<_>, BundleError>>()?;
         progress.finish();
-        Codebase::from_entries(entries, Vec::new()).map_err(|reason| BundleError::BadInput {
+        Codebase::from_entries(entries, Vec::new()).map_err(|e| BundleError::BadInput {
             path: dir.to_path_buf(),
-            reason,
+            reason: e.to_string(),
         })
     }
 
@@ -261,7 +261,7 @@ impl Codebase {
     pub fn from_entries(
         mut entries: Vec<CodebaseEntry>,
         mut gitlinks: Vec<Gitlink>,
-    ) -> Result<Codebase, String> {
+    ) -> Result<Codebase, gittree::TreeError> {
         entries.sort_by(|a, b| a.path.cmp(&b.path));
         gitlinks.sort_by(|a, b| a.path.cmp(&b.path));
         let tree = gittree::tree_id(

@@ -8,6 +8,15 @@ use serde::{Deserialize, Serialize};
 
 use crate::logparse::StatusMap;
 
+/// Why `expected.json` cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ExpectedError {
+    #[error("{0}")]
+    Json(#[from] serde_json::Error),
+    #[error("it is not in canonical form (keys sorted, two-space indent, a final newline)")]
+    NotCanonical,
+}
+
 /// The largest `expected.json` a reader accepts.
 pub const MAX_MEMBER_SIZE: u64 = 256 << 20;
 
@@ -59,14 +68,10 @@ impl Expected {
 
     /// Reads `expected.json`, which must be in canonical form (the same record never makes
     /// two bundle ids).
-    pub fn from_bytes(bytes: &[u8]) -> Result<Expected, String> {
-        let e: Expected = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    pub fn from_bytes(bytes: &[u8]) -> Result<Expected, ExpectedError> {
+        let e: Expected = serde_json::from_slice(bytes)?;
         if e.to_bytes() != bytes {
-            return Err(
-                "it is not in canonical form (keys sorted, two-space indent, a final \
-                        newline)"
-                    .into(),
-            );
+            return Err(ExpectedError::NotCanonical);
         }
         Ok(e)
     }

@@ -13,12 +13,21 @@ enum Node<'a> {
     Tree(BTreeMap<&'a [u8], Node<'a>>),
 }
 
+/// Why a set of paths makes no git tree.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TreeError {
+    #[error("`{0}` appears twice or is also a directory")]
+    Twice(String),
+    #[error("`{0}` is inside a path that is a file")]
+    UnderFile(String),
+}
+
 /// The tree id of `entries` (path relative to the tree root, git mode such as `100644` or
 /// [`GITLINK_MODE`], object id). Fails, naming the path, when one path is both a file and a
 /// directory, or appears twice.
 pub fn tree_id<'a>(
     entries: impl IntoIterator<Item = (&'a [u8], &'static str, GitOid)>,
-) -> Result<GitOid, String> {
+) -> Result<GitOid, TreeError> {
     let mut root: BTreeMap<&[u8], Node> = BTreeMap::new();
     for (path, mode, oid) in entries {
         let mut dir = &mut root;
@@ -26,10 +35,7 @@ pub fn tree_id<'a>(
         while let Some(comp) = comps.next() {
             if comps.peek().is_none() {
                 if dir.insert(comp, Node::Blob(mode, oid)).is_some() {
-                    return Err(format!(
-                        "`{}` appears twice or is also a directory",
-                        String::from_utf8_lossy(path)
-                    ));
+                    return Err(TreeError::Twice(String::from_utf8_lossy(path).into_owned()));
                 }
             } else {
                 let node = dir
@@ -38,9 +44,8 @@ pub fn tree_id<'a>(
                 match node {
                     Node::Tree(sub) => dir = sub,
                     Node::Blob(..) => {
-                        return Err(format!(
-                            "`{}` is inside a path that is a file",
-                            String::from_utf8_lossy(path)
+                        return Err(TreeError::UnderFile(
+                            String::from_utf8_lossy(path).into_owned(),
                         ));
                     }
                 }

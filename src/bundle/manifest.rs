@@ -62,14 +62,34 @@ struct RawMember {
     sha256: Sha256Digest,
 }
 
-fn decode_path(path: Option<String>, path_hex: Option<String>) -> Result<Vec<u8>, String> {
+/// Why an entry's path in bundle.json cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum EntryPathError {
+    #[error("bad path_hex `{hex}`: {source}")]
+    BadHex {
+        hex: String,
+        #[source]
+        source: hex::FromHexError,
+    },
+    #[error("an entry needs exactly one of `path` and `path_hex`")]
+    NotOne,
+    #[error("path `{path}`: {reason}")]
+    Invalid { path: String, reason: &'static str },
+}
+
+fn decode_path(path: Option<String>, path_hex: Option<String>) -> Result<Vec<u8>, EntryPathError> {
     let path = match (path, path_hex) {
         (Some(p), None) => p.into_bytes(),
-        (None, Some(h)) => hex::decode(&h).map_err(|e| format!("bad path_hex `{h}`: {e}"))?,
-        _ => return Err("an entry needs exactly one of `path` and `path_hex`".into()),
+        (None, Some(h)) => {
+            hex::decode(&h).map_err(|source| EntryPathError::BadHex { hex: h, source })?
+        }
+        _ => return Err(EntryPathError::NotOne),
     };
     if let Some(reason) = path::invalid_reason(&path) {
-        return Err(format!("path `{}`: {reason}", path::display(&path)));
+        return Err(EntryPathError::Invalid {
+            path: path::display(&path),
+            reason,
+        });
     }
     Ok(path)
 }
@@ -82,8 +102,8 @@ fn encode_path(path: Vec<u8>) -> (Option<String>, Option<String>) {
 }
 
 impl TryFrom<RawMember> for ManifestMember {
-    type Error = String;
-    fn try_from(raw: RawMember) -> Result<Self, String> {
+    type Error = EntryPathError;
+    fn try_from(raw: RawMember) -> Result<Self, EntryPathError> {
         Ok(ManifestMember {
             path: decode_path(raw.path, raw.path_hex)?,
             kind: raw.kind,
@@ -127,8 +147,8 @@ struct RawGitlink {
 }
 
 impl TryFrom<RawGitlink> for Gitlink {
-    type Error = String;
-    fn try_from(raw: RawGitlink) -> Result<Self, String> {
+    type Error = EntryPathError;
+    fn try_from(raw: RawGitlink) -> Result<Self, EntryPathError> {
         Ok(Gitlink {
             path: decode_path(raw.path, raw.path_hex)?,
             commit: raw.commit,

@@ -44,6 +44,90 @@ pub fn tar_id(source: &dyn BundleSource) -> Result<(Sha256Digest, u64), BundleEr
     Ok((id, size))
 }
 
+/// The first member, which must be a `bundle.json` of a format and version this swe-ark reads.
+fn read_manifest_member(
+    path: &Path,
+    name: &str,
+    size: u64,
+    entry: &mut impl Read,
+) -> Result<Manifest, BundleError> {
+    let not_a_bundle = |detail: String| BundleError::NotABundle {
+        path: path.to_path_buf(),
+        detail,
+    };
+    if name != MANIFEST {
+        return Err(not_a_bundle(format!(
+            "its first member is `{name}`, not {MANIFEST}"
+        )));
+    }
+    if size > MAX_FIXED_MEMBER {
+        return Err(not_a_bundle(format!("{MANIFEST} is {size} bytes")));
+    }
+    let mut bytes = Vec::with_capacity(size as usize);
+    entry
+        .read_to_end(&mut bytes)
+        .map_err(|e| tar_err(path, &e))?;
+    let parsed: Manifest =
+        serde_json::from_slice(&bytes).map_err(|e| BundleError::BadManifest {
+            path: path.to_path_buf(),
+            detail: e.to_string(),
+        })?;
+    if parsed.format != FORMAT {
+        return Err(not_a_bundle(format!("format is `{}`", parsed.format)));
+    }
+    if !SUPPORTED_VERSIONS.contains(&parsed.version) {
+        return Err(BundleError::UnsupportedVersion {
+            path: path.to_path_buf(),
+            found: parsed.version.into(),
+        });
+    }
+    if let Some(detail) = parsed.version_mismatch() {
+        return Err(BundleError::BadManifest {
+            path: path.to_path_buf(),
+            detail,
+        });
+    }
+    Ok(parsed)
+}
+
+/// A fixed member's content, checked against its listing in `bundle.json` (and, for a
+/// record, its own rules).
+fn read_fixed_member(
+    path: &Path,
+    m: &Manifest,
+    name: &str,
+    size: u64,
+    entry: &mut impl Read,
+) -> Result<Vec<u8>, BundleError> {
+    let refuse = |reason: String| BundleError::Refused {
+        path: path.to_path_buf(),
+        member: name.to_string(),
+        reason,
+    };
+    let Some(listed) = m.member(name) else {
+        return Err(refuse("bundle.json does not list it".into()));
+    };
+    if size != listed.size || size > MAX_FIXED_MEMBER {
+        return Err(refuse(format!(
+            "{size} bytes, bundle.json says {}",
+            listed.size
+        )));
+    }
+    let mut bytes = Vec::with_capacity(size as usize);
+    entry
+        .read_to_end(&mut bytes)
+        .map_err(|e| tar_err(path, &e))?;
+    let actual = Sha256Digest::of(&bytes);
+    if actual != listed.sha256 {
+        return Err(refuse(format!(
+            "its content hashes to {actual}, bundle.json says {}",
+            listed.sha256
+        )));
+    }
+    super::read::check_record(name.as_bytes(), &bytes).map_err(|e| refuse(e.to_string()))?;
+    Ok(bytes)
+}
+
 /// Reads a bundle once: `bundle.json`, every member outside `codebase/` (each
 /// checked against its size and sha256 in `bundle.json`), and the id of the whole stream,
 /// which must be `expected` when given.
@@ -66,70 +150,13 @@ pub fn read_fixed_members(
             let name = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
             let size = entry.header().size().map_err(|e| tar_err(path, &e))?;
             let Some(m) = &manifest else {
-                if name != MANIFEST {
-                    return Err(not_a_bundle(format!(
-                        "its first member is `{name}`, not {MANIFEST}"
-                    )));
-                }
-                if size > MAX_FIXED_MEMBER {
-                    return Err(not_a_bundle(format!("{MANIFEST} is {size} bytes")));
-                }
-                let mut bytes = Vec::with_capacity(size as usize);
-                entry
-                    .read_to_end(&mut bytes)
-                    .map_err(|e| tar_err(path, &e))?;
-                let parsed: Manifest =
-                    serde_json::from_slice(&bytes).map_err(|e| BundleError::BadManifest {
-                        path: path.to_path_buf(),
-                        detail: e.to_string(),
-                    })?;
-                if parsed.format != FORMAT {
-                    return Err(not_a_bundle(format!("format is `{}`", parsed.format)));
-                }
-                if !SUPPORTED_VERSIONS.contains(&parsed.version) {
-                    return Err(BundleError::UnsupportedVersion {
-                        path: path.to_path_buf(),
-                        found: parsed.version.into(),
-                    });
-                }
-                if let Some(detail) = parsed.version_mismatch() {
-                    return Err(BundleError::BadManifest {
-                        path: path.to_path_buf(),
-                        detail,
-                    });
-                }
-                manifest = Some(parsed);
+                manifest = Some(read_manifest_member(path, &name, size, &mut entry)?);
                 continue;
             };
             if !FIXED_MEMBERS.contains(&name.as_str()) {
                 continue;
             }
-            let refuse = |reason: String| BundleError::Refused {
-                path: path.to_path_buf(),
-                member: name.clone(),
-                reason,
-            };
-            let Some(listed) = m.member(&name) else {
-                return Err(refuse("bundle.json does not list it".into()));
-            };
-            if size != listed.size || size > MAX_FIXED_MEMBER {
-                return Err(refuse(format!(
-                    "{size} bytes, bundle.json says {}",
-                    listed.size
-                )));
-            }
-            let mut bytes = Vec::with_capacity(size as usize);
-            entry
-                .read_to_end(&mut bytes)
-                .map_err(|e| tar_err(path, &e))?;
-            let actual = Sha256Digest::of(&bytes);
-            if actual != listed.sha256 {
-                return Err(refuse(format!(
-                    "its content hashes to {actual}, bundle.json says {}",
-                    listed.sha256
-                )));
-            }
-            super::read::check_record(name.as_bytes(), &bytes).map_err(refuse)?;
+            let bytes = read_fixed_member(path, m, &name, size, &mut entry)?;
             files.insert(name, bytes);
         }
     }

@@ -18,9 +18,9 @@ mod tarfmt;
 
 pub use codebase::{Codebase, CodebaseEntry, EntrySource};
 pub use error::{BundleError, Problem};
-pub use expected::Expected;
-pub use gittree::{GITLINK_MODE, tree_id};
-pub use manifest::{Gitlink, Manifest, ManifestMember, MemberKind};
+pub use expected::{Expected, ExpectedError};
+pub use gittree::{GITLINK_MODE, TreeError, tree_id};
+pub use manifest::{EntryPathError, Gitlink, Manifest, ManifestMember, MemberKind};
 pub use members::{FixedMembers, read_fixed_members, tar_id};
 pub use pack::{
     PackInputs, PackOptions, PackPlan, PackedBundle, PlannedMember, ValidationRecord, pack_to_dir,

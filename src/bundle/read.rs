@@ -77,15 +77,15 @@ type PaxNames = (Option<Vec<u8>>, Option<Vec<u8>>);
 
 /// The records of a pax extended header, each `<len> <key>=<value>\n` where `<len>` counts
 /// the whole record. Split by length, not at newlines: a value may hold a newline.
-fn pax_records(mut data: &[u8]) -> Result<Vec<PaxRecord<'_>>, String> {
+/// A pax record that does not read as `<len> <key>=<value>\n` (its first 40 bytes).
+#[derive(Debug, thiserror::Error)]
+#[error("malformed record `{0}`")]
+struct MalformedPax(String);
+
+fn pax_records(mut data: &[u8]) -> Result<Vec<PaxRecord<'_>>, MalformedPax> {
     let mut records = Vec::new();
     while !data.is_empty() {
-        let bad = || {
-            format!(
-                "malformed record `{}`",
-                path::display(&data[..data.len().min(40)])
-            )
-        };
+        let bad = || MalformedPax(path::display(&data[..data.len().min(40)]));
         let space = data.iter().position(|&b| b == b' ').ok_or_else(bad)?;
         let len: usize = std::str::from_utf8(&data[..space])
             .ok()
@@ -102,10 +102,21 @@ fn pax_records(mut data: &[u8]) -> Result<Vec<PaxRecord<'_>>, String> {
     Ok(records)
 }
 
+/// What reading a member found.
+struct MemberContent {
+    sha256: Sha256Digest,
+    /// Its git blob id (zero for a regular file outside the codebase).
+    blob: GitOid,
+    len: u64,
+    kind: MemberKind,
+    /// Its content, when it is a record checked once its hash is known.
+    record: Option<Vec<u8>>,
+}
+
 /// A tar entry with its path and link target (from its pax header, if it has one).
 type Member<'a, R> = (tar::Entry<'a, R>, Vec<u8>, Option<Vec<u8>>);
 
-type Chunk = Result<Vec<u8>, String>;
+type Chunk = Result<Vec<u8>, io::Error>;
 
 /// The decoded tar stream, as it arrives from the decoding thread.
 struct Pipe {
@@ -123,7 +134,8 @@ impl Read for Pipe {
                     self.cur = chunk;
                     self.pos = 0;
                 }
-                Ok(Err(msg)) => {
+                Ok(Err(e)) => {
+                    let msg = e.to_string();
                     *self.zstd_error.borrow_mut() = Some(msg.clone());
                     return Err(io::Error::other(msg));
                 }
@@ -152,7 +164,7 @@ fn pump(mut reader: Box<dyn Read + Send + '_>, tx: SyncSender<Chunk>) -> (Sha256
                 Ok(n) => filled += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
-                    let _ = tx.send(Err(e.to_string()));
+                    let _ = tx.send(Err(e));
                     return (hasher.finish(), len);
                 }
             }
@@ -672,154 +684,220 @@ impl Scanner<'_> {
             let etype = entry.header().entry_type();
             let kind = self.check_entry(&name, etype, link.as_deref(), &seen)?;
             let size = entry.size();
-            if kind == MemberKind::Symlink && size != 0 {
-                return Err(self.refuse(&name, "a symlink entry that carries data"));
-            }
-            if seen.kinds.len() as u64 >= self.limits.max_members {
-                return Err(self.refuse(
-                    &name,
-                    format!("the bundle has over {} members", self.limits.max_members),
-                ));
-            }
-            if size > self.limits.max_member_size {
-                return Err(self.refuse(
-                    &name,
-                    format!(
-                        "{size} bytes is over the member size limit of {}",
-                        self.limits.max_member_size
-                    ),
-                ));
-            }
-            if let Some(limit) = record_limit(&name)
-                && size > limit
-            {
-                return Err(self.refuse(
-                    &name,
-                    format!(
-                        "{size} bytes is over the limit of {limit} for {}",
-                        path::display(&name)
-                    ),
-                ));
-            }
-            seen.total += size;
-            if seen.total > self.limits.max_total_size {
-                return Err(self.refuse(
-                    &name,
-                    format!(
-                        "the bundle expands past the total size limit of {} bytes",
-                        self.limits.max_total_size
-                    ),
-                ));
-            }
+            self.check_member_size(&name, kind, size, &mut seen)?;
             let in_codebase = name.starts_with(CODEBASE_DIR.as_bytes());
-            let mut record_content: Option<Vec<u8>> = None;
-            let (sha256, blob, content_len, kind) = if kind == MemberKind::Symlink {
+            let content = if kind == MemberKind::Symlink {
                 let target = link.unwrap_or_default();
                 self.write_symlink(&name, &target, &mut seen)?;
                 self.collect(&name, kind, &target)?;
                 let mut b = GitBlobHasher::new(target.len() as u64);
                 b.update(&target);
-                (
-                    Sha256Digest::of(&target),
-                    b.finish(),
-                    target.len() as u64,
+                MemberContent {
+                    sha256: Sha256Digest::of(&target),
+                    blob: b.finish(),
+                    len: target.len() as u64,
                     kind,
-                )
+                    record: None,
+                }
             } else {
-                let kind = if entry.header().mode().unwrap_or(0o644) & 0o100 != 0 {
-                    MemberKind::Executable
-                } else {
-                    MemberKind::File
-                };
-                let mut out = self.create_file(&name, kind, &mut seen)?;
-                let mut sha = Sha256Hasher::new();
-                let mut blob = in_codebase.then(|| GitBlobHasher::new(size));
-                // vcs.json and expected.json are read by every reader, to be checked below.
-                let is_record = record_limit(&name).is_some();
-                let mut collected = (matches!(self.sink, Sink::Collect(_)) || is_record)
-                    .then(|| Vec::with_capacity(size as usize));
-                let mut n_total = 0u64;
-                loop {
-                    let n = match entry.read(&mut buf) {
-                        Ok(0) => break,
-                        Ok(n) => n,
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                        Err(e) => return Err(self.classify(e, zstd_error)),
-                    };
-                    sha.update(&buf[..n]);
-                    if let Some(b) = blob.as_mut() {
-                        b.update(&buf[..n]);
-                    }
-                    if let Some((f, p)) = out.as_mut() {
-                        f.write_all(&buf[..n])
-                            .map_err(|e| BundleError::io(&*p, e))?;
-                    }
-                    if let Some(c) = collected.as_mut() {
-                        c.extend_from_slice(&buf[..n]);
-                    }
-                    n_total += n as u64;
-                }
-                if let Some(c) = collected {
-                    if is_record {
-                        record_content = Some(c.clone());
-                    }
-                    self.collect(&name, kind, &c)?;
-                }
-                if n_total != size {
-                    return Err(BundleError::Tar {
-                        path: self.bundle.to_path_buf(),
-                        detail: format!(
-                            "member `{}` is truncated ({n_total} of {size} bytes)",
-                            path::display(&name)
-                        ),
-                    });
-                }
-                (
-                    sha.finish(),
-                    blob.map_or(GitOid([0; 20]), |b| b.finish()),
-                    n_total,
-                    kind,
-                )
+                self.read_file_member(
+                    &mut entry,
+                    &name,
+                    in_codebase,
+                    &mut seen,
+                    &mut buf,
+                    zstd_error,
+                )?
             };
-            seen.kinds.insert(name.clone(), kind);
+            seen.kinds.insert(name.clone(), content.kind);
             if in_codebase {
-                seen.codebase
-                    .push((name[CODEBASE_DIR.len()..].to_vec(), kind, blob));
+                seen.codebase.push((
+                    name[CODEBASE_DIR.len()..].to_vec(),
+                    content.kind,
+                    content.blob,
+                ));
             }
-            match listed.get(&name[..]) {
-                None => self.problem(&name, "the member is not listed in bundle.json"),
-                Some(m) => {
-                    if m.kind != kind {
-                        self.problem(
-                            &name,
-                            format!("it is a {kind:?} but bundle.json lists a {:?}", m.kind),
-                        );
-                    }
-                    if m.sha256 == sha256
-                        && m.size == content_len
-                        && let Some(bytes) = record_content.take()
-                    {
-                        // Its hash is right: what it says must make sense.
-                        check_record(&name, &bytes).map_err(|e| self.refuse(&name, e))?;
-                    }
-                    if m.sha256 != sha256 || m.size != content_len {
-                        self.problem(
-                            &name,
-                            format!(
-                                "content does not match bundle.json (sha256 {sha256}, {content_len} bytes; \
-                                 expected {}, {} bytes)",
-                                m.sha256, m.size
-                            ),
-                        );
-                    }
-                }
-            }
+            self.check_listed(&listed, &name, content)?;
         }
         for m in &manifest.members {
             if !seen.kinds.contains_key(&m.path) {
                 self.problem(&m.path, "listed in bundle.json but missing from the bundle");
             }
         }
+        self.check_codebase_tree(&manifest, &seen)?;
+        self.check_trailing(archive.into_inner(), &mut buf, zstd_error)?;
+        Ok(manifest)
+    }
+
+    /// A member's size against the limits (a symlink carries none), counted in the total.
+    fn check_member_size(
+        &self,
+        name: &[u8],
+        kind: MemberKind,
+        size: u64,
+        seen: &mut Seen,
+    ) -> Result<(), BundleError> {
+        if kind == MemberKind::Symlink && size != 0 {
+            return Err(self.refuse(name, "a symlink entry that carries data"));
+        }
+        if seen.kinds.len() as u64 >= self.limits.max_members {
+            return Err(self.refuse(
+                name,
+                format!("the bundle has over {} members", self.limits.max_members),
+            ));
+        }
+        if size > self.limits.max_member_size {
+            return Err(self.refuse(
+                name,
+                format!(
+                    "{size} bytes is over the member size limit of {}",
+                    self.limits.max_member_size
+                ),
+            ));
+        }
+        if let Some(limit) = record_limit(name)
+            && size > limit
+        {
+            return Err(self.refuse(
+                name,
+                format!(
+                    "{size} bytes is over the limit of {limit} for {}",
+                    path::display(name)
+                ),
+            ));
+        }
+        seen.total += size;
+        if seen.total > self.limits.max_total_size {
+            return Err(self.refuse(
+                name,
+                format!(
+                    "the bundle expands past the total size limit of {} bytes",
+                    self.limits.max_total_size
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A regular file member's content, read once: hashed, written or collected as the sink
+    /// wants, and kept when it is a record checked below (vcs.json, expected.json).
+    fn read_file_member(
+        &mut self,
+        entry: &mut tar::Entry<Pipe>,
+        name: &[u8],
+        in_codebase: bool,
+        seen: &mut Seen,
+        buf: &mut [u8],
+        zstd_error: &Rc<RefCell<Option<String>>>,
+    ) -> Result<MemberContent, BundleError> {
+        let size = entry.size();
+        let kind = if entry.header().mode().unwrap_or(0o644) & 0o100 != 0 {
+            MemberKind::Executable
+        } else {
+            MemberKind::File
+        };
+        let mut out = self.create_file(name, kind, seen)?;
+        let mut sha = Sha256Hasher::new();
+        let mut blob = in_codebase.then(|| GitBlobHasher::new(size));
+        // vcs.json and expected.json are read by every reader, to be checked below.
+        let is_record = record_limit(name).is_some();
+        let mut collected = (matches!(self.sink, Sink::Collect(_)) || is_record)
+            .then(|| Vec::with_capacity(size as usize));
+        let mut n_total = 0u64;
+        let mut record = None;
+        loop {
+            let n = match entry.read(buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(self.classify(e, zstd_error)),
+            };
+            sha.update(&buf[..n]);
+            if let Some(b) = blob.as_mut() {
+                b.update(&buf[..n]);
+            }
+            if let Some((f, p)) = out.as_mut() {
+                f.write_all(&buf[..n])
+                    .map_err(|e| BundleError::io(&*p, e))?;
+            }
+            if let Some(c) = collected.as_mut() {
+                c.extend_from_slice(&buf[..n]);
+            }
+            n_total += n as u64;
+        }
+        if let Some(c) = collected {
+            if is_record {
+                record = Some(c.clone());
+            }
+            self.collect(name, kind, &c)?;
+        }
+        if n_total != size {
+            return Err(BundleError::Tar {
+                path: self.bundle.to_path_buf(),
+                detail: format!(
+                    "member `{}` is truncated ({n_total} of {size} bytes)",
+                    path::display(name)
+                ),
+            });
+        }
+        Ok(MemberContent {
+            sha256: sha.finish(),
+            blob: blob.map_or(GitOid([0; 20]), |b| b.finish()),
+            len: n_total,
+            kind,
+            record,
+        })
+    }
+
+    /// A member against its listing in bundle.json: its kind and content; a record whose
+    /// content is right must also make sense.
+    fn check_listed(
+        &mut self,
+        listed: &HashMap<&[u8], &ManifestMember>,
+        name: &[u8],
+        content: MemberContent,
+    ) -> Result<(), BundleError> {
+        let MemberContent {
+            sha256,
+            len: content_len,
+            kind,
+            record: mut record_content,
+            ..
+        } = content;
+        match listed.get(name) {
+            None => self.problem(name, "the member is not listed in bundle.json"),
+            Some(m) => {
+                if m.kind != kind {
+                    self.problem(
+                        name,
+                        format!("it is a {kind:?} but bundle.json lists a {:?}", m.kind),
+                    );
+                }
+                if m.sha256 == sha256
+                    && m.size == content_len
+                    && let Some(bytes) = record_content.take()
+                {
+                    // Its hash is right: what it says must make sense.
+                    check_record(name, &bytes).map_err(|e| self.refuse(name, e.to_string()))?;
+                }
+                if m.sha256 != sha256 || m.size != content_len {
+                    self.problem(
+                        name,
+                        format!(
+                            "content does not match bundle.json (sha256 {sha256}, {content_len} bytes; \
+                             expected {}, {} bytes)",
+                            m.sha256, m.size
+                        ),
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The codebase's git tree id, from its members and gitlinks, against bundle.json's; each
+    /// submodule unpacked as an empty directory, as `git checkout` leaves it.
+    fn check_codebase_tree(&mut self, manifest: &Manifest, seen: &Seen) -> Result<(), BundleError> {
         let gitlinks = manifest.gitlinks.iter().map(|g| {
             (
                 &g.path[CODEBASE_DIR.len()..],
@@ -841,21 +919,26 @@ impl Scanner<'_> {
                 ),
             ),
             Ok(_) => {}
-            Err(e) => self.problem(b"codebase/", e),
+            Err(e) => self.problem(b"codebase/", e.to_string()),
         }
-        // A submodule unpacks as an empty directory, as `git checkout` leaves it.
         if let Sink::Dir(root) = self.sink {
             for g in &manifest.gitlinks {
                 let dir = Self::target_path(root, &g.path);
                 fs::create_dir_all(&dir).map_err(|e| BundleError::io(&dir, e))?;
             }
         }
-        // Whatever follows the end-of-archive marker must be zero padding.
-        let mut pipe = archive.into_inner();
+        Ok(())
+    }
+
+    /// Whatever follows the end-of-archive marker must be zero padding.
+    fn check_trailing(
+        &mut self,
+        mut pipe: Pipe,
+        buf: &mut [u8],
+        zstd_error: &Rc<RefCell<Option<String>>>,
+    ) -> Result<(), BundleError> {
         loop {
-            let n = pipe
-                .read(&mut buf)
-                .map_err(|e| self.classify(e, zstd_error))?;
+            let n = pipe.read(buf).map_err(|e| self.classify(e, zstd_error))?;
             if n == 0 {
                 break;
             }
@@ -865,7 +948,7 @@ impl Scanner<'_> {
                 break;
             }
         }
-        Ok(manifest)
+        Ok(())
     }
 
     fn collect(
@@ -1177,11 +1260,20 @@ fn record_limit(name: &[u8]) -> Option<u64> {
 }
 
 /// Checks a member that [`record_limit`] names: valid, in canonical form.
-pub(super) fn check_record(name: &[u8], bytes: &[u8]) -> Result<(), String> {
+pub(super) fn check_record(name: &[u8], bytes: &[u8]) -> Result<(), BadRecord> {
     if name == crate::vcs::MEMBER.as_bytes() {
-        crate::vcs::VcsRecord::from_bytes(bytes).map_err(|e| e.to_string())?;
+        crate::vcs::VcsRecord::from_bytes(bytes)?;
     } else if name == super::EXPECTED_MEMBER.as_bytes() {
         super::Expected::from_bytes(bytes)?;
     }
     Ok(())
+}
+
+/// Why a record member (vcs.json, expected.json) is not valid.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum BadRecord {
+    #[error(transparent)]
+    Vcs(#[from] crate::vcs::VcsError),
+    #[error(transparent)]
+    Expected(#[from] super::expected::ExpectedError),
 }

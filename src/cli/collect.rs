@@ -77,9 +77,7 @@ pub fn run(ctx: &Context, args: CollectArgs) -> anyhow::Result<ExitCode> {
             Outcome::Skipped { reason } => Some(reason.as_str()),
             Outcome::Instance { .. } => None,
         };
-        index
-            .record_pull(&repo_name, number, reason, inst)
-            .map_err(|e| e.to_string())
+        index.record_pull(&repo_name, number, reason, inst)
     };
     let report = collect::collect(
         &mut client,

@@ -8,7 +8,8 @@ use serde_json::Value;
 
 use super::github::{GithubClient, GithubError};
 use super::rules;
-use crate::dataset::Instance;
+use crate::dataset::{Instance, InstanceError};
+use crate::store::IndexError;
 
 #[derive(Debug, Clone, Default)]
 pub struct CollectOptions {
@@ -57,17 +58,82 @@ fn parse_bound(s: &str) -> Result<rules::Instant, CollectError> {
     rules::parse_rfc3339(&full).map_err(|e| CollectError::BadBound(s.to_string(), e.to_string()))
 }
 
+/// Why a pull request gives no instance (its outcome's reason).
+#[derive(Debug, thiserror::Error)]
+enum Skip {
+    #[error("the pull request has no base sha")]
+    NoBase,
+    #[error("it resolves no issue")]
+    NoIssue,
+    #[error("its diff is not found")]
+    DiffNotFound,
+    #[error("its diff cannot be read: {0}")]
+    BadDiff(#[source] rules::RulesError),
+    #[error("it changes no test file")]
+    NoTestFile,
+    #[error("it changes only test files (no gold patch)")]
+    OnlyTests,
+    #[error("its linked issue #{0} is not found (404)")]
+    IssueNotFound(u64),
+    #[error("every `#N` it names is a pull request, not an issue")]
+    OnlyPulls,
+    #[error("its data does not make an instance: {0}")]
+    NotAnInstance(#[source] InstanceError),
+    #[error("the API's answer at {url} is not valid JSON: {detail}")]
+    BadJson { url: String, detail: String },
+}
+
+/// The issues' statements (title, body) and comments (time, body).
+type IssueTexts = (Vec<(String, String)>, Vec<(String, String)>);
+
+/// The linked issues' titles and bodies, and their comments (time, body); pull requests that
+/// `#N` names are passed over.
+fn issue_texts(
+    client: &mut GithubClient,
+    repo_path: &str,
+    issues: &[u64],
+) -> Result<Result<IssueTexts, Skip>, GithubError> {
+    let mut statements = Vec::new();
+    let mut comments = Vec::new();
+    for issue in issues {
+        let data = match client.get_json(&format!("{repo_path}/issues/{issue}")) {
+            Ok(d) => d,
+            Err(GithubError::NotFound { .. }) => {
+                return Ok(Err(Skip::IssueNotFound(*issue)));
+            }
+            Err(e) => return Err(e),
+        };
+        if data.get("pull_request").is_some() {
+            // `#N` may name another pull request, not an issue.
+            continue;
+        }
+        statements.push((
+            str_field(&data, &["title"]).unwrap_or_default().to_string(),
+            str_field(&data, &["body"]).unwrap_or_default().to_string(),
+        ));
+        for c in client.get_all(&format!("{repo_path}/issues/{issue}/comments"))? {
+            comments.push((
+                str_field(&c, &["created_at"])
+                    .unwrap_or_default()
+                    .to_string(),
+                str_field(&c, &["body"]).unwrap_or_default().to_string(),
+            ));
+        }
+    }
+    Ok(Ok((statements, comments)))
+}
+
 /// Why a pull request gives no instance, or the instance it gives.
 fn process_pull(
     client: &mut GithubClient,
     owner: &str,
     name: &str,
     pr: &Value,
-) -> Result<Result<Instance, String>, GithubError> {
+) -> Result<Result<Instance, Skip>, GithubError> {
     let number = pr.get("number").and_then(Value::as_u64).unwrap_or(0);
     let repo_path = format!("/repos/{owner}/{name}");
     let Some(base) = str_field(pr, &["base", "sha"]) else {
-        return Ok(Err("the pull request has no base sha".into()));
+        return Ok(Err(Skip::NoBase));
     };
     let created_at = str_field(pr, &["created_at"])
         .unwrap_or_default()
@@ -89,56 +155,31 @@ fn process_pull(
     texts.extend(messages.iter().map(String::as_str));
     let issues = rules::linked_issues(&texts, owner, name);
     if issues.is_empty() {
-        return Ok(Err("it resolves no issue".into()));
+        return Ok(Err(Skip::NoIssue));
     }
 
     let diff = match client.get_diff(&format!("{repo_path}/pulls/{number}")) {
         Ok(d) => d,
-        Err(GithubError::NotFound { .. }) => return Ok(Err("its diff is not found".into())),
+        Err(GithubError::NotFound { .. }) => return Ok(Err(Skip::DiffNotFound)),
         Err(e) => return Err(e),
     };
     let split = match rules::split_diff(&diff) {
         Ok(s) => s,
-        Err(e) => return Ok(Err(format!("its diff cannot be read: {e}"))),
+        Err(e) => return Ok(Err(Skip::BadDiff(e))),
     };
     if split.test_files.is_empty() {
-        return Ok(Err("it changes no test file".into()));
+        return Ok(Err(Skip::NoTestFile));
     }
     if split.gold_files.is_empty() {
-        return Ok(Err("it changes only test files (no gold patch)".into()));
+        return Ok(Err(Skip::OnlyTests));
     }
 
-    let mut statements = Vec::new();
-    let mut comments = Vec::new();
-    for issue in &issues {
-        let data = match client.get_json(&format!("{repo_path}/issues/{issue}")) {
-            Ok(d) => d,
-            Err(GithubError::NotFound { .. }) => {
-                return Ok(Err(format!("its linked issue #{issue} is not found (404)")));
-            }
-            Err(e) => return Err(e),
-        };
-        if data.get("pull_request").is_some() {
-            // `#N` may name another pull request, not an issue.
-            continue;
-        }
-        statements.push((
-            str_field(&data, &["title"]).unwrap_or_default().to_string(),
-            str_field(&data, &["body"]).unwrap_or_default().to_string(),
-        ));
-        for c in client.get_all(&format!("{repo_path}/issues/{issue}/comments"))? {
-            comments.push((
-                str_field(&c, &["created_at"])
-                    .unwrap_or_default()
-                    .to_string(),
-                str_field(&c, &["body"]).unwrap_or_default().to_string(),
-            ));
-        }
-    }
+    let (statements, comments) = match issue_texts(client, &repo_path, &issues)? {
+        Ok(texts) => texts,
+        Err(skip) => return Ok(Err(skip)),
+    };
     if statements.is_empty() {
-        return Ok(Err(
-            "every `#N` it names is a pull request, not an issue".into()
-        ));
+        return Ok(Err(Skip::OnlyPulls));
     }
     let mut extra = BTreeMap::new();
     extra.insert("pull_number".to_string(), Value::from(number));
@@ -165,7 +206,7 @@ fn process_pull(
     });
     let mut inst = match Instance::from_value(value) {
         Ok(i) => i,
-        Err(e) => return Ok(Err(format!("its data does not make an instance: {e}"))),
+        Err(e) => return Ok(Err(Skip::NotAnInstance(e))),
     };
     inst.extra = extra;
     Ok(Ok(inst))
@@ -173,7 +214,8 @@ fn process_pull(
 
 /// Called with each pull request's number and outcome (and instance, if it gave one) as soon
 /// as it is decided; an error stops the run.
-pub type RecordOutcome<'a> = dyn FnMut(u64, &Outcome, Option<&Instance>) -> Result<(), String> + 'a;
+pub type RecordOutcome<'a> =
+    dyn FnMut(u64, &Outcome, Option<&Instance>) -> Result<(), IndexError> + 'a;
 
 /// Collects the merged pull requests of `owner/name`, oldest first. `done` says which pull
 /// requests an earlier run already decided (they are not fetched again); `record` is called
@@ -221,9 +263,7 @@ pub fn collect(
         // Bad data for one pull request skips it; the run goes on.
         let decided = match process_pull(client, owner, name, pr) {
             Ok(d) => d,
-            Err(GithubError::BadJson { url, detail }) => Err(format!(
-                "the API's answer at {url} is not valid JSON: {detail}"
-            )),
+            Err(GithubError::BadJson { url, detail }) => Err(Skip::BadJson { url, detail }),
             Err(e) => return Err(e.into()),
         };
         let outcome = match decided {
@@ -235,8 +275,10 @@ pub fn collect(
                 report.instances.push(inst);
                 o
             }
-            Err(reason) => {
-                let o = Outcome::Skipped { reason };
+            Err(skip) => {
+                let o = Outcome::Skipped {
+                    reason: skip.to_string(),
+                };
                 record(number, &o, None).map_err(CollectError::Record)?;
                 o
             }
@@ -315,5 +357,5 @@ pub enum CollectError {
     #[error(transparent)]
     Github(#[from] GithubError),
     #[error("cannot record an outcome in the index: {0}")]
-    Record(String),
+    Record(#[source] IndexError),
 }

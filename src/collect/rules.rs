@@ -31,7 +31,7 @@ pub enum RulesError {
     BadLine {
         line: usize,
         text: String,
-        reason: String,
+        reason: PathError,
     },
     #[error(
         "the diff section at line {line} (`{header}`) names the old path `{old}` and the new \
@@ -198,9 +198,32 @@ fn cut_sections(diff: &str) -> Result<Vec<(&str, usize)>, RulesError> {
     Ok(sections)
 }
 
+/// Why a path on a line of a diff cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PathError {
+    #[error("the quoted path has an unknown escape `\\{0}`")]
+    UnknownEscape(char),
+    #[error("the quoted path has no closing `\"`")]
+    Unclosed,
+    #[error("the path `{path}` does not start with `{prefix}`")]
+    NoPrefix { path: String, prefix: String },
+    #[error("unexpected text `{0}` after the quoted path")]
+    AfterQuoted(String),
+    #[error("the path is empty")]
+    Empty,
+    #[error("no space after the first quoted path")]
+    NoSpaceAfterQuoted,
+    #[error("unexpected text `{0}` after the second path")]
+    AfterSecond(String),
+    #[error("the first path does not start with `a/`")]
+    FirstNotA,
+    #[error("expected `a/PATH b/PATH`: there is no ` b/` after the first path")]
+    NoSecond,
+}
+
 /// Reads a C-quoted string as git writes it (`"a/caf\303\251"`): `s` starts with the opening
 /// quote. Returns the bytes and what follows the closing quote.
-fn unquote_c(s: &str) -> Result<(Vec<u8>, &str), String> {
+fn unquote_c(s: &str) -> Result<(Vec<u8>, &str), PathError> {
     let bytes = s.as_bytes();
     debug_assert_eq!(bytes.first(), Some(&b'"'));
     let mut out = Vec::new();
@@ -233,10 +256,7 @@ fn unquote_c(s: &str) -> Result<(Vec<u8>, &str), String> {
                     matches!(d[0], b'0'..=b'3') && d[1..].iter().all(|b| matches!(b, b'0'..=b'7'))
                 });
                 let Some(d) = octal else {
-                    return Err(format!(
-                        "the quoted path has an unknown escape `\\{}`",
-                        char::from(c)
-                    ));
+                    return Err(PathError::UnknownEscape(char::from(c)));
                 };
                 out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
                 i += 4;
@@ -247,16 +267,15 @@ fn unquote_c(s: &str) -> Result<(Vec<u8>, &str), String> {
             }
         }
     }
-    Err("the quoted path has no closing `\"`".to_string())
+    Err(PathError::Unclosed)
 }
 
-fn strip_prefix_bytes<'b>(name: &'b [u8], prefix: &str) -> Result<&'b [u8], String> {
-    name.strip_prefix(prefix.as_bytes()).ok_or_else(|| {
-        format!(
-            "the path `{}` does not start with `{prefix}`",
-            String::from_utf8_lossy(name)
-        )
-    })
+fn strip_prefix_bytes<'b>(name: &'b [u8], prefix: &str) -> Result<&'b [u8], PathError> {
+    name.strip_prefix(prefix.as_bytes())
+        .ok_or_else(|| PathError::NoPrefix {
+            path: String::from_utf8_lossy(name).into_owned(),
+            prefix: prefix.to_string(),
+        })
 }
 
 /// A line without its end (`\n`, and a `\r` before it: git quotes any path holding a `\r`, so
@@ -269,11 +288,11 @@ fn line_body(line: &str) -> &str {
 /// The file named on a `--- ` or `+++ ` line: `None` for `/dev/null`. Unquoted, the name ends
 /// at a tab (git puts one after a name with a space; other tools put a date there). The
 /// `prefix` (`a/` or `b/`) is required and removed.
-fn label_path(rest: &str, prefix: &str) -> Result<Option<Vec<u8>>, String> {
+fn label_path(rest: &str, prefix: &str) -> Result<Option<Vec<u8>>, PathError> {
     let name: Vec<u8> = if rest.starts_with('"') {
         let (name, after) = unquote_c(rest)?;
         if !(after.is_empty() || after.starts_with('\t')) {
-            return Err(format!("unexpected text `{after}` after the quoted path"));
+            return Err(PathError::AfterQuoted(after.to_string()));
         }
         name
     } else {
@@ -288,15 +307,15 @@ fn label_path(rest: &str, prefix: &str) -> Result<Option<Vec<u8>>, String> {
 
 /// The path on a `rename from`/`rename to`/`copy from`/`copy to` line: no prefix, quoted if
 /// it holds special characters.
-fn bare_path(rest: &str) -> Result<Vec<u8>, String> {
+fn bare_path(rest: &str) -> Result<Vec<u8>, PathError> {
     if rest.starts_with('"') {
         let (name, after) = unquote_c(rest)?;
         if !after.is_empty() {
-            return Err(format!("unexpected text `{after}` after the quoted path"));
+            return Err(PathError::AfterQuoted(after.to_string()));
         }
         Ok(name)
     } else if rest.is_empty() {
-        Err("the path is empty".to_string())
+        Err(PathError::Empty)
     } else {
         Ok(rest.as_bytes().to_vec())
     }
@@ -308,16 +327,16 @@ type PathPair = (Vec<u8>, Vec<u8>);
 /// The readings of a `diff --git a/X b/Y` header: each possible (X, Y), prefixes removed.
 /// Quoted paths give one reading; unquoted paths with spaces may give several, one per
 /// ` b/` in the line, since nothing marks where X ends.
-fn header_readings(rest: &str) -> Result<Vec<PathPair>, String> {
+fn header_readings(rest: &str) -> Result<Vec<PathPair>, PathError> {
     let pairs: Vec<PathPair> = if rest.starts_with('"') {
         let (a, after) = unquote_c(rest)?;
         let Some(after) = after.strip_prefix(' ') else {
-            return Err("no space after the first quoted path".to_string());
+            return Err(PathError::NoSpaceAfterQuoted);
         };
         let b = if after.starts_with('"') {
             let (b, tail) = unquote_c(after)?;
             if !tail.is_empty() {
-                return Err(format!("unexpected text `{tail}` after the second path"));
+                return Err(PathError::AfterSecond(tail.to_string()));
             }
             b
         } else {
@@ -328,11 +347,11 @@ fn header_readings(rest: &str) -> Result<Vec<PathPair>, String> {
         // An unquoted path never holds `"` (git quotes those), so the second path starts here.
         let (b, tail) = unquote_c(&rest[q + 1..])?;
         if !tail.is_empty() {
-            return Err(format!("unexpected text `{tail}` after the second path"));
+            return Err(PathError::AfterSecond(tail.to_string()));
         }
         vec![(rest.as_bytes()[..q].to_vec(), b)]
     } else if !rest.starts_with("a/") {
-        return Err("the first path does not start with `a/`".to_string());
+        return Err(PathError::FirstNotA);
     } else {
         rest.match_indices(" b/")
             .map(|(i, _)| {
@@ -344,7 +363,7 @@ fn header_readings(rest: &str) -> Result<Vec<PathPair>, String> {
             .collect()
     };
     if pairs.is_empty() {
-        return Err("expected `a/PATH b/PATH`: there is no ` b/` after the first path".to_string());
+        return Err(PathError::NoSecond);
     }
     pairs
         .into_iter()
@@ -368,7 +387,7 @@ fn lossy(b: &[u8]) -> String {
 fn parse_section(text: &str, first_line: usize) -> Result<Section<'_>, RulesError> {
     let mut lines = text.split_inclusive('\n');
     let header_line = line_body(lines.next().unwrap_or_default());
-    let bad = |offset: usize, line: &str, reason: String| RulesError::BadLine {
+    let bad = |offset: usize, line: &str, reason: PathError| RulesError::BadLine {
         line: first_line + offset,
         text: line.to_string(),
         reason,

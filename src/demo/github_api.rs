@@ -145,12 +145,48 @@ impl Data {
         })
     }
 
+    /// A page of the pull requests, oldest first, as `collect` asks: pages of `per_page` with
+    /// a `Link` header.
+    fn pulls_page(&self, query: &str) -> Answer {
+        let param = |k: &str| {
+            query
+                .split('&')
+                .find_map(|kv| kv.strip_prefix(k).and_then(|v| v.strip_prefix('=')))
+                .and_then(|v| v.parse::<usize>().ok())
+        };
+        let per_page = param("per_page").unwrap_or(30).clamp(1, 100);
+        let page = param("page").unwrap_or(1).max(1);
+        let mut all: Vec<&Pull> = self.pulls.iter().collect();
+        all.sort_by(|a, b| a.created_at.cmp(&b.created_at));
+        let last = all.len().div_ceil(per_page).max(1);
+        let items: Vec<Value> = all
+            .iter()
+            .skip((page - 1) * per_page)
+            .take(per_page)
+            .map(|p| self.pull_json(p))
+            .collect();
+        let mut answer = as_json(Value::Array(items));
+        if page < last {
+            let link = |k: usize| {
+                format!(
+                    "{}/pulls?state=closed&sort=created&direction=asc&per_page={per_page}&page={k}",
+                    self.repo_url()
+                )
+            };
+            answer.3.push((
+                "Link".into(),
+                format!(
+                    "<{}>; rel=\"next\", <{}>; rel=\"last\"",
+                    link(page + 1),
+                    link(last)
+                ),
+            ));
+        }
+        answer
+    }
+
     /// The answer to `path` (query included): status, content type, body, extra headers.
-    fn answer(
-        &self,
-        path: &str,
-        wants_diff: bool,
-    ) -> (u16, &'static str, Vec<u8>, Vec<(String, String)>) {
+    fn answer(&self, path: &str, wants_diff: bool) -> Answer {
         let (path, query) = path.split_once('?').unwrap_or((path, ""));
         let prefix = format!("/repos/{}/{}/", self.owner, self.name);
         let not_found = || {
@@ -167,53 +203,8 @@ impl Data {
         };
         let parts: Vec<&str> = rest.split('/').collect();
         let number = |s: &str| s.parse::<u64>().ok();
-        let as_json = |v: Value| {
-            (
-                200,
-                "application/json; charset=utf-8",
-                serde_json::to_vec_pretty(&v).unwrap_or_default(),
-                Vec::new(),
-            )
-        };
         match parts.as_slice() {
-            ["pulls"] => {
-                // Oldest first, as `collect` asks; pages of `per_page` with a `Link` header.
-                let param = |k: &str| {
-                    query
-                        .split('&')
-                        .find_map(|kv| kv.strip_prefix(k).and_then(|v| v.strip_prefix('=')))
-                        .and_then(|v| v.parse::<usize>().ok())
-                };
-                let per_page = param("per_page").unwrap_or(30).clamp(1, 100);
-                let page = param("page").unwrap_or(1).max(1);
-                let mut all: Vec<&Pull> = self.pulls.iter().collect();
-                all.sort_by(|a, b| a.created_at.cmp(&b.created_at));
-                let last = all.len().div_ceil(per_page).max(1);
-                let items: Vec<Value> = all
-                    .iter()
-                    .skip((page - 1) * per_page)
-                    .take(per_page)
-                    .map(|p| self.pull_json(p))
-                    .collect();
-                let mut answer = as_json(Value::Array(items));
-                if page < last {
-                    let link = |k: usize| {
-                        format!(
-                            "{}/pulls?state=closed&sort=created&direction=asc&per_page={per_page}&page={k}",
-                            self.repo_url()
-                        )
-                    };
-                    answer.3.push((
-                        "Link".into(),
-                        format!(
-                            "<{}>; rel=\"next\", <{}>; rel=\"last\"",
-                            link(page + 1),
-                            link(last)
-                        ),
-                    ));
-                }
-                answer
-            }
+            ["pulls"] => self.pulls_page(query),
             ["pulls", n] => match self.pulls.iter().find(|p| Some(p.number) == number(n)) {
                 Some(p) if wants_diff => (
                     200,
@@ -267,6 +258,19 @@ impl Data {
             _ => not_found(),
         }
     }
+}
+
+/// An answer: status, content type, body, extra headers.
+type Answer = (u16, &'static str, Vec<u8>, Vec<(String, String)>);
+
+/// A 200 answer with `v` as its JSON body.
+fn as_json(v: Value) -> Answer {
+    (
+        200,
+        "application/json; charset=utf-8",
+        serde_json::to_vec_pretty(&v).unwrap_or_default(),
+        Vec::new(),
+    )
 }
 
 fn handle(data: &Data, counts: &Counts, request: tiny_http::Request) {

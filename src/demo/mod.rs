@@ -223,10 +223,8 @@ fn wrong_patch(upstream_dir: &Path, scratch: &Path, base: &str) -> Result<String
     gitcmd::run(scratch, &["diff", "--no-color"]).map_err(|e| fail(step, e))
 }
 
-/// Runs the demo; `say` prints a line of its narration.
-pub fn run(opts: &DemoOptions, say: &dyn Fn(&str)) -> Result<DemoSummary, DemoError> {
-    let started = Instant::now();
-    let dir = &opts.dir;
+/// The demo folder, emptied (or made) and canonical.
+fn fresh_dir(dir: &Path) -> Result<PathBuf, DemoError> {
     if dir.exists() {
         std::fs::remove_dir_all(dir)
             .map_err(|e| fail("setup", format!("{}: {e}", dir.display())))?;
@@ -235,10 +233,11 @@ pub fn run(opts: &DemoOptions, say: &dyn Fn(&str)) -> Result<DemoSummary, DemoEr
     let dir = dir
         .canonicalize()
         .map_err(|e| fail("setup", format!("{}: {e}", dir.display())))?;
-    let opts = &DemoOptions {
-        dir: dir.clone(),
-        ..opts.clone()
-    };
+    Ok(dir)
+}
+
+/// The demo's manifests written, and the environment every swe-ark it runs gets.
+fn demo_env(opts: &DemoOptions, dir: &Path) -> Result<Vec<(String, String)>, DemoError> {
     let manifests = dir.join("manifests");
     write(&manifests.join("demo__calc.toml"), &manifest(&opts.python))?;
     let mut env = vec![
@@ -254,16 +253,12 @@ pub fn run(opts: &DemoOptions, say: &dyn Fn(&str)) -> Result<DemoSummary, DemoEr
     if let Some(url) = &opts.index_url {
         env.push(("SWE_ARK_INDEX_URL".to_string(), url.clone()));
     }
-    let mut d = Driver {
-        opts,
-        say,
-        env,
-        summary: DemoSummary {
-            dir: dir.clone(),
-            ..DemoSummary::default()
-        },
-    };
+    Ok(env)
+}
 
+/// Step 1: the upstream repository, made by code.
+fn make_upstream(d: &Driver, dir: &Path) -> Result<upstream::Upstream, DemoError> {
+    let say = d.say;
     d.step("1. An upstream repository, made by code: demo/calc");
     let up = upstream::make(&dir.join("upstream")).map_err(|e| fail("upstream", e))?;
     let tags = gitcmd::run(&up.dir, &["tag"]).map_err(|e| fail("upstream", e))?;
@@ -284,32 +279,12 @@ pub fn run(opts: &DemoOptions, say: &dyn Fn(&str)) -> Result<DemoSummary, DemoEr
             p.body.lines().next().unwrap_or("")
         ));
     }
+    Ok(up)
+}
 
-    d.step("2. Its GitHub API, served by swe-ark on 127.0.0.1");
-    let api = github_api::GithubApi::start(upstream::REPO, &up).map_err(|e| fail("api", e))?;
-    say(&format!(
-        "{} serves /repos/{}/pulls, …/commits, the .diff, issues and comments",
-        api.url(),
-        upstream::REPO
-    ));
-
-    d.step("3. mirror: the repository with its full history");
-    d.swe_ark(
-        "mirror",
-        &[],
-        &[
-            "--ark",
-            "ark",
-            "mirror",
-            "add",
-            "upstream",
-            "--name",
-            upstream::REPO,
-        ],
-        &[],
-        &[0],
-    )?;
-
+/// Step 4: collect, twice (the second run must ask the API for no decided pull request).
+fn collect(d: &mut Driver, api: &github_api::GithubApi) -> Result<(), DemoError> {
+    let say = d.say;
     d.step("4. collect: merged pull requests that fix an issue and change a test → task instances");
     let url = api.url().to_string();
     let collected = d.json(
@@ -386,8 +361,12 @@ pub fn run(opts: &DemoOptions, say: &dyn Fn(&str)) -> Result<DemoSummary, DemoEr
         "run again: {} request(s), {} answered 304 Not Modified (decided pull requests are not fetched again)",
         d.summary.api_requests_rerun, d.summary.api_not_modified_rerun
     ));
-    drop(api);
+    Ok(())
+}
 
+/// Steps 5 and 6: the lock, then validation.
+fn lock_and_validate(d: &mut Driver) -> Result<(), DemoError> {
+    let say = d.say;
     d.step("5. env lock: the context installed for real, every file locked by sha256 (the one online step)");
     let lock = d.json(
         "env lock",
@@ -404,7 +383,7 @@ pub fn run(opts: &DemoOptions, say: &dyn Fn(&str)) -> Result<DemoSummary, DemoEr
     d.summary.lock = lock["id"].as_str().unwrap_or_default().to_string();
 
     d.step("6. validate: tests run before and after each gold patch, offline, several times");
-    let runs = opts.runs.to_string();
+    let runs = d.opts.runs.to_string();
     let validated = d.json(
         "validate",
         &["--ark", "ark", "validate", "--runs", &runs, "--json"],
@@ -444,7 +423,12 @@ pub fn run(opts: &DemoOptions, say: &dyn Fn(&str)) -> Result<DemoSummary, DemoEr
             .collect::<Vec<_>>()
             .join("; ")
     ));
+    Ok(())
+}
 
+/// Step 7: the bundles, and what they take in the store.
+fn pack(d: &mut Driver) -> Result<(), DemoError> {
+    let say = d.say;
     d.step("7. pack: one deterministic, content-hashed bundle per kept instance");
     let packed = d.json(
         "pack",
@@ -467,7 +451,12 @@ pub fn run(opts: &DemoOptions, say: &dyn Fn(&str)) -> Result<DemoSummary, DemoEr
         d.summary.bundles_logical_bytes,
         d.summary.bundles_stored_bytes
     ));
+    Ok(())
+}
 
+/// Steps 8 and 9: the release, and its export as one file.
+fn release_and_export(d: &mut Driver, dir: &Path) -> Result<(), DemoError> {
+    let say = d.say;
     d.step("8. release create: the release as one root hash");
     let release = d.json(
         "release create",
@@ -513,12 +502,13 @@ pub fn run(opts: &DemoOptions, say: &dyn Fn(&str)) -> Result<DemoSummary, DemoEr
         "demo-calc-1.0.ark: {} bytes",
         d.summary.export_bytes
     ));
+    Ok(())
+}
 
+/// Step 10: the release imported into an empty archive, with an empty HOME.
+fn import_offline(d: &mut Driver, home: &Path, home_env: &[(&str, &str)]) -> Result<(), DemoError> {
     d.step("10. import-archive, on the \"other machine\": an empty archive, an empty HOME");
-    let home = dir.join("offline-home");
-    std::fs::create_dir_all(&home).map_err(|e| fail("import-archive", e))?;
-    let home_s = home.display().to_string();
-    let home_env = [("HOME", home_s.as_str())];
+    std::fs::create_dir_all(home).map_err(|e| fail("import-archive", e))?;
     let root = d.summary.release_root.clone();
     d.swe_ark(
         "import-archive",
@@ -531,10 +521,20 @@ pub fn run(opts: &DemoOptions, say: &dyn Fn(&str)) -> Result<DemoSummary, DemoEr
             "--expect-root",
             &root,
         ],
-        &home_env,
+        home_env,
         &[0],
     )?;
+    Ok(())
+}
 
+/// Step 11: replay with the network cut: the gold patches, then a model's predictions.
+fn replay_offline(
+    d: &mut Driver,
+    dir: &Path,
+    up: &upstream::Upstream,
+    home_env: &[(&str, &str)],
+) -> Result<(), DemoError> {
+    let say = d.say;
     d.step("11. replay there with the network cut: the gold patches, then a model's predictions");
     let unshare_works = Command::new("unshare")
         .args(["-n", "true"])
@@ -562,13 +562,35 @@ pub fn run(opts: &DemoOptions, say: &dyn Fn(&str)) -> Result<DemoSummary, DemoEr
             "--run-id",
             "gold",
         ],
-        &home_env,
+        home_env,
         &[0],
     )?;
     let gold: Value = read_json(&dir.join("offline-ark/runs/gold/gold.gold.json"))?;
     d.summary.gold_total = gold["total_instances"].as_u64().unwrap_or(0) as usize;
     d.summary.gold_resolved = gold["resolved_instances"].as_u64().unwrap_or(0) as usize;
+    write_predictions(up, dir)?;
+    say("predictions.jsonl: #2 the right fix, #4 a wrong one, #9 empty, #13 not a patch");
+    d.swe_ark(
+        "replay predictions",
+        wrap,
+        &[
+            "--ark",
+            "offline-ark",
+            "replay",
+            "--predictions",
+            "predictions.jsonl",
+            "--run-id",
+            "model",
+        ],
+        home_env,
+        &[0, 2],
+    )?;
+    record_predictions(d, dir)
+}
 
+/// predictions.jsonl: the right fix for one instance, a wrong one, an empty patch and one
+/// that is not a patch.
+fn write_predictions(up: &upstream::Upstream, dir: &Path) -> Result<(), DemoError> {
     let by_number = |n: u64| up.pulls.iter().find(|p| p.number == n);
     let instance = |n: u64| format!("demo__calc-{n}");
     let mut preds = String::new();
@@ -599,22 +621,11 @@ pub fn run(opts: &DemoOptions, say: &dyn Fn(&str)) -> Result<DemoSummary, DemoEr
     pred(9, Some(String::new()));
     pred(13, Some("this is not a diff\n".into()));
     write(&dir.join("predictions.jsonl"), &preds)?;
-    say("predictions.jsonl: #2 the right fix, #4 a wrong one, #9 empty, #13 not a patch");
-    d.swe_ark(
-        "replay predictions",
-        wrap,
-        &[
-            "--ark",
-            "offline-ark",
-            "replay",
-            "--predictions",
-            "predictions.jsonl",
-            "--run-id",
-            "model",
-        ],
-        &home_env,
-        &[0, 2],
-    )?;
+    Ok(())
+}
+
+/// What the replay of the predictions said of each instance.
+fn record_predictions(d: &mut Driver, dir: &Path) -> Result<(), DemoError> {
     let model: Value = read_json(&dir.join("offline-ark/runs/model/demo-model.model.json"))?;
     for id in model["resolved_ids"]
         .as_array()
@@ -644,7 +655,16 @@ pub fn run(opts: &DemoOptions, say: &dyn Fn(&str)) -> Result<DemoSummary, DemoEr
             );
         }
     }
+    Ok(())
+}
 
+/// Step 12: release verify, verify, verify --rebuild, and a tampered bundle caught.
+fn verify_everything(
+    d: &mut Driver,
+    dir: &Path,
+    home_env: &[(&str, &str)],
+) -> Result<(), DemoError> {
+    let say = d.say;
     d.step("12. release verify, verify, verify --rebuild: everything by hash");
     let (code, _) = d.swe_ark(
         "release verify",
@@ -656,7 +676,7 @@ pub fn run(opts: &DemoOptions, say: &dyn Fn(&str)) -> Result<DemoSummary, DemoEr
             "verify",
             "demo-calc-1.0.json",
         ],
-        &home_env,
+        home_env,
         &[0, 1],
     )?;
     d.summary.release_verified = code == 0;
@@ -664,7 +684,7 @@ pub fn run(opts: &DemoOptions, say: &dyn Fn(&str)) -> Result<DemoSummary, DemoEr
         "verify",
         &[],
         &["--ark", "offline-ark", "verify"],
-        &home_env,
+        home_env,
         &[0, 1],
     )?;
     d.summary.verified = code == 0;
@@ -691,7 +711,7 @@ pub fn run(opts: &DemoOptions, say: &dyn Fn(&str)) -> Result<DemoSummary, DemoEr
                 "-o",
                 "exported",
             ],
-            &home_env,
+            home_env,
             &[0],
         )?;
         let mut bytes =
@@ -706,11 +726,72 @@ pub fn run(opts: &DemoOptions, say: &dyn Fn(&str)) -> Result<DemoSummary, DemoEr
             "verify tampered",
             &[],
             &["verify", &tampered],
-            &home_env,
+            home_env,
             &[0, 1, 2],
         )?;
         d.summary.tamper_caught = code != 0;
     }
+    Ok(())
+}
+
+/// Runs the demo; `say` prints a line of its narration.
+pub fn run(opts: &DemoOptions, say: &dyn Fn(&str)) -> Result<DemoSummary, DemoError> {
+    let started = Instant::now();
+    let dir = fresh_dir(&opts.dir)?;
+    let opts = &DemoOptions {
+        dir: dir.clone(),
+        ..opts.clone()
+    };
+    let env = demo_env(opts, &dir)?;
+    let mut d = Driver {
+        opts,
+        say,
+        env,
+        summary: DemoSummary {
+            dir: dir.clone(),
+            ..DemoSummary::default()
+        },
+    };
+
+    let up = make_upstream(&d, &dir)?;
+
+    d.step("2. Its GitHub API, served by swe-ark on 127.0.0.1");
+    let api = github_api::GithubApi::start(upstream::REPO, &up).map_err(|e| fail("api", e))?;
+    say(&format!(
+        "{} serves /repos/{}/pulls, …/commits, the .diff, issues and comments",
+        api.url(),
+        upstream::REPO
+    ));
+
+    d.step("3. mirror: the repository with its full history");
+    d.swe_ark(
+        "mirror",
+        &[],
+        &[
+            "--ark",
+            "ark",
+            "mirror",
+            "add",
+            "upstream",
+            "--name",
+            upstream::REPO,
+        ],
+        &[],
+        &[0],
+    )?;
+
+    collect(&mut d, &api)?;
+    drop(api);
+
+    lock_and_validate(&mut d)?;
+    pack(&mut d)?;
+    release_and_export(&mut d, &dir)?;
+    let home = dir.join("offline-home");
+    let home_s = home.display().to_string();
+    let home_env = [("HOME", home_s.as_str())];
+    import_offline(&mut d, &home, &home_env)?;
+    replay_offline(&mut d, &dir, &up, &home_env)?;
+    verify_everything(&mut d, &dir, &home_env)?;
     d.summary.archive_bytes = dir_size(&dir.join("ark"));
 
     d.summary

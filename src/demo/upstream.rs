@@ -12,7 +12,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::gitcmd;
+use crate::gitcmd::{self, GitError};
 
 /// The repository's name on the demo's GitHub.
 pub const REPO: &str = "demo/calc";
@@ -129,7 +129,8 @@ def test_clamp_is_quick():
     assert runs % 2 == 0
 "#;
 
-fn plan() -> (Vec<Issue>, Vec<PullPlan>) {
+/// The upstream's issues, with their comments.
+fn issues() -> Vec<Issue> {
     let issue =
         |number, title: &str, body: &str, created_at: &str, comments: &[(&str, &str)]| Issue {
             number,
@@ -194,6 +195,11 @@ fn plan() -> (Vec<Issue>, Vec<PullPlan>) {
             &[],
         ),
     ];
+    issues
+}
+
+/// The upstream's pull requests, in the order they are made and merged.
+fn pull_plans() -> Vec<PullPlan> {
     use Edit::*;
     let pulls = vec![
         PullPlan {
@@ -366,10 +372,40 @@ fn plan() -> (Vec<Issue>, Vec<PullPlan>) {
             tag_after: Some("v1.0.2"),
         },
     ];
-    (issues, pulls)
+    pulls
 }
 
-fn git_at(dir: &Path, date: &str, args: &[&str]) -> Result<String, String> {
+fn plan() -> (Vec<Issue>, Vec<PullPlan>) {
+    (issues(), pull_plans())
+}
+
+/// Why the demo's upstream repository could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamError {
+    #[error("git could not be started: {0}")]
+    Spawn(#[source] std::io::Error),
+    #[error(transparent)]
+    Git(#[from] GitError),
+    #[error("{}: {source}", .path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path} has no `{from}` to replace")]
+    NoMatch {
+        path: &'static str,
+        from: &'static str,
+    },
+}
+
+/// The error of an I/O operation on `path`.
+fn io_at(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> UpstreamError {
+    let path = path.into();
+    move |source| UpstreamError::Io { path, source }
+}
+
+fn git_at(dir: &Path, date: &str, args: &[&str]) -> Result<String, UpstreamError> {
     let out = gitcmd::command()
         .args(args)
         .current_dir(dir)
@@ -381,42 +417,36 @@ fn git_at(dir: &Path, date: &str, args: &[&str]) -> Result<String, String> {
         .env("GIT_COMMITTER_DATE", date)
         .env("GIT_CEILING_DIRECTORIES", dir.parent().unwrap_or(dir))
         .output()
-        .map_err(|e| format!("git could not be started: {e}"))?;
+        .map_err(UpstreamError::Spawn)?;
     if !out.status.success() {
-        return Err(format!(
-            "git {} (in {}): {}",
-            args.join(" "),
-            dir.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
+        return Err(GitError::of(dir, args, &out).into());
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-fn apply_edit(dir: &Path, edit: &Edit) -> Result<(), String> {
+fn apply_edit(dir: &Path, edit: &Edit) -> Result<(), UpstreamError> {
     let (path, text) = match edit {
         Edit::Write(path, text) => (path, text.to_string()),
         Edit::Replace(path, from, to) => {
-            let old = std::fs::read_to_string(dir.join(path))
-                .map_err(|e| format!("{}: {e}", dir.join(path).display()))?;
+            let old = std::fs::read_to_string(dir.join(path)).map_err(io_at(dir.join(path)))?;
             if !old.contains(from) {
-                return Err(format!("{path} has no `{from}` to replace"));
+                return Err(UpstreamError::NoMatch { path, from });
             }
             (path, old.replacen(from, to, 1))
         }
     };
     let file = dir.join(path);
     if let Some(parent) = file.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+        std::fs::create_dir_all(parent).map_err(io_at(parent))?;
     }
-    std::fs::write(&file, text).map_err(|e| format!("{}: {e}", file.display()))
+    std::fs::write(&file, text).map_err(io_at(&file))
 }
 
 /// Makes the upstream repository in `dir` (which must not exist) and returns it with its
 /// issues and pull requests.
-pub fn make(dir: &Path) -> Result<Upstream, String> {
-    std::fs::create_dir_all(dir.join("calc")).map_err(|e| format!("{}: {e}", dir.display()))?;
-    std::fs::create_dir_all(dir.join("tests")).map_err(|e| format!("{}: {e}", dir.display()))?;
+pub fn make(dir: &Path) -> Result<Upstream, UpstreamError> {
+    std::fs::create_dir_all(dir.join("calc")).map_err(io_at(dir))?;
+    std::fs::create_dir_all(dir.join("tests")).map_err(io_at(dir))?;
     let initial = [
         ("calc/__init__.py", "__version__ = \"1.0.0\"\n"),
         ("calc/ops.py", OPS),
@@ -427,7 +457,7 @@ pub fn make(dir: &Path) -> Result<Upstream, String> {
         ("README.md", "# calc\n\nSmall arithmatic helpers.\n"),
     ];
     for (path, text) in initial {
-        std::fs::write(dir.join(path), text).map_err(|e| format!("{path}: {e}"))?;
+        std::fs::write(dir.join(path), text).map_err(io_at(path))?;
     }
     let first = "2024-01-02T10:00:00Z";
     git_at(dir, first, &["init", "-q", "-b", "main"])?;

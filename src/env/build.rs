@@ -114,7 +114,7 @@ fn fill_wheelhouse(
                 id: lock_id.to_string(),
                 detail,
             };
-            let id: Sha256Digest = art.sha256().map_err(bad)?;
+            let id: Sha256Digest = art.sha256().map_err(|e| bad(e.to_string()))?;
             if art.name.contains('/') || art.name.starts_with('.') {
                 return Err(bad(format!(
                     "artifact file name `{}` is not a plain name",

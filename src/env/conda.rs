@@ -95,17 +95,52 @@ pub fn map_file(path: &Path, shown: &str) -> Result<MappedEnvironment, CondaErro
         detail,
     };
     let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
-    map_text(&text).map_err(err)
+    map_text(&text).map_err(|e| err(e.to_string()))
+}
+
+/// Why an environment file does not map to pip requirements.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MapError {
+    #[error("not YAML: {0}")]
+    NotYaml(#[from] yaml_rust2::ScanError),
+    #[error("it is empty")]
+    Empty,
+    #[error("it has no `dependencies` list")]
+    NoDependencies,
+    #[error("`dependencies` is not a list")]
+    DependenciesNotAList,
+    #[error("a `pip:` entry is not a string")]
+    PipEntryNotAString,
+    #[error("a dependency entry `{0}` is neither a package nor `pip:`")]
+    BadEntry(String),
+    #[error("a dependency is a number, not a package")]
+    Number,
+    #[error("a dependency is not a string")]
+    NotAString,
+}
+
+/// Why one conda match spec is left out of the pip requirements.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LeftOut {
+    #[error("no package name")]
+    NoName,
+    /// One of [`LEFT_OUT`], with its reason.
+    #[error("{0}")]
+    Listed(&'static str),
+    #[error("alternatives `{0}` have no pip equivalent")]
+    Alternatives(String),
+    #[error("version `{0}` does not parse")]
+    BadVersion(String),
 }
 
 /// Maps the text of an environment file.
-pub fn map_text(text: &str) -> Result<MappedEnvironment, String> {
-    let docs = YamlLoader::load_from_str(text).map_err(|e| format!("not YAML: {e}"))?;
-    let doc = docs.first().ok_or("it is empty")?;
+pub fn map_text(text: &str) -> Result<MappedEnvironment, MapError> {
+    let docs = YamlLoader::load_from_str(text)?;
+    let doc = docs.first().ok_or(MapError::Empty)?;
     let deps = match &doc["dependencies"] {
         Yaml::Array(a) => a,
-        Yaml::BadValue | Yaml::Null => return Err("it has no `dependencies` list".into()),
-        _ => return Err("`dependencies` is not a list".into()),
+        Yaml::BadValue | Yaml::Null => return Err(MapError::NoDependencies),
+        _ => return Err(MapError::DependenciesNotAList),
     };
     let mut out = MappedEnvironment::default();
     let mut pip_section = Vec::new();
@@ -119,17 +154,15 @@ pub fn map_text(text: &str) -> Result<MappedEnvironment, String> {
                         }
                     }
                 }
-                Err(why) => out.left_out.push((spec.clone(), why)),
+                Err(why) => out.left_out.push((spec.clone(), why.to_string())),
             },
             Yaml::Hash(h) => {
                 for (k, v) in h {
                     match (k.as_str(), v) {
                         (Some("pip"), Yaml::Array(items)) => {
                             for item in items {
-                                let line = item
-                                    .as_str()
-                                    .ok_or("a `pip:` entry is not a string")?
-                                    .trim();
+                                let line =
+                                    item.as_str().ok_or(MapError::PipEntryNotAString)?.trim();
                                 // Options (`-e .`, `--index-url`) are the repository's own
                                 // development setup, not requirements.
                                 if !line.is_empty() && !line.starts_with('-') {
@@ -138,18 +171,15 @@ pub fn map_text(text: &str) -> Result<MappedEnvironment, String> {
                             }
                         }
                         _ => {
-                            return Err(format!(
-                                "a dependency entry `{}` is neither a package nor `pip:`",
-                                k.as_str().unwrap_or("?")
-                            ));
+                            return Err(MapError::BadEntry(k.as_str().unwrap_or("?").to_string()));
                         }
                     }
                 }
             }
             Yaml::Integer(_) | Yaml::Real(_) => {
-                return Err("a dependency is a number, not a package".into());
+                return Err(MapError::Number);
             }
-            _ => return Err("a dependency is not a string".into()),
+            _ => return Err(MapError::NotAString),
         }
     }
     out.requirements.extend(pip_section);
@@ -159,7 +189,7 @@ pub fn map_text(text: &str) -> Result<MappedEnvironment, String> {
 /// One conda match spec (`name`, `name=1.2`, `name >=1.2,<2`, `name=1.2=py39_0`,
 /// `conda-forge::name`, `name[build=...]`) as pip requirements (the version applies to the
 /// first, the package itself), or why it is left out.
-pub fn map_spec(spec: &str) -> Result<Vec<String>, String> {
+pub fn map_spec(spec: &str) -> Result<Vec<String>, LeftOut> {
     let spec = spec.split('#').next().unwrap_or("").trim();
     let spec = spec.rsplit("::").next().unwrap_or(spec);
     let spec = match spec.find('[') {
@@ -172,10 +202,10 @@ pub fn map_spec(spec: &str) -> Result<Vec<String>, String> {
     let (name, version) = spec.split_at(split);
     let name = name.trim().to_ascii_lowercase();
     if name.is_empty() {
-        return Err("no package name".into());
+        return Err(LeftOut::NoName);
     }
     if let Some((_, why)) = LEFT_OUT.iter().find(|(n, _)| *n == name) {
-        return Err(why.to_string());
+        return Err(LeftOut::Listed(why));
     }
     let version = conda_version(version.trim())?;
     Ok(match PYPI_NAMES.iter().find(|(n, _)| *n == name) {
@@ -196,12 +226,12 @@ pub fn map_spec(spec: &str) -> Result<Vec<String>, String> {
 
 /// A conda version constraint as PEP 440: `=1.2` and `1.2` are conda's fuzzy "1.2.*", `==1.2`
 /// exact, a build string (`=1.2=py39_0`) dropped, `|` alternatives refused.
-fn conda_version(v: &str) -> Result<String, String> {
+fn conda_version(v: &str) -> Result<String, LeftOut> {
     if v.is_empty() {
         return Ok(String::new());
     }
     if v.contains('|') {
-        return Err(format!("alternatives `{v}` have no pip equivalent"));
+        return Err(LeftOut::Alternatives(v.to_string()));
     }
     let mut parts = Vec::new();
     for c in v.split(',') {
@@ -229,7 +259,7 @@ fn conda_version(v: &str) -> Result<String, String> {
         let version = rest.split('=').next().unwrap_or("").trim();
         let version = version.split_whitespace().next().unwrap_or("");
         if version.is_empty() {
-            return Err(format!("version `{v}` does not parse"));
+            return Err(LeftOut::BadVersion(v.to_string()));
         }
         parts.push(match op {
             // Conda's `1.21`, `1.21.*` and `1.21*` all mean "1.21 or any 1.21.x".
@@ -269,7 +299,12 @@ mod tests {
             map_spec("cfgrib>=0.9"),
             Ok(vec!["cfgrib>=0.9".to_string(), "ecmwflibs".to_string()])
         );
-        assert!(map_spec("hdf5").unwrap_err().contains("C library"));
+        assert!(
+            map_spec("hdf5")
+                .unwrap_err()
+                .to_string()
+                .contains("C library")
+        );
         assert!(map_spec("python=3.10").is_err());
         assert!(map_spec("pip").is_err());
         assert!(map_spec("numpy 1.2|1.3").is_err());
@@ -293,11 +328,13 @@ mod tests {
         assert!(
             map_text("name: t\n")
                 .unwrap_err()
+                .to_string()
                 .contains("no `dependencies`")
         );
         assert!(
             map_text("dependencies: 3\n")
                 .unwrap_err()
+                .to_string()
                 .contains("not a list")
         );
         assert!(map_text(": : :\n  - [").is_err());

@@ -34,7 +34,7 @@ pub fn find_lock(ark: &Ark, query: &str) -> Result<(Sha256Digest, PyLock), EnvEr
     let bytes = ark.objects().get(&row.id)?;
     let lock = PyLock::parse(&bytes).map_err(|detail| EnvError::BadLock {
         id: row.id.hex(),
-        detail,
+        detail: detail.to_string(),
     })?;
     Ok((row.id, lock))
 }

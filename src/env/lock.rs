@@ -25,9 +25,10 @@ use super::conda;
 use super::proxy::{Fetched, LockProxy, ProxyConfig};
 use super::pylock::{
     self, Artifact, Bundled, ContextMeta, Hashes, LockMeta, Package, PackageMeta, PackageTool,
-    PyLock, PythonMeta, Role, Tool, normalize, parse_filename, same_version,
+    PyLock, PythonMeta, Role, ServiceMeta, Tool, normalize, parse_filename, same_version,
 };
-use super::venv::{self, Venv};
+use super::services::Locked;
+use super::venv::{self, InstalledDist, Venv};
 use super::{EnvError, io_err, packed, python};
 use crate::digest::Sha256Digest;
 use crate::manifest::Context;
@@ -451,13 +452,22 @@ fn artifact_of(f: &Fetched) -> Artifact {
     }
 }
 
-/// Locks `ctx`: see the module's documentation.
-pub fn lock(
-    ark: &mut Ark,
+/// What a lock is of: the interpreter, the mirror, the environment setup commit and the cutoff.
+struct Target {
+    interp: python::Interpreter,
+    mirror: Mirror,
+    commit: String,
+    cutoff: Cutoff,
+}
+
+/// The interpreter (exact major.minor), the environment setup commit and its date, and the
+/// cutoff they give.
+fn resolve_target(
+    ark: &Ark,
     ctx: &Context,
     opts: &LockOptions,
     say: &dyn Fn(&str),
-) -> Result<LockReport, EnvError> {
+) -> Result<Target, EnvError> {
     if ctx.python.starts_with("2.") {
         return Err(EnvError::NoVenv(ctx.python.clone()));
     }
@@ -495,24 +505,32 @@ pub fn lock(
         &commit,
         UNIX_EPOCH + Duration::from_secs(commit_time.max(0) as u64),
     )?;
-    let exclude_newer = cutoff.when;
     say(&format!(
         "{} {} at {}: resolving as of {} ({})",
         ctx.repo,
         ctx.version,
         &commit[..12],
-        rfc3339(exclude_newer),
+        rfc3339(cutoff.when),
         cutoff.describe()
     ));
+    Ok(Target {
+        interp,
+        mirror,
+        commit,
+        cutoff,
+    })
+}
 
-    let tmp_root = ark.root().join("tmp");
-    std::fs::create_dir_all(&tmp_root).map_err(io_err(&tmp_root))?;
-    let work = tempfile::Builder::new()
-        .prefix(".tmp-lock-")
-        .tempdir_in(&tmp_root)
-        .map_err(io_err(&tmp_root))?;
-    let src = work.path().join("src");
-    checkout(&mirror.path, &commit, &src)?;
+/// The files of the checkout SWE-bench reads: the first requirements file and the first conda
+/// environment file that exist.
+struct SourceFiles {
+    requirements_file: Option<String>,
+    requirements_text: Option<String>,
+    conda_file: Option<String>,
+    conda_env: Option<conda::MappedEnvironment>,
+}
+
+fn read_source_files(ctx: &Context, src: &Path) -> Result<SourceFiles, EnvError> {
     // The requirements file SWE-bench would read, read now: its pins pass the cutoff too.
     let requirements_file = ctx
         .requirements
@@ -520,7 +538,7 @@ pub fn lock(
         .find(|r| src.join(r).is_file())
         .cloned();
     let requirements_text = match &requirements_file {
-        Some(req) => Some(swebench_requirements(&src, req)?),
+        Some(req) => Some(swebench_requirements(src, req)?),
         None => None,
     };
     // The conda environment file SWE-bench builds from (the first that exists), as pip
@@ -534,52 +552,73 @@ pub fn lock(
         Some(f) => Some(conda::map_file(&src.join(f), f)?),
         None => None,
     };
-    let pins = asof::explicit_pins(
+    Ok(SourceFiles {
+        requirements_file,
+        requirements_text,
+        conda_file,
+        conda_env,
+    })
+}
+
+/// The context's explicit `==` pins, wherever SWE-bench reads requirements from.
+fn context_pins(ctx: &Context, files: &SourceFiles) -> BTreeMap<String, BTreeSet<String>> {
+    asof::explicit_pins(
         ctx.packages
             .iter()
             .chain(&ctx.pip_packages)
-            .chain(conda_env.iter().flat_map(|c| &c.requirements))
+            .chain(files.conda_env.iter().flat_map(|c| &c.requirements))
             .map(String::as_str)
-            .chain(requirements_text.iter().flat_map(|t| t.lines())),
-    );
-    let installers_as_of =
-        asof::installers_floor(&interp.version).filter(|floor| *floor > exclude_newer);
-    let tool_floors = asof::tool_floors(&interp.version, exclude_newer);
+            .chain(files.requirements_text.iter().flat_map(|t| t.lines())),
+    )
+}
 
-    let proxy = LockProxy::start(ProxyConfig {
+/// A proxy configuration of this lock (its index, cutoff, floors and objects) with `pins`.
+fn proxy_config(
+    ark: &Ark,
+    opts: &LockOptions,
+    interp: &python::Interpreter,
+    exclude_newer: SystemTime,
+    pins: BTreeMap<String, BTreeSet<String>>,
+) -> ProxyConfig {
+    ProxyConfig {
         upstream: opts.index_url.clone(),
         exclude_newer: Some(exclude_newer),
         pins,
-        installers_as_of,
-        tool_floors: tool_floors.clone(),
+        installers_as_of: asof::installers_floor(&interp.version)
+            .filter(|floor| *floor > exclude_newer),
+        tool_floors: asof::tool_floors(&interp.version, exclude_newer),
         allow_yanked: opts.allow_yanked,
         objects: ark.objects(),
-    })
-    .map_err(io_err(&tmp_root))?;
-    let pip_cache = work.path().join("pip-cache");
-    let mut env = ctx.env.clone();
-    // Wheels pip builds from sdists here are kept in the lock: built reproducibly, two
-    // locks of the same context name the same built wheels.
-    env.extend(venv::reproducible_build_env(exclude_newer, &ctx.env));
-    env.insert("PIP_INDEX_URL".into(), proxy.url());
-    env.insert("PIP_CACHE_DIR".into(), pip_cache.display().to_string());
-    let venv = Venv::create(&interp.path, &work.path().join("venv"), true)?;
-    let step = Step {
-        proxy: &proxy,
-        cutoff: &cutoff,
-    };
-    let pip = |args: &[&str]| {
-        let mut c = venv.command(&env);
+    }
+}
+
+/// Where the install steps run: the lock's virtual environment with its variables, in the
+/// checkout, each step through the proxy.
+struct Installs<'a> {
+    step: Step<'a>,
+    venv: &'a Venv,
+    env: &'a BTreeMap<String, String>,
+    src: &'a Path,
+    work: &'a Path,
+    say: &'a dyn Fn(&str),
+}
+
+impl Installs<'_> {
+    /// `pip install ARGS`, in the checkout.
+    fn pip(&self, args: &[&str]) -> Command {
+        let mut c = self.venv.command(self.env);
         c.args(["-m", "pip", "install"])
             .args(args)
-            .current_dir(&src);
+            .current_dir(self.src);
         c
-    };
+    }
+}
 
-    // 1. The installers of the commit's era, where the index has them.
+/// Step 1: the installers of the commit's era, where the index has them.
+fn install_era_installers(ins: &Installs) -> Result<(), EnvError> {
     let mut era = Vec::new();
     for tool in ["pip", "setuptools", "wheel"] {
-        if proxy.offers(tool).map_err(|f| EnvError::Fetch {
+        if ins.step.proxy.offers(tool).map_err(|f| EnvError::Fetch {
             step: format!("asking the index for {tool}"),
             failure: f.to_string(),
         })? {
@@ -587,23 +626,49 @@ pub fn lock(
         }
     }
     if !era.is_empty() {
-        say(&format!("installing {} as of then", era.join(", ")));
+        (ins.say)(&format!("installing {} as of then", era.join(", ")));
         // --force-reinstall: the interpreter's own pip may be newer than the era's, and a
         // plain upgrade never goes down.
         let mut args = vec!["--upgrade", "--force-reinstall"];
         args.extend(&era);
-        step.run(&|| pip(&args), &format!("installing {}", era.join(", ")))?;
+        ins.step.run(
+            &|| ins.pip(&args),
+            &format!("installing {}", era.join(", ")),
+        )?;
     }
-    let resolver = venv.pip_version().unwrap_or_else(|| "pip".into());
+    Ok(())
+}
 
-    // 2. The context, in SWE-bench's order.
+/// The context's `pre_install` commands: those run, and those skipped (system ones).
+struct PreInstall {
+    ran: Vec<String>,
+    skipped: Vec<String>,
+}
+
+/// Step 2: the context, in SWE-bench's order: packages, the conda environment, the
+/// requirements file, pip_packages, pre_install, install.
+fn install_context(
+    ins: &Installs,
+    ctx: &Context,
+    files: &SourceFiles,
+    commit: &str,
+    notes: &mut Vec<String>,
+) -> Result<PreInstall, EnvError> {
+    let Installs {
+        step,
+        venv,
+        env,
+        src,
+        work,
+        say,
+    } = ins;
+    let pip = |args: &[&str]| ins.pip(args);
     if !ctx.packages.is_empty() {
         say(&format!("installing packages: {}", ctx.packages.join(" ")));
         let args: Vec<&str> = ctx.packages.iter().map(String::as_str).collect();
         step.run(&|| pip(&args), "installing the context's packages")?;
     }
-    let mut notes = Vec::new();
-    if let (Some(file), Some(mapped)) = (&conda_file, &conda_env) {
+    if let (Some(file), Some(mapped)) = (&files.conda_file, &files.conda_env) {
         say(&format!(
             "installing the conda environment {file}, mapped to pip: {}",
             mapped.requirements.join(" ")
@@ -612,7 +677,7 @@ pub fn lock(
             notes.push(format!("{file}: `{dep}` left out ({why})"));
         }
         if !mapped.requirements.is_empty() {
-            let path = work.path().join("conda-environment.txt");
+            let path = work.join("conda-environment.txt");
             std::fs::write(&path, mapped.requirements.join("\n") + "\n").map_err(io_err(&path))?;
             let p = path.display().to_string();
             step.run(
@@ -627,8 +692,8 @@ pub fn lock(
             &commit[..12]
         ));
     }
-    if let (Some(req), Some(text)) = (&requirements_file, &requirements_text) {
-        let path = work.path().join("requirements.txt");
+    if let (Some(req), Some(text)) = (&files.requirements_file, &files.requirements_text) {
+        let path = work.join("requirements.txt");
         std::fs::write(&path, text).map_err(io_err(&path))?;
         say(&format!("installing the requirements of {req}"));
         let p = path.display().to_string();
@@ -648,59 +713,54 @@ pub fn lock(
         let args: Vec<&str> = ctx.pip_packages.iter().map(String::as_str).collect();
         step.run(&|| pip(&args), "installing the context's pip_packages")?;
     }
-    let mut skipped_pre_install = Vec::new();
-    let mut ran_pre_install = Vec::new();
+    let mut pre = PreInstall {
+        ran: Vec::new(),
+        skipped: Vec::new(),
+    };
     for cmd in &ctx.pre_install {
         if is_system_command(cmd) {
-            skipped_pre_install.push(cmd.clone());
+            pre.skipped.push(cmd.clone());
             continue;
         }
         step.run(
-            &|| venv.shell(cmd, &src, &env),
+            &|| venv.shell(cmd, src, env),
             &format!("pre_install `{cmd}`"),
         )?;
-        ran_pre_install.push(cmd.clone());
+        pre.ran.push(cmd.clone());
     }
     if !ctx.install.is_empty() {
         say(&format!("running the install: {}", ctx.install));
         step.run(
-            &|| venv.shell(&ctx.install, &src, &env),
+            &|| venv.shell(&ctx.install, src, env),
             &format!("the install `{}`", ctx.install),
         )?;
     }
+    Ok(pre)
+}
 
-    // 2a. The services' own environments, apart from the tests' (src/env/services.rs): a
-    // proxy of their own, whose pins are theirs.
-    let services = super::services::install(
-        &ctx.services,
-        &interp.path,
-        work.path(),
-        ProxyConfig {
-            upstream: opts.index_url.clone(),
-            exclude_newer: Some(exclude_newer),
-            pins: BTreeMap::new(),
-            installers_as_of,
-            tool_floors,
-            allow_yanked: opts.allow_yanked,
-            objects: ark.objects(),
-        },
+/// Step 2b: the install at each instance's base commit of this version: dependencies change
+/// between commits (sqlfluff 0.6's older base commits need configparser, its environment
+/// setup commit does not), and each instance's own install must work offline later.
+fn install_at_base_commits(
+    ins: &Installs,
+    ctx: &Context,
+    mirror: &Mirror,
+    commit: &str,
+    instance_commits: &[String],
+    notes: &mut Vec<String>,
+) -> Result<(), EnvError> {
+    let Installs {
+        step,
+        venv,
+        env,
+        work,
         say,
-    )?;
-
-    // 2b. The install at each instance's base commit of this version: dependencies change
-    // between commits (sqlfluff 0.6's older base commits need configparser, its environment
-    // setup commit does not), and each instance's own install must work offline later.
-    let before_instances: BTreeSet<String> = proxy
-        .fetched()
-        .into_iter()
-        .chain(services.fetched.iter().cloned())
-        .map(|f| f.info.filename)
-        .collect();
-    let instance_commits = instance_base_commits(ark, ctx, &commit)?;
+        ..
+    } = ins;
     // Installs that cannot need anything new are not run: same build files as one installed.
     let mut installed_keys: Vec<(String, Vec<(String, String)>)> =
-        build_files_key(&mirror.repo, &commit, ctx)
-            .map(|k| vec![(commit.clone(), k)])
+        build_files_key(&mirror.repo, commit, ctx)
+            .map(|k| vec![(commit.to_string(), k)])
             .unwrap_or_default();
     for (i, c) in instance_commits.iter().enumerate() {
         if ctx.install.is_empty() {
@@ -737,16 +797,16 @@ pub fn lock(
             i + 1,
             instance_commits.len()
         ));
-        let src_i = work.path().join(format!("src-{i}"));
+        let src_i = work.join(format!("src-{i}"));
         let venv_i = Venv {
-            dir: work.path().join(format!("venv-{i}")),
+            dir: work.join(format!("venv-{i}")),
         };
         checkout(&mirror.path, c, &src_i)?;
         venv::copy_venv(&venv.dir, &venv_i.dir)?;
         let mut failed = None;
         for cmd in ctx.pre_install.iter().filter(|c| !is_system_command(c)) {
             if let Err(e) = step.run(
-                &|| venv_i.shell(cmd, &src_i, &env),
+                &|| venv_i.shell(cmd, &src_i, env),
                 &format!("pre_install `{cmd}`"),
             ) {
                 failed = Some(e);
@@ -755,7 +815,7 @@ pub fn lock(
         }
         if failed.is_none()
             && let Err(e) = step.run(
-                &|| venv_i.shell(&ctx.install, &src_i, &env),
+                &|| venv_i.shell(&ctx.install, &src_i, env),
                 &format!("the install at base commit {c}"),
             )
         {
@@ -771,11 +831,27 @@ pub fn lock(
         let _ = std::fs::remove_dir_all(&src_i);
         let _ = std::fs::remove_dir_all(&venv_i.dir);
     }
+    Ok(())
+}
 
-    // 3. Every sdist becomes a wheel, once (building one may fetch more: repeat).
-    let built_dir = work.path().join("built");
-    let sdist_dir = work.path().join("sdists");
-    let mut built: BTreeMap<String, (PathBuf, Sha256Digest, u64)> = BTreeMap::new();
+/// Sdist file name → the wheel built from it (an empty path when the name does not parse),
+/// its object id and size.
+type BuiltWheels = BTreeMap<String, (PathBuf, Sha256Digest, u64)>;
+
+/// Step 3: every sdist becomes a wheel, once (building one may fetch more: repeat).
+fn build_sdists(ark: &Ark, ins: &Installs, pip_cache: &Path) -> Result<BuiltWheels, EnvError> {
+    let Installs {
+        step,
+        venv,
+        env,
+        work,
+        say,
+        ..
+    } = ins;
+    let proxy = step.proxy;
+    let built_dir = work.join("built");
+    let sdist_dir = work.join("sdists");
+    let mut built: BuiltWheels = BTreeMap::new();
     loop {
         let pending: Vec<Fetched> = proxy
             .fetched()
@@ -790,7 +866,7 @@ pub fn lock(
                 built.insert(f.info.filename.clone(), (PathBuf::new(), f.sha256, 0));
                 continue;
             };
-            let wheel = match cached_built_wheel(&pip_cache, &n, &v) {
+            let wheel = match cached_built_wheel(pip_cache, &n, &v) {
                 Some(w) => w,
                 None => {
                     say(&format!("building a wheel of {}", f.info.filename));
@@ -800,7 +876,7 @@ pub fn lock(
                     std::fs::copy(&obj, &sdist).map_err(io_err(&obj))?;
                     let out_dir = built_dir.join(&n);
                     let wheel_cmd = || {
-                        let mut c = venv.command(&env);
+                        let mut c = venv.command(env);
                         c.args(["-m", "pip", "wheel", "--no-deps", "-w"])
                             .arg(&out_dir)
                             .arg(&sdist);
@@ -827,15 +903,21 @@ pub fn lock(
             built.insert(f.info.filename.clone(), (wheel, id, size));
         }
     }
+    Ok(built)
+}
 
-    for (sdist, wheel, id, size) in &services.built {
-        built.insert(sdist.clone(), (wheel.clone(), *id, *size));
-    }
+/// The names of the files fetched so far, by the lock's proxy and the services'.
+fn fetched_names(proxy: &LockProxy, services: &Locked) -> BTreeSet<String> {
+    proxy
+        .fetched()
+        .into_iter()
+        .chain(services.fetched.iter().cloned())
+        .map(|f| f.info.filename)
+        .collect()
+}
 
-    // 4. Installed distributions ↔ the artifacts they came from.
-    let installed = venv.installed()?;
-    let src_url = format!("file://{}", src.display());
-    let mut project = None;
+/// Every file the lock's proxy fetched, then those only the services' fetched.
+fn all_fetched(proxy: &LockProxy, services: &Locked) -> Vec<Fetched> {
     let mut fetched = proxy.fetched();
     let known: BTreeSet<String> = fetched.iter().map(|f| f.info.filename.clone()).collect();
     fetched.extend(
@@ -845,22 +927,53 @@ pub fn lock(
             .filter(|f| !known.contains(&f.info.filename))
             .cloned(),
     );
-    let mut by_dist: BTreeMap<(String, String), Vec<&Fetched>> = BTreeMap::new();
-    for f in &fetched {
+    fetched
+}
+
+/// A release: `(normalized name, version)`.
+type Release = (String, String);
+
+/// A release → the files of it that were fetched.
+type ByDist<'f> = BTreeMap<Release, Vec<&'f Fetched>>;
+
+fn by_distribution(fetched: &[Fetched]) -> ByDist<'_> {
+    let mut by_dist: ByDist = BTreeMap::new();
+    for f in fetched {
         if let Some((n, v, _)) = parse_filename(&f.info.filename) {
             by_dist.entry((n, v)).or_default().push(f);
         }
     }
-    let mut runtime: BTreeSet<(String, String)> = BTreeSet::new();
-    let mut bundled = Vec::new();
-    for d in &installed {
+    by_dist
+}
+
+/// What the installed distributions are: releases from the index (runtime), the installers
+/// the venv came with (bundled), and the repository itself (project).
+struct Matched {
+    runtime: BTreeSet<Release>,
+    bundled: Vec<Bundled>,
+    project: Option<Bundled>,
+}
+
+/// Step 4: installed distributions ↔ the artifacts they came from.
+fn match_installed(
+    installed: &[InstalledDist],
+    by_dist: &ByDist,
+    src: &Path,
+) -> Result<Matched, EnvError> {
+    let src_url = format!("file://{}", src.display());
+    let mut matched = Matched {
+        runtime: BTreeSet::new(),
+        bundled: Vec::new(),
+        project: None,
+    };
+    for d in installed {
         let n = normalize(&d.name);
         let key = by_dist
             .keys()
             .find(|(kn, kv)| *kn == n && same_version(kv, &d.version))
             .cloned();
         if let Some(k) = key {
-            runtime.insert(k);
+            matched.runtime.insert(k);
             continue;
         }
         let from_src = d
@@ -869,14 +982,14 @@ pub fn lock(
             .is_some_and(|u| u.starts_with(&src_url))
             || d.path.starts_with(&src.display().to_string());
         if from_src {
-            project = Some(Bundled {
+            matched.project = Some(Bundled {
                 name: d.name.clone(),
                 version: d.version.clone(),
             });
         } else if ["pip", "setuptools", "wheel", "distribute"].contains(&n.as_str())
             && d.direct_url.is_none()
         {
-            bundled.push(Bundled {
+            matched.bundled.push(Bundled {
                 name: d.name.clone(),
                 version: d.version.clone(),
             });
@@ -891,109 +1004,99 @@ pub fn lock(
             });
         }
     }
+    Ok(matched)
+}
 
-    // 5. The packages of the lock.
-    let service_meta = super::services::lock_meta(&services.installed, &|n, v| {
-        let n = normalize(n);
-        by_dist
-            .keys()
-            .find(|(kn, kv)| *kn == n && same_version(kv, v))
-            .cloned()
-    })?;
-    let service_dists = super::services::distributions(&service_meta);
-    let mut packages = Vec::new();
-    let mut built_wheels = Vec::new();
-    for ((n, v), files) in &by_dist {
-        let role = if runtime.contains(&(n.clone(), v.clone())) {
-            Role::Runtime
-        } else if service_dists.contains(&(n.clone(), v.clone())) {
-            Role::Service
-        } else if files
-            .iter()
-            .all(|f| !before_instances.contains(&f.info.filename))
-        {
-            Role::Instance
-        } else {
-            Role::Build
-        };
-        let mut wheels = Vec::new();
-        let mut sdist = None;
-        let mut built_wheel = None;
-        let mut yanked = None;
-        let mut requires_python = None;
-        for f in files {
-            if let Some(reason) = &f.info.yanked {
-                yanked = Some(if reason.is_empty() {
-                    "no reason given".to_string()
-                } else {
-                    reason.clone()
-                });
-                if !opts.allow_yanked {
-                    return Err(EnvError::Yanked {
-                        name: n.clone(),
-                        version: v.clone(),
-                        filename: f.info.filename.clone(),
-                        reason: yanked.clone().unwrap_or_default(),
-                    });
-                }
-            }
-            requires_python = requires_python.or(f.info.requires_python.clone());
-            if f.info.filename.ends_with(".whl") {
-                wheels.push(artifact_of(f));
+/// The `[[packages]]` entry of one release, from its fetched files, with the name of the
+/// wheel built from its sdist added to `built_wheels`.
+fn package_of(
+    (n, v): &(String, String),
+    files: &[&Fetched],
+    role: Role,
+    built: &BuiltWheels,
+    installed: &[InstalledDist],
+    opts: &LockOptions,
+    built_wheels: &mut Vec<String>,
+) -> Result<Package, EnvError> {
+    let mut wheels = Vec::new();
+    let mut sdist = None;
+    let mut built_wheel = None;
+    let mut yanked = None;
+    let mut requires_python = None;
+    for f in files {
+        if let Some(reason) = &f.info.yanked {
+            yanked = Some(if reason.is_empty() {
+                "no reason given".to_string()
             } else {
-                sdist = Some(artifact_of(f));
-                if let Some((path, id, size)) = built.get(&f.info.filename)
-                    && !path.as_os_str().is_empty()
-                {
-                    let name = path
-                        .file_name()
-                        .map(|x| x.to_string_lossy().into_owned())
-                        .unwrap_or_default();
-                    built_wheels.push(name.clone());
-                    built_wheel = Some(Artifact {
-                        name,
-                        upload_time: None,
-                        url: None,
-                        size: *size,
-                        hashes: Hashes { sha256: id.hex() },
-                    });
-                }
+                reason.clone()
+            });
+            if !opts.allow_yanked {
+                return Err(EnvError::Yanked {
+                    name: n.clone(),
+                    version: v.clone(),
+                    filename: f.info.filename.clone(),
+                    reason: yanked.clone().unwrap_or_default(),
+                });
             }
         }
-        // Several wheels of one release (pip tried one, then another): keep them all, the
-        // first one sorted is what gets installed.
-        wheels.sort_by(|a, b| a.name.cmp(&b.name));
-        if matches!(role, Role::Runtime | Role::Service)
-            && wheels.is_empty()
-            && built_wheel.is_none()
-        {
-            return Err(EnvError::NotLockable {
-                name: n.clone(),
-                version: v.clone(),
-                detail: "no wheel of it could be built".into(),
-            });
+        requires_python = requires_python.or(f.info.requires_python.clone());
+        if f.info.filename.ends_with(".whl") {
+            wheels.push(artifact_of(f));
+        } else {
+            sdist = Some(artifact_of(f));
+            if let Some((path, id, size)) = built.get(&f.info.filename)
+                && !path.as_os_str().is_empty()
+            {
+                let name = path
+                    .file_name()
+                    .map(|x| x.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                built_wheels.push(name.clone());
+                built_wheel = Some(Artifact {
+                    name,
+                    upload_time: None,
+                    url: None,
+                    size: *size,
+                    hashes: Hashes { sha256: id.hex() },
+                });
+            }
         }
-        let name = installed
-            .iter()
-            .find(|d| normalize(&d.name) == *n)
-            .map(|d| d.name.clone())
-            .unwrap_or_else(|| n.clone());
-        packages.push(Package {
-            name,
+    }
+    // Several wheels of one release (pip tried one, then another): keep them all, the
+    // first one sorted is what gets installed.
+    wheels.sort_by(|a, b| a.name.cmp(&b.name));
+    if matches!(role, Role::Runtime | Role::Service) && wheels.is_empty() && built_wheel.is_none() {
+        return Err(EnvError::NotLockable {
+            name: n.clone(),
             version: v.clone(),
-            index: Some(opts.index_url.clone()),
-            requires_python,
-            sdist,
-            wheels,
-            tool: PackageTool {
-                swe_ark: PackageMeta {
-                    role: Some(role),
-                    built_wheel,
-                    yanked,
-                },
-            },
+            detail: "no wheel of it could be built".into(),
         });
     }
+    let name = installed
+        .iter()
+        .find(|d| normalize(&d.name) == *n)
+        .map(|d| d.name.clone())
+        .unwrap_or_else(|| n.clone());
+    Ok(Package {
+        name,
+        version: v.clone(),
+        index: Some(opts.index_url.clone()),
+        requires_python,
+        sdist,
+        wheels,
+        tool: PackageTool {
+            swe_ark: PackageMeta {
+                role: Some(role),
+                built_wheel,
+                yanked,
+            },
+        },
+    })
+}
+
+/// Notes from the proxies (releases admitted, re-uploaded, untimed listings) and on
+/// pre_install commands not run.
+fn proxy_notes(notes: &mut Vec<String>, proxy: &LockProxy, services: &Locked, skipped: &[String]) {
     notes.extend(proxy.admitted());
     notes.extend(services.notes.iter().cloned());
     notes.extend(proxy.reuploaded());
@@ -1002,91 +1105,331 @@ pub fn lock(
             "the index gave no upload times for {p}: files of any date were offered"
         ));
     }
-    for cmd in &skipped_pre_install {
+    for cmd in skipped {
         notes.push(format!(
             "pre_install not run (system packages are outside the lock): {cmd}"
         ));
     }
-    drop(proxy);
+}
 
-    // 6. The interpreter, packed if asked.
+/// What the lock says of the context it was made from.
+fn context_meta(ctx: &Context, files: &SourceFiles, pre: PreInstall) -> ContextMeta {
+    ContextMeta {
+        python: ctx.python.clone(),
+        requirements_file: files.requirements_file.clone(),
+        packages: ctx.packages.clone(),
+        conda_environment: files.conda_file.clone(),
+        conda_mapped: files
+            .conda_env
+            .as_ref()
+            .map(|c| c.requirements.clone())
+            .unwrap_or_default(),
+        pip_packages: ctx.pip_packages.clone(),
+        pre_install: pre.ran,
+        skipped_pre_install: pre.skipped,
+        install: ctx.install.clone(),
+    }
+}
+
+/// The lock as stored: its bytes, their id, and the lock read back from them (the lock that
+/// is built and proven is the one stored).
+struct StoredLock {
+    bytes: Vec<u8>,
+    id: Sha256Digest,
+    lock: PyLock,
+}
+
+fn store_lock(ark: &Ark, lock: &PyLock) -> Result<StoredLock, EnvError> {
+    let bytes = lock.to_bytes().map_err(|e| EnvError::BadLock {
+        id: "(new)".into(),
+        detail: e.to_string(),
+    })?;
+    let lock_id = ark.objects().put_bytes(&bytes)?;
+    let lock = PyLock::parse(&bytes).map_err(|e| EnvError::BadLock {
+        id: lock_id.hex(),
+        detail: e.to_string(),
+    })?;
+    Ok(StoredLock {
+        bytes,
+        id: lock_id,
+        lock,
+    })
+}
+
+/// Step 8: the index: the lock and every object, in one transaction. Returns how many
+/// artifacts the lock has and their bytes.
+fn record_lock(
+    ark: &mut Ark,
+    ctx: &Context,
+    target: &Target,
+    stored: &StoredLock,
+) -> Result<(usize, u64), EnvError> {
+    let StoredLock {
+        bytes,
+        id: lock_id,
+        lock,
+    } = stored;
+    let mut objects: Vec<(Sha256Digest, u64, &'static str)> =
+        vec![(*lock_id, bytes.len() as u64, "lock")];
+    objects.extend(lock.needed_objects().map_err(|e| EnvError::BadLock {
+        id: lock_id.hex(),
+        detail: e.to_string(),
+    })?);
+    let artifacts = objects.len() - 1;
+    let total: u64 = objects.iter().skip(1).map(|o| o.1).sum();
+    ark.index_mut().record_lock(
+        &crate::store::LockRow {
+            id: *lock_id,
+            repo: ctx.repo.clone(),
+            version: ctx.version.clone(),
+            commit_id: target.commit.clone(),
+            python: target.interp.version.clone(),
+            packages: lock.packages.len() as u64,
+            artifacts: artifacts as u64,
+            bytes: total,
+            created_at: 0,
+        },
+        &objects,
+    )?;
+    Ok((artifacts, total))
+}
+
+/// The environment of every install step: the context's, built reproducibly, through the
+/// proxy, with pip's cache in the work folder.
+fn install_env(
+    ctx: &Context,
+    exclude_newer: SystemTime,
+    proxy: &LockProxy,
+    pip_cache: &Path,
+) -> BTreeMap<String, String> {
+    let mut env = ctx.env.clone();
+    // Wheels pip builds from sdists here are kept in the lock: built reproducibly, two
+    // locks of the same context name the same built wheels.
+    env.extend(venv::reproducible_build_env(exclude_newer, &ctx.env));
+    env.insert("PIP_INDEX_URL".into(), proxy.url());
+    env.insert("PIP_CACHE_DIR".into(), pip_cache.display().to_string());
+    env
+}
+
+/// A release's role in the lock: installed (runtime), a service's, fetched only by the
+/// installs at the instances' base commits (instance), or to build something (build).
+fn role_of(
+    key: &Release,
+    files: &[&Fetched],
+    runtime: &BTreeSet<Release>,
+    service_dists: &BTreeSet<Release>,
+    before_instances: &BTreeSet<String>,
+) -> Role {
+    if runtime.contains(key) {
+        Role::Runtime
+    } else if service_dists.contains(key) {
+        Role::Service
+    } else if files
+        .iter()
+        .all(|f| !before_instances.contains(&f.info.filename))
+    {
+        Role::Instance
+    } else {
+        Role::Build
+    }
+}
+
+/// Step 5: the packages of the lock, one per release fetched, and the names of the wheels
+/// built from sdists.
+fn lock_packages(
+    by_dist: &ByDist,
+    role_of: &dyn Fn(&Release, &[&Fetched]) -> Role,
+    built: &BuiltWheels,
+    installed: &[InstalledDist],
+    opts: &LockOptions,
+) -> Result<(Vec<Package>, Vec<String>), EnvError> {
+    let mut packages = Vec::new();
+    let mut built_wheels = Vec::new();
+    for (key, files) in by_dist {
+        let role = role_of(key, files);
+        let package = package_of(key, files, role, built, installed, opts, &mut built_wheels)?;
+        packages.push(package);
+    }
+    Ok((packages, built_wheels))
+}
+
+/// What installing the context through the proxy gave: the lock's packages, and what the lock
+/// records of how they were found.
+struct Resolution {
+    resolver: String,
+    packages: Vec<Package>,
+    built_wheels: Vec<String>,
+    pre: PreInstall,
+    matched: Matched,
+    services: Vec<ServiceMeta>,
+    instance_commits: Vec<String>,
+    notes: Vec<String>,
+    /// How many files the proxies handed over.
+    downloaded: usize,
+}
+
+/// Steps 1 to 5: the context installed for real in a fresh virtual environment, online, every
+/// file through the proxy; then what it took, as the lock's packages.
+fn install_through_proxy(
+    ark: &Ark,
+    ctx: &Context,
+    opts: &LockOptions,
+    target: &Target,
+    work: &Path,
+    files: &SourceFiles,
+    say: &dyn Fn(&str),
+) -> Result<Resolution, EnvError> {
+    let Target {
+        interp,
+        mirror,
+        commit,
+        cutoff,
+    } = target;
+    let exclude_newer = cutoff.when;
+    let src = work.join("src");
+    let tmp_root = ark.root().join("tmp");
+    let pins = context_pins(ctx, files);
+    let proxy = LockProxy::start(proxy_config(ark, opts, interp, exclude_newer, pins))
+        .map_err(io_err(&tmp_root))?;
+    let pip_cache = work.join("pip-cache");
+    let env = install_env(ctx, exclude_newer, &proxy, &pip_cache);
+    let venv = Venv::create(&interp.path, &work.join("venv"), true)?;
+    let ins = Installs {
+        step: Step {
+            proxy: &proxy,
+            cutoff,
+        },
+        venv: &venv,
+        env: &env,
+        src: &src,
+        work,
+        say,
+    };
+
+    install_era_installers(&ins)?;
+    let resolver = venv.pip_version().unwrap_or_else(|| "pip".into());
+    let mut notes = Vec::new();
+    let pre = install_context(&ins, ctx, files, commit, &mut notes)?;
+
+    // 2a. The services' own environments, apart from the tests' (src/env/services.rs): a
+    // proxy of their own, whose pins are theirs.
+    let services = super::services::install(
+        &ctx.services,
+        &interp.path,
+        work,
+        proxy_config(ark, opts, interp, exclude_newer, BTreeMap::new()),
+        say,
+    )?;
+
+    // Releases only fetched after this are the instances' own (`Role::Instance`).
+    let before_instances = fetched_names(&proxy, &services);
+    let instance_commits = instance_base_commits(ark, ctx, commit)?;
+    install_at_base_commits(&ins, ctx, mirror, commit, &instance_commits, &mut notes)?;
+
+    let mut built = build_sdists(ark, &ins, &pip_cache)?;
+    for (sdist, wheel, id, size) in &services.built {
+        built.insert(sdist.clone(), (wheel.clone(), *id, *size));
+    }
+
+    let installed = venv.installed()?;
+    let fetched = all_fetched(&proxy, &services);
+    let by_dist = by_distribution(&fetched);
+    let matched = match_installed(&installed, &by_dist, &src)?;
+
+    let service_meta = super::services::lock_meta(&services.installed, &|n, v| {
+        let n = normalize(n);
+        by_dist
+            .keys()
+            .find(|(kn, kv)| *kn == n && same_version(kv, v))
+            .cloned()
+    })?;
+    let service_dists = super::services::distributions(&service_meta);
+    let role = |key: &Release, files: &[&Fetched]| {
+        role_of(
+            key,
+            files,
+            &matched.runtime,
+            &service_dists,
+            &before_instances,
+        )
+    };
+    let (packages, built_wheels) = lock_packages(&by_dist, &role, &built, &installed, opts)?;
+    proxy_notes(&mut notes, &proxy, &services, &pre.skipped);
+    drop(proxy);
+    Ok(Resolution {
+        resolver,
+        packages,
+        built_wheels,
+        pre,
+        matched,
+        services: service_meta,
+        instance_commits,
+        notes,
+        downloaded: fetched.len(),
+    })
+}
+
+/// Step 6: what the lock says of the interpreter, packed into the store if asked.
+fn python_meta(
+    ark: &Ark,
+    opts: &LockOptions,
+    interp: &python::Interpreter,
+    work: &Path,
+    say: &dyn Fn(&str),
+) -> Result<PythonMeta, EnvError> {
     let packed_python = if opts.pack_python {
         say(&format!(
             "packing Python {} ({})",
             interp.version,
             interp.prefix.display()
         ));
-        Some(packed::pack_python(&ark.objects(), work.path(), &interp)?)
+        Some(packed::pack_python(&ark.objects(), work, interp)?)
     } else {
         None
     };
-    let lock = PyLock {
+    Ok(PythonMeta {
+        version: interp.version.clone(),
+        implementation: interp.implementation.clone(),
+        platform: interp.platform.clone(),
+        sha256: interp.sha256.hex(),
+        // Where the prefix was is a fact of this machine, not of the
+        // interpreter: the lock names it by its content only.
+        packed_from: None,
+        packed: packed_python,
+    })
+}
+
+/// The pylock.toml document of `packages`, with `meta` as its `[tool.swe-ark]`.
+fn lock_document(packages: Vec<Package>, meta: LockMeta) -> PyLock {
+    PyLock {
         lock_version: pylock::LOCK_VERSION.into(),
         environments: vec![],
-        requires_python: format!("=={}", interp.version),
+        requires_python: format!("=={}", meta.python.version),
         extras: vec![],
         dependency_groups: vec![],
         default_groups: vec![],
         created_by: "swe-ark".into(),
         packages,
-        tool: Tool {
-            swe_ark: LockMeta {
-                repo: ctx.repo.clone(),
-                version: ctx.version.clone(),
-                commit: commit.clone(),
-                exclude_newer: rfc3339(exclude_newer),
-                exclude_newer_rule: Some(cutoff.describe()),
-                index: opts.index_url.clone(),
-                resolver,
-                python: PythonMeta {
-                    version: interp.version.clone(),
-                    implementation: interp.implementation.clone(),
-                    platform: interp.platform.clone(),
-                    sha256: interp.sha256.hex(),
-                    // Where the prefix was is a fact of this machine, not of the
-                    // interpreter: the lock names it by its content only.
-                    packed_from: None,
-                    packed: packed_python,
-                },
-                context: ContextMeta {
-                    python: ctx.python.clone(),
-                    requirements_file: requirements_file.clone(),
-                    packages: ctx.packages.clone(),
-                    conda_environment: conda_file.clone(),
-                    conda_mapped: conda_env
-                        .as_ref()
-                        .map(|c| c.requirements.clone())
-                        .unwrap_or_default(),
-                    pip_packages: ctx.pip_packages.clone(),
-                    pre_install: ran_pre_install,
-                    skipped_pre_install,
-                    install: ctx.install.clone(),
-                },
-                bundled,
-                project: project.clone(),
-                instance_commits: instance_commits.clone(),
-                notes: notes.clone(),
-                services: service_meta,
-            },
-        },
-    };
-    let bytes = lock.to_bytes().map_err(|detail| EnvError::BadLock {
-        id: "(new)".into(),
-        detail,
-    })?;
-    let lock_id = ark.objects().put_bytes(&bytes)?;
-    let lock = PyLock::parse(&bytes).map_err(|detail| EnvError::BadLock {
-        id: lock_id.hex(),
-        detail,
-    })?;
+        tool: Tool { swe_ark: meta },
+    }
+}
 
-    // 7. The proof: built from the objects with no index, then the install run offline.
+/// Step 7: the proof: built from the objects with no index, then the install run offline.
+fn build_and_prove(
+    ark: &Ark,
+    ctx: &Context,
+    opts: &LockOptions,
+    target: &Target,
+    work: &Path,
+    stored: &StoredLock,
+    say: &dyn Fn(&str),
+) -> Result<BuiltEnv, EnvError> {
     say("building the environment from the lock, offline");
     let built_env = build::build(
         &ark.objects(),
         ark.root(),
-        &lock_id,
-        &lock,
+        &stored.id,
+        &stored.lock,
         &BuildOptions {
             installer: opts.installer,
             python: opts.python.clone(),
@@ -1097,59 +1440,84 @@ pub fn lock(
     if let Err(e) = prove_install(
         ctx,
         &built_env,
-        &lock,
-        &mirror.path,
-        &commit,
-        work.path(),
+        &stored.lock,
+        &target.mirror.path,
+        &target.commit,
+        work,
         say,
     ) {
         // No lock row, so no built environment either.
         let _ = std::fs::remove_dir_all(&built_env.dir);
         return Err(e);
     }
+    Ok(built_env)
+}
 
-    // 8. The index: the lock and every object, in one transaction.
-    let mut objects: Vec<(Sha256Digest, u64, &'static str)> =
-        vec![(lock_id, bytes.len() as u64, "lock")];
-    objects.extend(lock.needed_objects().map_err(|detail| EnvError::BadLock {
-        id: lock_id.hex(),
-        detail,
-    })?);
-    let artifacts = objects.len() - 1;
-    let total: u64 = objects.iter().skip(1).map(|o| o.1).sum();
-    let count = |role| lock.packages.iter().filter(|p| p.role() == role).count();
-    let (runtime_n, services_n) = (count(Role::Runtime), count(Role::Service));
-    ark.index_mut().record_lock(
-        &crate::store::LockRow {
-            id: lock_id,
+/// Locks `ctx`: see the module's documentation.
+pub fn lock(
+    ark: &mut Ark,
+    ctx: &Context,
+    opts: &LockOptions,
+    say: &dyn Fn(&str),
+) -> Result<LockReport, EnvError> {
+    let target = resolve_target(ark, ctx, opts, say)?;
+    let exclude_newer = target.cutoff.when;
+
+    let tmp_root = ark.root().join("tmp");
+    std::fs::create_dir_all(&tmp_root).map_err(io_err(&tmp_root))?;
+    let work = tempfile::Builder::new()
+        .prefix(".tmp-lock-")
+        .tempdir_in(&tmp_root)
+        .map_err(io_err(&tmp_root))?;
+    let src = work.path().join("src");
+    checkout(&target.mirror.path, &target.commit, &src)?;
+    let files = read_source_files(ctx, &src)?;
+    let found = install_through_proxy(ark, ctx, opts, &target, work.path(), &files, say)?;
+
+    let python = python_meta(ark, opts, &target.interp, work.path(), say)?;
+    let lock = lock_document(
+        found.packages,
+        LockMeta {
             repo: ctx.repo.clone(),
             version: ctx.version.clone(),
-            commit_id: commit.clone(),
-            python: interp.version.clone(),
-            packages: lock.packages.len() as u64,
-            artifacts: artifacts as u64,
-            bytes: total,
-            created_at: 0,
+            commit: target.commit.clone(),
+            exclude_newer: rfc3339(exclude_newer),
+            exclude_newer_rule: Some(target.cutoff.describe()),
+            index: opts.index_url.clone(),
+            resolver: found.resolver,
+            python,
+            context: context_meta(ctx, &files, found.pre),
+            bundled: found.matched.bundled,
+            project: found.matched.project.clone(),
+            instance_commits: found.instance_commits.clone(),
+            notes: found.notes.clone(),
+            services: found.services,
         },
-        &objects,
-    )?;
+    );
+    let stored = store_lock(ark, &lock)?;
+    let built_env = build_and_prove(ark, ctx, opts, &target, work.path(), &stored, say)?;
+
+    let (artifacts, total) = record_lock(ark, ctx, &target, &stored)?;
+    let lock = &stored.lock;
+    let count = |role| lock.packages.iter().filter(|p| p.role() == role).count();
+    let (runtime_n, services_n) = (count(Role::Runtime), count(Role::Service));
     Ok(LockReport {
-        id: lock_id.hex(),
+        id: stored.id.hex(),
         repo: ctx.repo.clone(),
         version: ctx.version.clone(),
-        commit,
+        commit: target.commit.clone(),
         exclude_newer: rfc3339(exclude_newer),
-        exclude_newer_rule: cutoff.describe(),
-        python: interp.version.clone(),
+        exclude_newer_rule: target.cutoff.describe(),
+        python: target.interp.version.clone(),
         packages: lock.packages.len(),
         runtime: runtime_n,
         build: lock.packages.len() - runtime_n - services_n,
         services: services_n,
         artifacts,
         bytes: total,
-        downloaded: fetched.len(),
-        built_wheels,
-        notes,
+        downloaded: found.downloaded,
+        built_wheels: found.built_wheels,
+        notes: found.notes,
         env: built_env,
     })
 }

@@ -151,9 +151,9 @@ pub fn unpack_python(
     art: &Artifact,
     major_minor: &str,
 ) -> Result<PathBuf, EnvError> {
-    let id: Sha256Digest = art.sha256().map_err(|detail| EnvError::BadLock {
+    let id: Sha256Digest = art.sha256().map_err(|e| EnvError::BadLock {
         id: String::new(),
-        detail,
+        detail: e.to_string(),
     })?;
     let root = crate::store::Layout::new(ark_root).pythons();
     let dest = root.join(id.hex());

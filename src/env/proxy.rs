@@ -344,11 +344,8 @@ impl Shared {
         f
     }
 
-    /// The files of `project` the installers may see (None: the index does not know it).
-    fn listing(&self, project: &str) -> Result<Option<Vec<FileInfo>>, Failure> {
-        if let Some(files) = self.lock().listings.get(project) {
-            return Ok(Some(files.clone()));
-        }
+    /// The index's listing of `project`, as the index gives it (None: it does not know it).
+    fn fetch_listing(&self, project: &str) -> Result<Option<Vec<FileInfo>>, Failure> {
         let upstream = self.config.upstream.trim_end_matches('/');
         let url = format!("{upstream}/{project}/");
         let upstream_err = |detail: String| Failure::Upstream {
@@ -385,26 +382,40 @@ impl Shared {
         } else {
             Ok(parse_html_listing(project, &page_url, &body))
         }
-        .map_err(|detail| self.fail(upstream_err(detail)))?;
+        .map_err(|e| self.fail(upstream_err(e.to_string())))?;
+        Ok(Some(files))
+    }
+
+    /// Why `project` is offered as of `fl`, later than the cutoff `base`.
+    fn floor_note(&self, project: &str, fl: SystemTime, base: SystemTime) -> String {
+        match self.config.tool_floors.get(project) {
+            Some((_, why)) => format!(
+                "{project}: offered as of {}, not the cutoff {}: {why}",
+                asof::rfc3339(fl),
+                asof::rfc3339(base)
+            ),
+            None => format!(
+                "{project}: offered as of {} (the interpreter's first release), not the cutoff \
+             {}: older installers do not run on it",
+                asof::rfc3339(fl),
+                asof::rfc3339(base)
+            ),
+        }
+    }
+
+    /// The files of `project` the installers may see (None: the index does not know it).
+    fn listing(&self, project: &str) -> Result<Option<Vec<FileInfo>>, Failure> {
+        if let Some(files) = self.lock().listings.get(project) {
+            return Ok(Some(files.clone()));
+        }
+        let Some(files) = self.fetch_listing(project)? else {
+            return Ok(None);
+        };
         let base_cutoff = self.config.exclude_newer;
         // The installers: never older than the interpreter's first release; build tools of a
         // broken window: as of their fix.
         // The note says which (an installer's words are those of every lock made before tool
         // floors, so those locks keep their bytes).
-        let floor_note =
-            |fl: SystemTime, base: SystemTime| match self.config.tool_floors.get(project) {
-                Some((_, why)) => format!(
-                    "{project}: offered as of {}, not the cutoff {}: {why}",
-                    asof::rfc3339(fl),
-                    asof::rfc3339(base)
-                ),
-                None => format!(
-                    "{project}: offered as of {} (the interpreter's first release), not the cutoff \
-                 {}: older installers do not run on it",
-                    asof::rfc3339(fl),
-                    asof::rfc3339(base)
-                ),
-            };
         let floor = match self.config.tool_floors.get(project) {
             Some((when, _)) => Some(*when),
             None => self
@@ -446,7 +457,7 @@ impl Shared {
                     if let (Some(base), Some(fl)) = (base_cutoff, floor)
                         && t > base
                     {
-                        floors.insert(floor_note(fl, base));
+                        floors.insert(self.floor_note(project, fl, base));
                     }
                     true
                 }
@@ -474,28 +485,12 @@ impl Shared {
             }
         }
         // Every file is newer than the cutoff: the project's old releases were deleted and
-        // re-uploaded later (atomicwrites was, in 2022). The earliest release there is now is
-        // the closest to "as of then"; it is offered, and the lock run says so.
-        let mut reuploaded = None;
-        if files.is_empty() && !all.is_empty() && cutoff.is_some() {
-            let first = all
-                .iter()
-                .filter_map(|f| Some((uploaded(f)?, parse_filename(&f.filename)?.1)))
-                .min();
-            if let Some((when, version)) = first {
-                files = all
-                    .iter()
-                    .filter(|f| parse_filename(&f.filename).is_some_and(|(_, v, _)| v == version))
-                    .cloned()
-                    .collect();
-                hidden.retain(|h| !files.contains(h));
-                reuploaded = Some(format!(
-                    "{project}: no file existed before the cutoff; its earliest release on the \
-                     index now, {version} (uploaded {}), was offered",
-                    humantime::format_rfc3339_seconds(when)
-                ));
-            }
-        }
+        // re-uploaded later (atomicwrites was, in 2022).
+        let reuploaded = if files.is_empty() && !all.is_empty() && cutoff.is_some() {
+            earliest_release(project, &all, &mut files, &mut hidden)
+        } else {
+            None
+        };
         let mut st = self.lock();
         if untimed {
             st.untimed.insert(project.to_string());
@@ -678,24 +673,69 @@ fn listing_html(base: &str, project: &str, files: &[FileInfo], unyank: bool) -> 
     out
 }
 
+/// Why an index's JSON listing cannot be read.
+#[derive(Debug, thiserror::Error)]
+enum ListingError {
+    #[error("the JSON listing does not parse: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("the JSON listing has no `files` list")]
+    NoFiles,
+    #[error("a file in the JSON listing has no filename or url")]
+    Unnamed,
+    /// A file's url that does not join the page's (the url crate's words in `detail`).
+    #[error("`{url}`: {detail}")]
+    Url { url: String, detail: String },
+}
+
+/// The earliest release the index has now, offered (moved from `hidden` to `files`) when
+/// every file of `project` is newer than the cutoff: the closest to "as of then". Returns the
+/// note the lock run gives.
+fn earliest_release(
+    project: &str,
+    all: &[FileInfo],
+    files: &mut Vec<FileInfo>,
+    hidden: &mut Vec<FileInfo>,
+) -> Option<String> {
+    let first = all
+        .iter()
+        .filter_map(|f| Some((upload_time(f)?, parse_filename(&f.filename)?.1)))
+        .min();
+    if let Some((when, version)) = first {
+        *files = all
+            .iter()
+            .filter(|f| parse_filename(&f.filename).is_some_and(|(_, v, _)| v == version))
+            .cloned()
+            .collect();
+        hidden.retain(|h| !files.contains(h));
+        return Some(format!(
+            "{project}: no file existed before the cutoff; its earliest release on the \
+             index now, {version} (uploaded {}), was offered",
+            humantime::format_rfc3339_seconds(when)
+        ));
+    }
+    None
+}
+
 fn parse_json_listing(
     project: &str,
     page: &reqwest::Url,
     body: &str,
-) -> Result<Vec<FileInfo>, String> {
-    let v: serde_json::Value =
-        serde_json::from_str(body).map_err(|e| format!("the JSON listing does not parse: {e}"))?;
+) -> Result<Vec<FileInfo>, ListingError> {
+    let v: serde_json::Value = serde_json::from_str(body)?;
     let files = v
         .get("files")
         .and_then(|f| f.as_array())
-        .ok_or("the JSON listing has no `files` list")?;
+        .ok_or(ListingError::NoFiles)?;
     let mut out = Vec::new();
     for f in files {
         let s = |k: &str| f.get(k).and_then(|x| x.as_str()).map(str::to_string);
         let (Some(filename), Some(url)) = (s("filename"), s("url")) else {
-            return Err("a file in the JSON listing has no filename or url".into());
+            return Err(ListingError::Unnamed);
         };
-        let url = page.join(&url).map_err(|e| format!("`{url}`: {e}"))?;
+        let url = page.join(&url).map_err(|e| ListingError::Url {
+            detail: e.to_string(),
+            url,
+        })?;
         let yanked = match f.get("yanked") {
             Some(serde_json::Value::String(r)) => Some(r.clone()),
             Some(serde_json::Value::Bool(true)) => Some(String::new()),

@@ -6,7 +6,23 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::digest::Sha256Digest;
+use crate::digest::{ParseDigestError, Sha256Digest};
+
+/// Why a pylock.toml cannot be read or written; the messages are those of the parts that
+/// failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PyLockError {
+    #[error("{0}")]
+    Utf8(#[from] std::str::Utf8Error),
+    #[error("{0}")]
+    Read(#[from] toml::de::Error),
+    #[error("{0}")]
+    Write(#[from] toml::ser::Error),
+    #[error("lock-version {0} is not {LOCK_VERSION}")]
+    Version(String),
+    #[error("{0}")]
+    Digest(#[from] ParseDigestError),
+}
 
 pub const LOCK_VERSION: &str = "1.0";
 
@@ -47,11 +63,8 @@ pub struct Artifact {
 }
 
 impl Artifact {
-    pub fn sha256(&self) -> Result<Sha256Digest, String> {
-        self.hashes
-            .sha256
-            .parse()
-            .map_err(|e: crate::digest::ParseDigestError| e.to_string())
+    pub fn sha256(&self) -> Result<Sha256Digest, ParseDigestError> {
+        self.hashes.sha256.parse()
     }
 }
 
@@ -236,7 +249,7 @@ pub struct PyLock {
 
 impl PyLock {
     /// The canonical bytes: packages sorted by (normalized name, version).
-    pub fn to_bytes(&self) -> Result<Vec<u8>, String> {
+    pub fn to_bytes(&self) -> Result<Vec<u8>, PyLockError> {
         let mut lock = self.clone();
         lock.packages.sort_by(|a, b| {
             (normalize(&a.name), &a.version).cmp(&(normalize(&b.name), &b.version))
@@ -247,19 +260,14 @@ impl PyLock {
                 (normalize(&a.name), &a.version).cmp(&(normalize(&b.name), &b.version))
             });
         }
-        toml::to_string(&lock)
-            .map(String::into_bytes)
-            .map_err(|e| e.to_string())
+        Ok(toml::to_string(&lock).map(String::into_bytes)?)
     }
 
-    pub fn parse(bytes: &[u8]) -> Result<PyLock, String> {
-        let text = std::str::from_utf8(bytes).map_err(|e| e.to_string())?;
-        let lock: PyLock = toml::from_str(text).map_err(|e| e.to_string())?;
+    pub fn parse(bytes: &[u8]) -> Result<PyLock, PyLockError> {
+        let text = std::str::from_utf8(bytes)?;
+        let lock: PyLock = toml::from_str(text)?;
         if lock.lock_version != LOCK_VERSION {
-            return Err(format!(
-                "lock-version {} is not {LOCK_VERSION}",
-                lock.lock_version
-            ));
+            return Err(PyLockError::Version(lock.lock_version));
         }
         Ok(lock)
     }
@@ -267,7 +275,7 @@ impl PyLock {
     /// Every object an offline build of this lock reads, with its size and kind (`wheel`,
     /// `sdist`, `built-wheel`, `interpreter`), sorted by id, each once: what the lock's
     /// archive row counts, what a release lists and an export carries.
-    pub fn needed_objects(&self) -> Result<Vec<(Sha256Digest, u64, &'static str)>, String> {
+    pub fn needed_objects(&self) -> Result<Vec<(Sha256Digest, u64, &'static str)>, PyLockError> {
         let mut out = Vec::new();
         for p in &self.packages {
             for a in p.artifacts() {

@@ -24,6 +24,7 @@ use super::venv::Venv;
 use super::{EnvError, asof, io_err};
 use crate::digest::Sha256Digest;
 use crate::manifest::Service;
+use crate::store::ObjectStore;
 
 /// A service's pins and what installing them gave (name and version of each distribution).
 #[derive(Debug, Clone)]
@@ -91,21 +92,7 @@ pub(super) fn install(
     // The interpreter's own pip (ensurepip, offline), in a virtual environment that is only
     // the installer: nothing of the context's era or environment.
     let pip = Venv::create(python, &work.join("service-installer"), true)?;
-    let mut env = super::venv::reproducible_build_env(
-        exclude_newer.unwrap_or(std::time::UNIX_EPOCH),
-        &BTreeMap::new(),
-    );
-    env.extend([
-        ("PIP_INDEX_URL".to_string(), proxy.url()),
-        // Sdists built in isolated environments (their build backends fetched through the
-        // proxy too, and locked): the installer's environment has no `wheel` for a legacy
-        // `setup.py bdist_wheel`.
-        ("PIP_USE_PEP517".to_string(), "1".to_string()),
-        (
-            "PIP_CACHE_DIR".to_string(),
-            work.join("service-pip-cache").display().to_string(),
-        ),
-    ]);
+    let env = installer_env(exclude_newer, &proxy, work);
     for s in services {
         let mut dists = Vec::new();
         if !s.packages.is_empty() {
@@ -132,40 +119,12 @@ pub(super) fn install(
                     None => e,
                 });
             }
-            let mut files = Vec::new();
-            for e in std::fs::read_dir(&wheels).map_err(io_err(&wheels))? {
-                let path = e.map_err(io_err(&wheels))?.path();
-                let name = path
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default();
-                if let Some((n, v, true)) = parse_filename(&name) {
-                    dists.push((n, v));
-                    files.push((name, path));
-                }
-            }
+            let files = wheels_in(&wheels, &mut dists)?;
             dists.sort();
             check_closure(&s.name, &s.packages, &dists)?;
             // A wheel of the folder that was not downloaded was built from an sdist.
-            let fetched = proxy.fetched();
-            for (name, path) in files {
-                if fetched.iter().any(|f| f.info.filename == name) {
-                    continue;
-                }
-                let Some(sdist) = fetched.iter().find(|f| {
-                    parse_filename(&f.info.filename).is_some_and(|(n, v, wheel)| {
-                        !wheel
-                            && Some((n.clone(), v.clone()))
-                                == parse_filename(&name).map(|(a, b, _)| (a, b))
-                    })
-                }) else {
-                    continue;
-                };
-                let mut file = std::fs::File::open(&path).map_err(io_err(&path))?;
-                let (id, size) = objects.put(&mut file)?;
-                out.built
-                    .push((sdist.info.filename.clone(), path, id, size));
-            }
+            out.built
+                .extend(built_from_sdists(&proxy, &objects, files)?);
         }
         out.installed.push(Installed {
             name: s.name.clone(),
@@ -182,6 +141,80 @@ pub(super) fn install(
     );
     out.notes.extend(proxy.reuploaded());
     Ok(out)
+}
+
+/// The installer's environment: reproducible builds, the services' proxy as the index,
+/// PEP 517 builds, and a pip cache in `work`.
+fn installer_env(
+    exclude_newer: Option<std::time::SystemTime>,
+    proxy: &LockProxy,
+    work: &Path,
+) -> BTreeMap<String, String> {
+    let mut env = super::venv::reproducible_build_env(
+        exclude_newer.unwrap_or(std::time::UNIX_EPOCH),
+        &BTreeMap::new(),
+    );
+    env.extend([
+        ("PIP_INDEX_URL".to_string(), proxy.url()),
+        // Sdists built in isolated environments (their build backends fetched through the
+        // proxy too, and locked): the installer's environment has no `wheel` for a legacy
+        // `setup.py bdist_wheel`.
+        ("PIP_USE_PEP517".to_string(), "1".to_string()),
+        (
+            "PIP_CACHE_DIR".to_string(),
+            work.join("service-pip-cache").display().to_string(),
+        ),
+    ]);
+    env
+}
+
+/// The wheels in the folder `pip wheel` filled, each with its path; their (name, version)
+/// added to `dists`.
+fn wheels_in(
+    wheels: &Path,
+    dists: &mut Vec<(String, String)>,
+) -> Result<Vec<(String, PathBuf)>, EnvError> {
+    let mut files = Vec::new();
+    for e in std::fs::read_dir(wheels).map_err(io_err(wheels))? {
+        let path = e.map_err(io_err(wheels))?.path();
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if let Some((n, v, true)) = parse_filename(&name) {
+            dists.push((n, v));
+            files.push((name, path));
+        }
+    }
+    Ok(files)
+}
+
+/// The wheels of `files` that were not downloaded, each stored with the sdist it was built
+/// from: (sdist file name, wheel path, object id, size).
+fn built_from_sdists(
+    proxy: &LockProxy,
+    objects: &ObjectStore,
+    files: Vec<(String, PathBuf)>,
+) -> Result<Vec<(String, PathBuf, Sha256Digest, u64)>, EnvError> {
+    let mut built = Vec::new();
+    let fetched = proxy.fetched();
+    for (name, path) in files {
+        if fetched.iter().any(|f| f.info.filename == name) {
+            continue;
+        }
+        let Some(sdist) = fetched.iter().find(|f| {
+            parse_filename(&f.info.filename).is_some_and(|(n, v, wheel)| {
+                !wheel
+                    && Some((n.clone(), v.clone())) == parse_filename(&name).map(|(a, b, _)| (a, b))
+            })
+        }) else {
+            continue;
+        };
+        let mut file = std::fs::File::open(&path).map_err(io_err(&path))?;
+        let (id, size) = objects.put(&mut file)?;
+        built.push((sdist.info.filename.clone(), path, id, size));
+    }
+    Ok(built)
 }
 
 /// The installed distributions must be the pins, no more, no less.

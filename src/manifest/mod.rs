@@ -145,71 +145,105 @@ fn is_env_name(s: &str) -> bool {
         && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
+/// What is wrong with one of a version's services.
+#[derive(Debug, thiserror::Error)]
+#[error("service `{service}`{fault}")]
+struct ServiceError {
+    service: String,
+    fault: ServiceFault,
+}
+
+/// The fault of a service, as it reads after the service's name.
+#[derive(Debug, thiserror::Error)]
+enum ServiceFault {
+    #[error(": a service name is letters, digits, `.`, `_` and `-`")]
+    BadName,
+    #[error(" is named twice")]
+    NamedTwice,
+    #[error(" has an empty command")]
+    EmptyCommand,
+    #[error(
+        ": package `{0}` is not pinned as NAME==VERSION (a service's packages must resolve the \
+         same whatever the lock's date)"
+    )]
+    Unpinned(String),
+    #[error(": `{0}` is not a valid host name (DNS labels of letters, digits and `-`)")]
+    BadHost(String),
+    #[error(" has a tls_command but no tls_ports")]
+    TlsCommandWithoutPorts,
+    #[error(" has tls_ports but no tls_command")]
+    TlsPortsWithoutCommand,
+    #[error(" has an empty tls_command")]
+    EmptyTlsCommand,
+    #[error(" has ca_files but no tls_ports")]
+    CaFilesWithoutTls,
+    #[error(": ca_files entry `{0}` is not a plain path inside the checkout")]
+    BadCaFile(String),
+    #[error(": `{0}` is not an environment variable name")]
+    BadEnvName(String),
+    #[error(": port 0 is not a port")]
+    PortZero,
+    #[error(": port {port} is taken by service `{other}` already")]
+    PortTaken { port: u16, other: String },
+}
+
 /// What is wrong with a version's services, if anything.
-fn check_services(services: &[Service]) -> Result<(), String> {
+fn check_services(services: &[Service]) -> Result<(), ServiceError> {
     let mut names = std::collections::BTreeSet::new();
     let mut ports = BTreeMap::new();
     for s in services {
-        let who = format!("service `{}`", s.name);
+        let fail = |fault| ServiceError {
+            service: s.name.clone(),
+            fault,
+        };
         let name_ok = s.name.starts_with(|c: char| c.is_ascii_alphanumeric())
             && s.name
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
         if !name_ok {
-            return Err(format!(
-                "{who}: a service name is letters, digits, `.`, `_` and `-`"
-            ));
+            return Err(fail(ServiceFault::BadName));
         }
         if !names.insert(s.name.as_str()) {
-            return Err(format!("{who} is named twice"));
+            return Err(fail(ServiceFault::NamedTwice));
         }
         if s.command.is_empty() {
-            return Err(format!("{who} has an empty command"));
+            return Err(fail(ServiceFault::EmptyCommand));
         }
         if let Some(p) = s.packages.iter().find(|p| !is_pin(p)) {
-            return Err(format!(
-                "{who}: package `{p}` is not pinned as NAME==VERSION (a service's packages \
-                 must resolve the same whatever the lock's date)"
-            ));
+            return Err(fail(ServiceFault::Unpinned(p.clone())));
         }
         if let Some(h) = s.hosts.iter().find(|h| !crate::sandbox::is_host_name(h)) {
-            return Err(format!(
-                "{who}: `{h}` is not a valid host name (DNS labels of letters, digits and `-`)"
-            ));
+            return Err(fail(ServiceFault::BadHost(h.clone())));
         }
         match (&s.tls_command, s.tls_ports.is_empty()) {
-            (Some(_), true) => return Err(format!("{who} has a tls_command but no tls_ports")),
-            (None, false) => return Err(format!("{who} has tls_ports but no tls_command")),
+            (Some(_), true) => return Err(fail(ServiceFault::TlsCommandWithoutPorts)),
+            (None, false) => return Err(fail(ServiceFault::TlsPortsWithoutCommand)),
             (Some(c), false) if c.is_empty() => {
-                return Err(format!("{who} has an empty tls_command"));
+                return Err(fail(ServiceFault::EmptyTlsCommand));
             }
             _ => {}
         }
         if !s.ca_files.is_empty() && s.tls_ports.is_empty() {
-            return Err(format!("{who} has ca_files but no tls_ports"));
+            return Err(fail(ServiceFault::CaFilesWithoutTls));
         }
         if let Some(f) = s.ca_files.iter().find(|f| {
             f.is_empty()
                 || f.starts_with('/')
                 || f.split('/').any(|c| c.is_empty() || c == "." || c == "..")
         }) {
-            return Err(format!(
-                "{who}: ca_files entry `{f}` is not a plain path inside the checkout"
-            ));
+            return Err(fail(ServiceFault::BadCaFile(f.clone())));
         }
         for v in s.ca_env().iter().chain(&s.env_var) {
             if !is_env_name(v) {
-                return Err(format!("{who}: `{v}` is not an environment variable name"));
+                return Err(fail(ServiceFault::BadEnvName(v.clone())));
             }
         }
         for p in s.ports.iter().chain(&s.tls_ports) {
             if *p == 0 {
-                return Err(format!("{who}: port 0 is not a port"));
+                return Err(fail(ServiceFault::PortZero));
             }
             if let Some(other) = ports.insert(*p, s.name.clone()) {
-                return Err(format!(
-                    "{who}: port {p} is taken by service `{other}` already"
-                ));
+                return Err(fail(ServiceFault::PortTaken { port: *p, other }));
             }
         }
     }

@@ -233,86 +233,90 @@ pub fn import_name(file: &Path) -> String {
     format!("local/{cleaned}")
 }
 
-/// Reads the git bundle at `file` into mirror `name` under `mirrors_dir`, creating it if
-/// needed (with `url` as its `origin`, or none). Every object arrives through libgit2's pack
-/// writer, which checks the pack before anything is kept; a new mirror appears only when the
-/// import succeeded, and an existing one gets its refs only after its objects are in.
-pub fn import_bundle(
+/// A new, empty bare repository for mirror `name` in a temporary folder of `mirrors_dir`
+/// (renamed into place once the import succeeded), with `url` as its `origin`.
+fn new_mirror(
     mirrors_dir: &Path,
-    file: &Path,
     name: &RepoName,
     url: Option<&str>,
-    progress: &dyn Progress,
-) -> Result<(Mirror, ImportStats), MirrorError> {
-    let io_err = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| MirrorError::Io { path, source }
+) -> Result<tempfile::TempDir, MirrorError> {
+    let io_err = |source| MirrorError::Io {
+        path: mirrors_dir.to_path_buf(),
+        source,
     };
-    let f = File::open(file).map_err(io_err(file))?;
-    let total = f.metadata().map(|m| m.len()).ok();
-    let mut r = BufReader::with_capacity(1 << 20, f);
-    let header = read_header(file, &mut r)?;
     let git = |source| MirrorError::Git {
         name: name.to_string(),
         source,
     };
-    let dest = Mirror::dir(mirrors_dir, name);
-    let created = !dest.is_dir();
-    let tmp = if created {
-        fs::create_dir_all(mirrors_dir).map_err(io_err(mirrors_dir))?;
-        let tmp = tempfile::Builder::new()
-            .prefix(&format!("{}{}-", fsutil::TEMP_PREFIX, name.dir_name()))
-            .tempdir_in(mirrors_dir)
-            .map_err(io_err(mirrors_dir))?;
-        let repo = Repository::init_bare(tmp.path()).map_err(git)?;
-        if let Some(url) = url {
-            repo.remote_with_fetch("origin", url, FETCH_REFSPECS[0])
-                .map_err(git)?;
-            for spec in &FETCH_REFSPECS[1..] {
-                repo.remote_add_fetch("origin", spec).map_err(git)?;
-            }
+    fs::create_dir_all(mirrors_dir).map_err(io_err)?;
+    let tmp = tempfile::Builder::new()
+        .prefix(&format!("{}{}-", fsutil::TEMP_PREFIX, name.dir_name()))
+        .tempdir_in(mirrors_dir)
+        .map_err(io_err)?;
+    let repo = Repository::init_bare(tmp.path()).map_err(git)?;
+    if let Some(url) = url {
+        repo.remote_with_fetch("origin", url, FETCH_REFSPECS[0])
+            .map_err(git)?;
+        for spec in &FETCH_REFSPECS[1..] {
+            repo.remote_add_fetch("origin", spec).map_err(git)?;
         }
-        Some(tmp)
-    } else {
-        None
+    }
+    Ok(tmp)
+}
+
+/// The bundle's pack, read from `r` (after its header) through libgit2's pack writer, which
+/// checks it before anything is kept.
+fn write_pack(
+    repo: &Repository,
+    r: &mut impl Read,
+    file: &Path,
+    total: Option<u64>,
+    name: &RepoName,
+    progress: &dyn Progress,
+) -> Result<(), MirrorError> {
+    let git = |source| MirrorError::Git {
+        name: name.to_string(),
+        source,
     };
-    let repo_path = tmp
-        .as_ref()
-        .map_or(dest.clone(), |t| t.path().to_path_buf());
-    let repo = Repository::open_bare(&repo_path).map_err(git)?;
-    for p in &header.prerequisites {
-        if repo.find_commit(*p).is_err() {
-            return Err(bad(
-                file,
-                format!(
-                    "it needs commit {p}, which the mirror does not have (an incremental bundle?)"
-                ),
-            ));
-        }
-    }
-    {
-        let odb = repo.odb().map_err(git)?;
-        let mut writer = odb.packwriter().map_err(git)?;
-        progress.start("reading pack", total);
-        let mut buf = vec![0u8; 1 << 20];
-        loop {
-            let n = r.read(&mut buf).map_err(io_err(file))?;
-            if n == 0 {
-                break;
-            }
-            writer
-                .write_all(&buf[..n])
-                .map_err(|e| bad(file, format!("the pack is malformed: {e}")))?;
-            progress.advance(n as u64);
-        }
-        writer.commit().map_err(|e| {
-            bad(
-                file,
-                format!("the pack is truncated or corrupt: {}", e.message()),
-            )
+    let odb = repo.odb().map_err(git)?;
+    let mut writer = odb.packwriter().map_err(git)?;
+    progress.start("reading pack", total);
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = r.read(&mut buf).map_err(|source| MirrorError::Io {
+            path: file.to_path_buf(),
+            source,
         })?;
-        progress.finish();
+        if n == 0 {
+            break;
+        }
+        writer
+            .write_all(&buf[..n])
+            .map_err(|e| bad(file, format!("the pack is malformed: {e}")))?;
+        progress.advance(n as u64);
     }
+    writer.commit().map_err(|e| {
+        bad(
+            file,
+            format!("the pack is truncated or corrupt: {}", e.message()),
+        )
+    })?;
+    progress.finish();
+    Ok(())
+}
+
+/// The bundle's refs, each of an object the pack brought, set in `repo`, and its HEAD when a
+/// branch points where it does.
+fn set_refs(
+    repo: &Repository,
+    header: &Header,
+    file: &Path,
+    name: &RepoName,
+) -> Result<(), MirrorError> {
+    let git = |source| MirrorError::Git {
+        name: name.to_string(),
+        source,
+    };
     for (refname, oid) in &header.refs {
         if repo.find_object(*oid, None).is_err() {
             return Err(bad(
@@ -341,6 +345,55 @@ pub fn import_bundle(
             repo.set_head(&b).map_err(git)?;
         }
     }
+    Ok(())
+}
+
+/// Reads the git bundle at `file` into mirror `name` under `mirrors_dir`, creating it if
+/// needed (with `url` as its `origin`, or none). Every object arrives through libgit2's pack
+/// writer, which checks the pack before anything is kept; a new mirror appears only when the
+/// import succeeded, and an existing one gets its refs only after its objects are in.
+pub fn import_bundle(
+    mirrors_dir: &Path,
+    file: &Path,
+    name: &RepoName,
+    url: Option<&str>,
+    progress: &dyn Progress,
+) -> Result<(Mirror, ImportStats), MirrorError> {
+    let io_err = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| MirrorError::Io { path, source }
+    };
+    let f = File::open(file).map_err(io_err(file))?;
+    let total = f.metadata().map(|m| m.len()).ok();
+    let mut r = BufReader::with_capacity(1 << 20, f);
+    let header = read_header(file, &mut r)?;
+    let git = |source| MirrorError::Git {
+        name: name.to_string(),
+        source,
+    };
+    let dest = Mirror::dir(mirrors_dir, name);
+    let created = !dest.is_dir();
+    let tmp = if created {
+        Some(new_mirror(mirrors_dir, name, url)?)
+    } else {
+        None
+    };
+    let repo_path = tmp
+        .as_ref()
+        .map_or(dest.clone(), |t| t.path().to_path_buf());
+    let repo = Repository::open_bare(&repo_path).map_err(git)?;
+    for p in &header.prerequisites {
+        if repo.find_commit(*p).is_err() {
+            return Err(bad(
+                file,
+                format!(
+                    "it needs commit {p}, which the mirror does not have (an incremental bundle?)"
+                ),
+            ));
+        }
+    }
+    write_pack(&repo, &mut r, file, total, name, progress)?;
+    set_refs(&repo, &header, file, name)?;
     drop(repo);
     if let Some(tmp) = tmp {
         let kept = tmp.keep();

@@ -128,14 +128,13 @@ impl Mirror {
             .flatten()
             .collect();
         progress.finish();
-        let codebase = Codebase::from_entries(entries, gitlinks).map_err(|reason| {
-            MirrorError::Unpackable {
+        let codebase =
+            Codebase::from_entries(entries, gitlinks).map_err(|e| MirrorError::Unpackable {
                 name: name.clone(),
                 commit: commit.to_string(),
                 path: String::new(),
-                reason,
-            }
-        })?;
+                reason: e.to_string(),
+            })?;
         // The tree rebuilt from the blobs must be the commit's own: proof that nothing was
         // lost or changed on the way (a legacy mode such as 100664 would show here).
         if codebase.tree != git_oid(c.tree_id()) {

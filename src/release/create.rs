@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use crate::bundle;
 use crate::digest::Sha256Digest;
-use crate::env::pylock::PyLock;
+use crate::env::pylock::{PyLock, PyLockError};
 use crate::store::{Ark, BundleRow};
 
 use super::{ReleaseError, ReleaseInstance, Snapshot};
@@ -75,10 +75,10 @@ pub(crate) fn lock_needs(
     bundle: &Sha256Digest,
     lock: &[u8],
 ) -> Result<Vec<(Sha256Digest, u64, &'static str)>, ReleaseError> {
-    let bad = |detail: String| ReleaseError::BadLock {
+    let bad = |e: PyLockError| ReleaseError::BadLock {
         instance: instance.to_string(),
         bundle: *bundle,
-        detail,
+        detail: e.to_string(),
     };
     PyLock::parse(lock)
         .map_err(bad)?

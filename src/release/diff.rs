@@ -144,26 +144,43 @@ fn side(s: &Snapshot) -> Side {
     }
 }
 
+/// Why a bundle of a release cannot be read for the diff.
+#[derive(Debug, thiserror::Error)]
+enum Unread {
+    #[error("bundle {} is unreadable: {source}", .id.short())]
+    Unreadable {
+        id: Sha256Digest,
+        #[source]
+        source: Box<bundle::BundleError>,
+    },
+    #[error("bundle {} is in none of the archives given (--ark, --other-ark)", .0.short())]
+    Nowhere(Sha256Digest),
+    /// What each archive that could not say said.
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Archives(Vec<crate::store::ArkError>),
+}
+
 /// The bundle `id` from the first archive that holds it, read and checked against its id.
-fn read_bundle(id: &Sha256Digest, arks: &[&Ark]) -> Result<FixedMembers, String> {
+fn read_bundle(id: &Sha256Digest, arks: &[&Ark]) -> Result<FixedMembers, Unread> {
     let mut errors = Vec::new();
     for ark in arks {
         match ark.bundle_by_id(id) {
             Ok(source) => {
-                return bundle::read_fixed_members(&source, Some(*id))
-                    .map_err(|e| format!("bundle {} is unreadable: {e}", id.short()));
+                return bundle::read_fixed_members(&source, Some(*id)).map_err(|e| {
+                    Unread::Unreadable {
+                        id: *id,
+                        source: Box::new(e),
+                    }
+                });
             }
             Err(crate::store::ArkError::NoSuchBundle(_)) => {}
-            Err(e) => errors.push(e.to_string()),
+            Err(e) => errors.push(e),
         }
     }
     if errors.is_empty() {
-        Err(format!(
-            "bundle {} is in none of the archives given (--ark, --other-ark)",
-            id.short()
-        ))
+        Err(Unread::Nowhere(*id))
     } else {
-        Err(errors.join("; "))
+        Err(Unread::Archives(errors))
     }
 }
 
@@ -204,7 +221,7 @@ fn instance_change(
     let (members, unread) = match (&fa, &fb) {
         (_, None) => (Vec::new(), None),
         (Ok(a), Some(Ok(b))) => (member_changes(a, b), None),
-        (Err(e), _) | (_, Some(Err(e))) => (Vec::new(), Some(e.clone())),
+        (Err(e), _) | (_, Some(Err(e))) => (Vec::new(), Some(e.to_string())),
     };
     InstanceChange {
         instance_id: id.to_string(),

@@ -19,13 +19,14 @@
 use std::collections::BTreeMap;
 
 use crate::bundle::{self, BundleFile, Manifest, PackInputs, PackOptions, ValidationRecord};
-use crate::dataset::Instance;
+use crate::dataset::{Instance, InstanceError};
 use crate::digest::Sha256Digest;
 use crate::manifest::Manifests;
-use crate::mirror::{Mirror, RepoName};
+use crate::mirror::{Mirror, MirrorError, RepoName};
 use crate::progress::{NoProgress, Progress};
 use crate::store::{Ark, BundleRow};
 use crate::validate::{self, ValidateOptions, expected::BundleRecord};
+use crate::vcs::VcsError;
 
 use super::ReleaseError;
 
@@ -151,46 +152,74 @@ impl StoredInputs {
     }
 }
 
+/// Why a bundle cannot be rebuilt or revalidated: the sentence its report gives.
+#[derive(Debug, thiserror::Error)]
+enum Problem {
+    #[error("the stored bundle cannot be read: {detail} (`swe-ark verify {id}` says more)")]
+    Unreadable {
+        id: Sha256Digest,
+        #[source]
+        detail: Box<dyn std::error::Error + Send + Sync>,
+    },
+    #[error("the stored bundle has no instance.json")]
+    NoInstance,
+    #[error("the stored instance.json is not valid: {0}")]
+    BadInstance(#[source] InstanceError),
+    #[error("the stored instance.json is not in the canonical form this swe-ark writes")]
+    NotCanonical,
+    #[error("instance {instance} names repository `{repo}`, which is not OWNER/NAME")]
+    BadRepo { instance: String, repo: String },
+    #[error(
+        "nothing to rebuild from: {0} (add the mirror, or import the archive's export made with \
+         --with-history)"
+    )]
+    NoMirror(#[source] Box<MirrorError>),
+    #[error("{0}")]
+    Codebase(#[source] Box<MirrorError>),
+    #[error("vcs.json cannot be made again from the mirror: {0}")]
+    Vcs(#[source] VcsError),
+    #[error(
+        "--revalidate compares what a validation proved (expected.json, bundle format version \
+         3); this bundle has {has}: pack the instance again from the index (`swe-ark pack \
+         --instance-ids {instance}`) to get one"
+    )]
+    NotExpected { has: &'static str, instance: String },
+    #[error("--revalidate needs the bundle's lock (env/pylock.toml); it has none")]
+    NoLock,
+    #[error("the tests could not be run again: {0}")]
+    NotRun(crate::validate::ValidateError),
+    #[error("the tests could not be run again ({kind}): {reason}")]
+    Setup { kind: String, reason: String },
+}
+
 /// Reads bundle `row`'s inputs; a sentence saying why when they cannot be had.
 fn stored_inputs(
     ark: &Ark,
     row: &BundleRow,
     progress: &dyn Progress,
-) -> Result<StoredInputs, String> {
-    let mut members = ark
-        .bundle(row)
-        .map_err(|e| e.to_string())
-        .and_then(|b| bundle::read_fixed_members(&b, Some(row.id)).map_err(|e| e.to_string()))
-        .map_err(|e| {
-            format!(
-                "the stored bundle cannot be read: {e} (`swe-ark verify {}` says more)",
-                row.id
-            )
-        })?;
+) -> Result<StoredInputs, Problem> {
+    let unreadable = |detail: Box<dyn std::error::Error + Send + Sync>| Problem::Unreadable {
+        id: row.id,
+        detail,
+    };
+    let source = ark.bundle(row).map_err(|e| unreadable(e.into()))?;
+    let mut members =
+        bundle::read_fixed_members(&source, Some(row.id)).map_err(|e| unreadable(e.into()))?;
     let mut take = |name: &str| members.files.remove(name);
-    let instance_bytes = take("instance.json").ok_or("the stored bundle has no instance.json")?;
-    let instance = Instance::from_json(&instance_bytes)
-        .map_err(|e| format!("the stored instance.json is not valid: {e}"))?;
+    let instance_bytes = take("instance.json").ok_or(Problem::NoInstance)?;
+    let instance = Instance::from_json(&instance_bytes).map_err(Problem::BadInstance)?;
     if instance.to_canonical_json() != instance_bytes {
-        return Err(
-            "the stored instance.json is not in the canonical form this swe-ark writes".into(),
-        );
+        return Err(Problem::NotCanonical);
     }
-    let name = RepoName::parse(&instance.repo).ok_or_else(|| {
-        format!(
-            "instance {} names repository `{}`, which is not OWNER/NAME",
-            instance.instance_id, instance.repo
-        )
+    let name = RepoName::parse(&instance.repo).ok_or_else(|| Problem::BadRepo {
+        instance: instance.instance_id.clone(),
+        repo: instance.repo.clone(),
     })?;
-    let mirror = Mirror::open(&ark.mirrors_dir(), &name).map_err(|e| {
-        format!(
-            "nothing to rebuild from: {e} (add the mirror, or import the archive's export made \
-             with --with-history)"
-        )
-    })?;
+    let mirror =
+        Mirror::open(&ark.mirrors_dir(), &name).map_err(|e| Problem::NoMirror(Box::new(e)))?;
     let codebase = mirror
         .codebase_at(&instance.base_commit, progress)
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| Problem::Codebase(Box::new(e)))?;
     let (spec, lock) = (take("env/spec.toml"), take("env/pylock.toml"));
     let (pre_log, post_log) = (take("logs/pre.log"), take("logs/post.log"));
     let record = match (
@@ -204,10 +233,9 @@ fn stored_inputs(
     let stored_vcs = take(crate::vcs::MEMBER);
     let vcs = match &stored_vcs {
         None => None,
-        Some(_) => Some(
-            crate::vcs::record(&mirror.path, &instance.base_commit)
-                .map_err(|e| format!("vcs.json cannot be made again from the mirror: {e}"))?,
-        ),
+        Some(_) => {
+            Some(crate::vcs::record(&mirror.path, &instance.base_commit).map_err(Problem::Vcs)?)
+        }
     };
     Ok(StoredInputs {
         manifest: members.manifest,
@@ -243,7 +271,7 @@ pub fn rebuild(
     let mut stored = match stored_inputs(ark, row, progress) {
         Ok(s) => s,
         Err(problem) => {
-            result.problems.push(problem);
+            result.problems.push(problem.to_string());
             return Ok(result);
         }
     };
@@ -260,7 +288,7 @@ pub fn rebuild(
                 (stored.pre_log, stored.post_log) = (r.pre_log, r.post_log);
             }
             Err(problem) => {
-                result.problems.push(problem);
+                result.problems.push(problem.to_string());
                 return Ok(result);
             }
         }
@@ -356,7 +384,7 @@ pub fn migrate(
     let mut stored = match stored_inputs(ark, row, progress) {
         Ok(s) => s,
         Err(problem) => {
-            result.problems.push(problem);
+            result.problems.push(problem.to_string());
             return Ok(result);
         }
     };
@@ -418,36 +446,32 @@ fn revalidated(
     lock: Option<&[u8]>,
     stored: &Option<ValidationRecord>,
     again: &Revalidate,
-) -> Result<BundleRecord, String> {
+) -> Result<BundleRecord, Problem> {
     match stored {
         Some(ValidationRecord::Expected(_)) => {}
         Some(ValidationRecord::Results(_)) | None => {
-            return Err(format!(
-                "--revalidate compares what a validation proved (expected.json, bundle format \
-                 version 3); this bundle has {}: pack the instance again from the index \
-                 (`swe-ark pack --instance-ids {}`) to get one",
-                if stored.is_some() {
+            return Err(Problem::NotExpected {
+                has: if stored.is_some() {
                     "results.json"
                 } else {
                     "no validation record"
                 },
-                instance.instance_id
-            ));
+                instance: instance.instance_id.clone(),
+            });
         }
     }
     let Some(lock) = lock else {
-        return Err("--revalidate needs the bundle's lock (env/pylock.toml); it has none".into());
+        return Err(Problem::NoLock);
     };
     let mut options = again.options.clone();
     options.lock = Some(Sha256Digest::of(lock));
-    let v = validate::validate(ark, again.manifests, instance, &options)
-        .map_err(|e| format!("the tests could not be run again: {e}"))?;
+    let v =
+        validate::validate(ark, again.manifests, instance, &options).map_err(Problem::NotRun)?;
     if v.results.is_setup_problem() {
-        return Err(format!(
-            "the tests could not be run again ({}): {}",
-            crate::verdict::reason_word(v.results.reason_kind),
-            v.results.reason
-        ));
+        return Err(Problem::Setup {
+            kind: crate::verdict::reason_word(v.results.reason_kind).to_string(),
+            reason: v.results.reason.clone(),
+        });
     }
     Ok(BundleRecord::of(
         &v.results,

@@ -16,13 +16,44 @@ const PREFIX: &str = "swe-ark-";
 
 static NEXT: AtomicU64 = AtomicU64::new(0);
 
+/// Why the run gets no pids cgroup.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum CgroupError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the pids cgroup hierarchy is not mounted")]
+    NotMounted,
+    #[error("this process's pids cgroup {0} is outside the mount")]
+    Outside(String),
+    #[error("the pids controller is not enabled in {}/cgroup.subtree_control", .0.display())]
+    NotEnabled(PathBuf),
+    #[error("no cgroup hierarchy has the pids controller")]
+    NoPids,
+    #[error("cannot create {}: {source}", .dir.display())]
+    Create {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot write {}/pids.max: {source}", .dir.display())]
+    WriteMax {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
 pub(super) struct PidsCgroup {
     dir: PathBuf,
 }
 
 impl PidsCgroup {
     /// A new cgroup allowing `max` tasks (processes and threads).
-    pub(super) fn create(max: u64) -> Result<PidsCgroup, String> {
+    pub(super) fn create(max: u64) -> Result<PidsCgroup, CgroupError> {
         let parent = locate()?;
         remove_stale(&parent);
         let name = format!(
@@ -31,10 +62,12 @@ impl PidsCgroup {
             NEXT.fetch_add(1, Ordering::Relaxed)
         );
         let dir = parent.join(name);
-        fs::create_dir(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        if let Err(e) = fs::write(dir.join("pids.max"), format!("{max}\n")) {
+        if let Err(source) = fs::create_dir(&dir) {
+            return Err(CgroupError::Create { dir, source });
+        }
+        if let Err(source) = fs::write(dir.join("pids.max"), format!("{max}\n")) {
             let _ = fs::remove_dir(&dir);
-            return Err(format!("cannot write {}/pids.max: {e}", dir.display()));
+            return Err(CgroupError::WriteMax { dir, source });
         }
         Ok(PidsCgroup { dir })
     }
@@ -80,11 +113,12 @@ impl PidsCgroup {
 }
 
 /// The directory to create the run's cgroup in.
-fn locate() -> Result<PathBuf, String> {
-    let cgroups = fs::read_to_string("/proc/self/cgroup")
-        .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
-    let mountinfo = fs::read_to_string("/proc/self/mountinfo")
-        .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
+fn locate() -> Result<PathBuf, CgroupError> {
+    let read = |path: &'static str| {
+        fs::read_to_string(path).map_err(|source| CgroupError::Read { path, source })
+    };
+    let cgroups = read("/proc/self/cgroup")?;
+    let mountinfo = read("/proc/self/mountinfo")?;
     let mounts: Vec<Mount> = mountinfo.lines().filter_map(Mount::parse).collect();
 
     // cgroup v1: "<id>:<controllers>:<path>" with `pids` among the controllers.
@@ -101,11 +135,11 @@ fn locate() -> Result<PathBuf, String> {
             .iter()
             .find(|m| m.fstype == "cgroup" && m.options.split(',').any(|o| o == "pids"))
         else {
-            return Err("the pids cgroup hierarchy is not mounted".into());
+            return Err(CgroupError::NotMounted);
         };
         let relative = Path::new(path)
             .strip_prefix(&mount.root)
-            .map_err(|_| format!("this process's pids cgroup {path} is outside the mount"))?;
+            .map_err(|_| CgroupError::Outside(path.to_string()))?;
         return Ok(mount.point.join(relative));
     }
 
@@ -116,12 +150,9 @@ fn locate() -> Result<PathBuf, String> {
         if control.split_whitespace().any(|c| c == "pids") {
             return Ok(mount.point.clone());
         }
-        return Err(format!(
-            "the pids controller is not enabled in {}/cgroup.subtree_control",
-            mount.point.display()
-        ));
+        return Err(CgroupError::NotEnabled(mount.point.clone()));
     }
-    Err("no cgroup hierarchy has the pids controller".into())
+    Err(CgroupError::NoPids)
 }
 
 /// Removes empty cgroups that earlier swe-ark processes, now gone, left behind.

@@ -361,117 +361,101 @@ fn set_up(plan: &Plan, attempt: Attempt) -> Result<(), (i32, i32)> {
         }
     }
     if attempt.flags & libc::CLONE_NEWNS != 0 {
-        // SAFETY: mount with static C strings and null pointers where the call allows them.
-        let private = unsafe {
-            libc::mount(
-                std::ptr::null(),
-                c"/".as_ptr(),
-                std::ptr::null(),
-                libc::MS_REC | libc::MS_PRIVATE,
-                std::ptr::null(),
-            )
-        };
-        if private != 0 {
-            // Mounting anything now could show on the host: mount nothing.
-            report(fd, REC_NOTE, NOTE_PRIVATE_MOUNTS, errno());
-            return Ok(());
-        }
-        if attempt.flags & libc::CLONE_NEWPID != 0 {
-            // SAFETY: as above.
-            let proc = unsafe {
-                libc::mount(
-                    c"proc".as_ptr(),
-                    c"/proc".as_ptr(),
-                    c"proc".as_ptr(),
-                    libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-                    std::ptr::null(),
-                )
-            };
-            if proc != 0 {
-                report(fd, REC_NOTE, NOTE_PROC, errno());
-            }
-        }
-        // The host's cgroup hierarchy, hidden under an empty read-only tmpfs: what a test reads
-        // there describes the host, not the run (pylint takes a cgroup v1 `cpu.shares` of 1024
-        // for one CPU and skips its multi-core tests), and SWE-bench's containers on cgroup
-        // v2 hosts show no such file.
-        // SAFETY: as above.
-        let cgroup = unsafe {
-            libc::mount(
-                c"tmpfs".as_ptr(),
-                c"/sys/fs/cgroup".as_ptr(),
-                c"tmpfs".as_ptr(),
-                libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC | libc::MS_RDONLY,
-                c"size=4k".as_ptr().cast(),
-            )
-        };
-        if cgroup != 0 {
-            report(fd, REC_NOTE, NOTE_CGROUP, errno());
-        }
-        if isolated && let Some(resolv) = &plan.resolv_conf {
-            // SAFETY: as above; `resolv` is a C string made before the fork.
-            let bind = unsafe {
-                libc::mount(
-                    resolv.as_ptr(),
-                    c"/etc/resolv.conf".as_ptr(),
-                    std::ptr::null(),
-                    libc::MS_BIND,
-                    std::ptr::null(),
-                )
-            };
-            if bind != 0 {
-                report(fd, REC_NOTE, NOTE_RESOLV, errno());
-            }
-        }
-        if let Some(hosts) = &plan.hosts_file {
-            // SAFETY: as above; `hosts` is a C string made before the fork.
-            let bind = unsafe {
-                libc::mount(
-                    hosts.as_ptr(),
-                    c"/etc/hosts".as_ptr(),
-                    std::ptr::null(),
-                    libc::MS_BIND,
-                    std::ptr::null(),
-                )
-            };
-            if bind != 0 {
-                report(fd, REC_NOTE, NOTE_HOSTS, errno());
-            }
-        }
-        let mut i: i32 = 0;
-        for (from, to) in &plan.binds {
-            // SAFETY: as above; both are C strings made before the fork.
-            let bind = unsafe {
-                libc::mount(
-                    from.as_ptr(),
-                    to.as_ptr(),
-                    std::ptr::null(),
-                    libc::MS_BIND,
-                    std::ptr::null(),
-                )
-            };
-            if bind != 0 {
-                report(fd, REC_NOTE, NOTE_BIND.saturating_add(i), errno());
-            }
-            i = i.saturating_add(1);
-        }
-        if let Some(tmp) = &plan.tmp {
-            // SAFETY: as above; `tmp` is a C string made before the fork.
-            let bind = unsafe {
-                libc::mount(
-                    tmp.as_ptr(),
-                    c"/tmp".as_ptr(),
-                    std::ptr::null(),
-                    libc::MS_BIND,
-                    std::ptr::null(),
-                )
-            };
-            if bind != 0 {
-                report(fd, REC_NOTE, NOTE_TMP, errno());
-            }
-        }
+        set_up_mounts(plan, attempt, isolated);
     }
     Ok(())
+}
+
+/// B's mounts, in its own mount namespace: all made private first (or nothing is mounted),
+/// then /proc, the hidden cgroup hierarchy, the name files, the binds and /tmp. Each is best
+/// effort: a failure is a note.
+fn set_up_mounts(plan: &Plan, attempt: Attempt, isolated: bool) {
+    let fd = plan.report_fd;
+    // SAFETY: mount with static C strings and null pointers where the call allows them.
+    let private = unsafe {
+        libc::mount(
+            std::ptr::null(),
+            c"/".as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        )
+    };
+    if private != 0 {
+        // Mounting anything now could show on the host: mount nothing.
+        report(fd, REC_NOTE, NOTE_PRIVATE_MOUNTS, errno());
+        return;
+    }
+    if attempt.flags & libc::CLONE_NEWPID != 0 {
+        // SAFETY: as above.
+        let proc = unsafe {
+            libc::mount(
+                c"proc".as_ptr(),
+                c"/proc".as_ptr(),
+                c"proc".as_ptr(),
+                libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                std::ptr::null(),
+            )
+        };
+        if proc != 0 {
+            report(fd, REC_NOTE, NOTE_PROC, errno());
+        }
+    }
+    // The host's cgroup hierarchy, hidden under an empty read-only tmpfs: what a test reads
+    // there describes the host, not the run (pylint takes a cgroup v1 `cpu.shares` of 1024
+    // for one CPU and skips its multi-core tests), and SWE-bench's containers on cgroup
+    // v2 hosts show no such file.
+    // SAFETY: as above.
+    let cgroup = unsafe {
+        libc::mount(
+            c"tmpfs".as_ptr(),
+            c"/sys/fs/cgroup".as_ptr(),
+            c"tmpfs".as_ptr(),
+            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC | libc::MS_RDONLY,
+            c"size=4k".as_ptr().cast(),
+        )
+    };
+    if cgroup != 0 {
+        report(fd, REC_NOTE, NOTE_CGROUP, errno());
+    }
+    if isolated
+        && let Some(resolv) = &plan.resolv_conf
+        && !bind_mount(resolv, c"/etc/resolv.conf")
+    {
+        report(fd, REC_NOTE, NOTE_RESOLV, errno());
+    }
+    if let Some(hosts) = &plan.hosts_file
+        && !bind_mount(hosts, c"/etc/hosts")
+    {
+        report(fd, REC_NOTE, NOTE_HOSTS, errno());
+    }
+    let mut i: i32 = 0;
+    for (from, to) in &plan.binds {
+        if !bind_mount(from, to) {
+            report(fd, REC_NOTE, NOTE_BIND.saturating_add(i), errno());
+        }
+        i = i.saturating_add(1);
+    }
+    if let Some(tmp) = &plan.tmp
+        && !bind_mount(tmp, c"/tmp")
+    {
+        report(fd, REC_NOTE, NOTE_TMP, errno());
+    }
+}
+
+/// Bind-mounts `from` on `to` (C strings made before the fork); whether it worked.
+fn bind_mount(from: &CStr, to: &CStr) -> bool {
+    // SAFETY: mount with C strings and null pointers where the call allows them.
+    let bind = unsafe {
+        libc::mount(
+            from.as_ptr(),
+            to.as_ptr(),
+            std::ptr::null(),
+            libc::MS_BIND,
+            std::ptr::null(),
+        )
+    };
+    bind == 0
 }
 
 /// In the new network namespace: `lo` up, and a default route through it, so that packets to

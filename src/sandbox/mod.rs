@@ -25,7 +25,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use child::{
@@ -207,22 +207,36 @@ pub enum SandboxError {
 /// Whether runs can have [`Network::Isolated`] here: `Err` says why not. Checked once per
 /// process, by setting up (and throwing away) the namespaces a run would get.
 pub fn isolation_available() -> Result<(), String> {
-    static PROBE: OnceLock<Result<(), String>> = OnceLock::new();
-    PROBE.get_or_init(probe).clone()
+    static PROBE: OnceLock<Result<(), IsolationError>> = OnceLock::new();
+    // The sentence, as callers and tests read it.
+    PROBE.get_or_init(probe).clone().map_err(|e| e.to_string())
 }
 
-/// Runs `spec` to its end (or its timeout) and says how it went.
-pub fn run(spec: &Spec) -> Result<Outcome, SandboxError> {
-    check(spec)?;
-    let isolated = spec.network == Network::Isolated;
-    let rundir = tempfile::Builder::new()
-        .prefix("swe-ark-sandbox-")
-        .tempdir()
-        .map_err(|e| prepare("creating a temporary directory", e))?;
-    let home = rundir.path().join("home");
-    fs::create_dir(&home).map_err(|e| prepare("creating the temporary HOME", e))?;
-    let resolv_conf = if isolated {
-        let path = rundir.path().join("resolv.conf");
+/// Why runs cannot have their own namespaces here (cloneable: the probe's answer is kept).
+#[derive(Debug, Clone, thiserror::Error)]
+enum IsolationError {
+    #[error("cannot create a pipe: {0}")]
+    Pipe(#[source] Arc<io::Error>),
+    #[error("cannot fork: {0}")]
+    Fork(#[source] Arc<io::Error>),
+    #[error("{step} failed: {error}")]
+    Step { step: String, error: String },
+    /// What the attempts to unshare found, as [`diagnose`] tells it.
+    #[error("{0}")]
+    Namespaces(String),
+}
+
+/// What the sandbox mounts: its `/etc/resolv.conf` (isolated runs) and `/etc/hosts` (when
+/// the spec names hosts), written in the run's directory, and the spec's binds.
+struct Mounts {
+    resolv_conf: Option<CString>,
+    hosts_file: Option<CString>,
+    binds: Vec<(CString, CString)>,
+}
+
+fn mounts(spec: &Spec, rundir: &Path) -> Result<Mounts, SandboxError> {
+    let resolv_conf = if spec.network == Network::Isolated {
+        let path = rundir.join("resolv.conf");
         fs::write(&path, RESOLV_CONF).map_err(|e| prepare("writing resolv.conf", e))?;
         Some(c_path(&path)?)
     } else {
@@ -231,7 +245,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, SandboxError> {
     let hosts_file = if spec.hosts.is_empty() {
         None
     } else {
-        let path = rundir.path().join("hosts");
+        let path = rundir.join("hosts");
         fs::write(&path, hosts_text(&spec.hosts)).map_err(|e| prepare("writing hosts", e))?;
         Some(c_path(&path)?)
     };
@@ -240,6 +254,164 @@ pub fn run(spec: &Spec) -> Result<Outcome, SandboxError> {
         .iter()
         .map(|(from, to)| Ok((c_path(from)?, c_path(to)?)))
         .collect::<Result<Vec<_>, SandboxError>>()?;
+    Ok(Mounts {
+        resolv_conf,
+        hosts_file,
+        binds,
+    })
+}
+
+/// The run's pids cgroup when it has a process limit, or why it gets none (the limit then
+/// falls back to RLIMIT_NPROC).
+fn pids_cgroup(spec: &Spec) -> (Option<cgroup::PidsCgroup>, Option<cgroup::CgroupError>) {
+    match spec.max_processes {
+        // A and B are in the cgroup too.
+        Some(n) => match cgroup::PidsCgroup::create(n.saturating_add(2)) {
+            Ok(c) => (Some(c), None),
+            Err(why) => {
+                tracing::debug!("no pids cgroup: {why}");
+                (None, Some(why))
+            }
+        },
+        None => (None, None),
+    }
+}
+
+/// How the command ended: exit code, signal, and whether its timeout killed it.
+fn exit_of(spec: &Spec, report: &Report) -> Result<(Option<i32>, Option<i32>, bool), SandboxError> {
+    Ok(match report.status {
+        Some(raw) => {
+            let st = ExitStatus::from_raw(raw);
+            (st.code(), st.signal(), false)
+        }
+        None if report.timed_out => (None, Some(libc::SIGKILL), true),
+        None => {
+            let init = report
+                .init_status
+                .map(|raw| describe(ExitStatus::from_raw(raw)))
+                .unwrap_or_else(|| "unknown".into());
+            return Err(SandboxError::Lost {
+                program: spec.program.clone(),
+                detail: format!(
+                    "the sandbox's init process ended ({init}) without reporting its status"
+                ),
+            });
+        }
+    })
+}
+
+/// The outcome's notes: the report's, the output's, and an unenforced process limit.
+fn run_notes(
+    spec: &Spec,
+    report: &Report,
+    mode: i32,
+    attempts: &[child::Attempt],
+    captured: &Captured,
+    cgroup_problem: Option<cgroup::CgroupError>,
+) -> Vec<String> {
+    let mut notes = report.notes(
+        mode,
+        attempts,
+        !spec.hosts.is_empty() || !spec.binds.is_empty() || spec.tmp.is_some(),
+        &spec.binds,
+    );
+    if let Some(why) = &captured.unfinished {
+        notes.push(why.clone());
+    }
+    if let Some(why) = &cgroup_problem
+        && mode != MODE_USER_NAMESPACES
+    {
+        notes.push(if euid() == 0 {
+            format!(
+                "max_processes is not enforced: there is no pids cgroup ({why}), and \
+                 RLIMIT_NPROC does not hold for root"
+            )
+        } else {
+            format!(
+                "max_processes is not enforced: there is no pids cgroup ({why}), and without a \
+                 user namespace RLIMIT_NPROC would count every process of the user"
+            )
+        });
+    }
+    notes
+}
+
+/// What the sandbox's helpers do before the command runs (see child.rs): its namespaces,
+/// mounts, limits, and the pipes they report on.
+fn child_plan(
+    spec: &Spec,
+    attempts: Vec<child::Attempt>,
+    mounts: Mounts,
+    cgroup: Option<&cgroup::PidsCgroup>,
+    report_fd: i32,
+    cancel_fd: i32,
+) -> Result<child::Plan, SandboxError> {
+    let cgroup_procs = match cgroup {
+        Some(c) => Some(c_path(&c.procs())?),
+        None => None,
+    };
+    Ok(child::Plan {
+        attempts,
+        uid_map: id_map(euid()),
+        gid_map: id_map(egid()),
+        resolv_conf: mounts.resolv_conf,
+        hosts_file: mounts.hosts_file,
+        binds: mounts.binds,
+        tmp: spec.tmp.as_deref().map(c_path).transpose()?,
+        cgroup_procs,
+        memory_limit: spec.memory_limit,
+        nproc_limit: if cgroup.is_some() {
+            None
+        } else {
+            spec.max_processes
+        },
+        timeout_ms: spec
+            .timeout
+            .map(|t| u64::try_from(t.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX)),
+        report_fd,
+        cancel_fd,
+        probe: false,
+        environ_area: environ_area(),
+    })
+}
+
+/// The namespace mode the command ran in, once the helpers' report shows no error and the
+/// helper process was waited for.
+fn started_mode(
+    spec: &Spec,
+    report: &Report,
+    attempts: &[child::Attempt],
+    status: io::Result<ExitStatus>,
+) -> Result<i32, SandboxError> {
+    if let Some(err) = report.error(spec, attempts) {
+        return Err(err);
+    }
+    let status = status.map_err(|e| SandboxError::Lost {
+        program: spec.program.clone(),
+        detail: format!("cannot wait for its helper process: {e}"),
+    })?;
+    let Some(mode) = report.mode else {
+        return Err(SandboxError::Lost {
+            program: spec.program.clone(),
+            detail: format!(
+                "its helper process ended ({}) before starting it",
+                describe(status)
+            ),
+        });
+    };
+    Ok(mode)
+}
+
+/// Runs `spec` to its end (or its timeout) and says how it went.
+pub fn run(spec: &Spec) -> Result<Outcome, SandboxError> {
+    check(spec)?;
+    let rundir = tempfile::Builder::new()
+        .prefix("swe-ark-sandbox-")
+        .tempdir()
+        .map_err(|e| prepare("creating a temporary directory", e))?;
+    let home = rundir.path().join("home");
+    fs::create_dir(&home).map_err(|e| prepare("creating the temporary HOME", e))?;
+    let mounts = mounts(spec, rundir.path())?;
     let env = environment(spec, &home);
     let output = File::create(&spec.output).map_err(|source| SandboxError::Output {
         path: spec.output.clone(),
@@ -252,47 +424,16 @@ pub fn run(spec: &Spec) -> Result<Outcome, SandboxError> {
     let (report_r, report_w) = io::pipe().map_err(|e| prepare("creating a pipe", e))?;
     let (cancel_r, cancel_w) = io::pipe().map_err(|e| prepare("creating a pipe", e))?;
 
-    let mut cgroup_problem = None;
-    let cgroup = match spec.max_processes {
-        // A and B are in the cgroup too.
-        Some(n) => match cgroup::PidsCgroup::create(n.saturating_add(2)) {
-            Ok(c) => Some(c),
-            Err(why) => {
-                tracing::debug!("no pids cgroup: {why}");
-                cgroup_problem = Some(why);
-                None
-            }
-        },
-        None => None,
-    };
-    let cgroup_procs = match &cgroup {
-        Some(c) => Some(c_path(&c.procs())?),
-        None => None,
-    };
+    let (cgroup, cgroup_problem) = pids_cgroup(spec);
     let attempts = attempts(spec.network);
-    let plan = child::Plan {
-        attempts: attempts.clone(),
-        uid_map: id_map(euid()),
-        gid_map: id_map(egid()),
-        resolv_conf,
-        hosts_file,
-        binds,
-        tmp: spec.tmp.as_deref().map(c_path).transpose()?,
-        cgroup_procs,
-        memory_limit: spec.memory_limit,
-        nproc_limit: if cgroup.is_some() {
-            None
-        } else {
-            spec.max_processes
-        },
-        timeout_ms: spec
-            .timeout
-            .map(|t| u64::try_from(t.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX)),
-        report_fd: report_w.as_raw_fd(),
-        cancel_fd: cancel_r.as_raw_fd(),
-        probe: false,
-        environ_area: environ_area(),
-    };
+    let plan = child_plan(
+        spec,
+        attempts.clone(),
+        mounts,
+        cgroup.as_ref(),
+        report_w.as_raw_fd(),
+        cancel_r.as_raw_fd(),
+    )?;
 
     let mut cmd = Command::new(&spec.program);
     cmd.args(&spec.args)
@@ -350,70 +491,14 @@ pub fn run(spec: &Spec) -> Result<Outcome, SandboxError> {
         tracing::warn!("cannot remove the sandbox's temporary directory: {e}");
     }
 
-    if let Some(err) = report.error(spec, &attempts) {
-        return Err(err);
-    }
-    let status = status.map_err(|e| SandboxError::Lost {
-        program: spec.program.clone(),
-        detail: format!("cannot wait for its helper process: {e}"),
-    })?;
-    let Some(mode) = report.mode else {
-        return Err(SandboxError::Lost {
-            program: spec.program.clone(),
-            detail: format!(
-                "its helper process ended ({}) before starting it",
-                describe(status)
-            ),
-        });
-    };
-    let (exit_code, signal, timed_out) = match report.status {
-        Some(raw) => {
-            let st = ExitStatus::from_raw(raw);
-            (st.code(), st.signal(), false)
-        }
-        None if report.timed_out => (None, Some(libc::SIGKILL), true),
-        None => {
-            let init = report
-                .init_status
-                .map(|raw| describe(ExitStatus::from_raw(raw)))
-                .unwrap_or_else(|| "unknown".into());
-            return Err(SandboxError::Lost {
-                program: spec.program.clone(),
-                detail: format!(
-                    "the sandbox's init process ended ({init}) without reporting its status"
-                ),
-            });
-        }
-    };
+    let mode = started_mode(spec, &report, &attempts, status)?;
+    let (exit_code, signal, timed_out) = exit_of(spec, &report)?;
     let captured = captured.map_err(|source| SandboxError::Output {
         path: spec.output.clone(),
         source,
     })?;
 
-    let mut notes = report.notes(
-        mode,
-        &attempts,
-        !spec.hosts.is_empty() || !spec.binds.is_empty() || spec.tmp.is_some(),
-        &spec.binds,
-    );
-    if let Some(why) = &captured.unfinished {
-        notes.push(why.clone());
-    }
-    if let Some(why) = &cgroup_problem
-        && mode != MODE_USER_NAMESPACES
-    {
-        notes.push(if euid() == 0 {
-            format!(
-                "max_processes is not enforced: there is no pids cgroup ({why}), and \
-                 RLIMIT_NPROC does not hold for root"
-            )
-        } else {
-            format!(
-                "max_processes is not enforced: there is no pids cgroup ({why}), and without a \
-                 user namespace RLIMIT_NPROC would count every process of the user"
-            )
-        });
-    }
+    let notes = run_notes(spec, &report, mode, &attempts, &captured, cgroup_problem);
     Ok(Outcome {
         exit_code,
         signal,
@@ -881,10 +966,10 @@ fn capture(pipe: PipeReader, file: File, cap: u64, child: &mut Child) -> io::Res
 }
 
 /// Sets up (and throws away) the namespaces an isolated run gets.
-fn probe() -> Result<(), String> {
+fn probe() -> Result<(), IsolationError> {
     let pipes = io::pipe().and_then(|report| io::pipe().map(|cancel| (report, cancel)));
     let ((report_r, report_w), (cancel_r, _cancel_w)) =
-        pipes.map_err(|e| format!("cannot create a pipe: {e}"))?;
+        pipes.map_err(|e| IsolationError::Pipe(Arc::new(e)))?;
     let attempts = attempts(Network::Isolated);
     let plan = child::Plan {
         attempts: attempts.clone(),
@@ -913,7 +998,7 @@ fn probe() -> Result<(), String> {
     }
     drop(report_w);
     if pid < 0 {
-        return Err(format!("cannot fork: {}", io::Error::last_os_error()));
+        return Err(IsolationError::Fork(Arc::new(io::Error::last_os_error())));
     }
     loop {
         let mut status = 0;
@@ -928,9 +1013,15 @@ fn probe() -> Result<(), String> {
         return Ok(());
     }
     if let Some((step, errno)) = report.fails.first() {
-        return Err(format!("{} failed: {}", step_text(*step), os_error(*errno)));
+        return Err(IsolationError::Step {
+            step: step_text(*step).to_string(),
+            error: os_error(*errno).to_string(),
+        });
     }
-    Err(diagnose(&attempts, &report.attempt_failures))
+    Err(IsolationError::Namespaces(diagnose(
+        &attempts,
+        &report.attempt_failures,
+    )))
 }
 
 /// The bounds of this process's environment block: fields 50 and 51 of /proc/self/stat.

@@ -19,7 +19,7 @@ use crate::failpoint;
 use crate::progress::Progress;
 
 use super::ark::{Ark, ArkError};
-use super::index::{BundleRow, PieceLoc, RewrittenPack};
+use super::index::{BundleRow, PackRow, PieceLoc, RewrittenPack};
 use super::lock::StoreLock;
 use super::pieces::{PACK_MAGIC, PACK_SUFFIX, PackWriter, PieceReader, compress_block, pack_path};
 use super::stored::parse_manifest;
@@ -253,68 +253,17 @@ impl Ark {
         // Release snapshots: every bundle they name must be one the archive holds, or gc
         // would not know what to keep for it.
         let bundles = self.index().bundles()?;
-        let held: HashSet<Sha256Digest> = bundles.iter().map(|b| b.id).collect();
-        let releases = release_names(&root)?;
-        let objects: HashSet<Sha256Digest> =
-            self.index().objects()?.into_iter().map(|o| o.id).collect();
-        for (name, named) in &releases {
-            for id in named {
-                if held.contains(id) {
-                    report.release_bundles += 1;
-                } else if !objects.contains(id) {
-                    // Not a bundle here and not an object: a bundle the archive lacks, or a
-                    // root hash. Reported; nothing of it is here to free.
-                    report.release_bundles_missing.push((name.clone(), *id));
-                }
-            }
-        }
+        self.count_release_bundles(&root, &bundles, &mut report)?;
 
         // 1. Whole files from before, into the store.
         if !dry_run {
-            for row in bundles.iter().filter(|b| b.manifest_piece.is_none()) {
-                let path = self.whole_file_path(&row.id);
-                if !path.is_file() {
-                    report
-                        .not_migrated
-                        .push((row.id, format!("its file `{}` is missing", path.display())));
-                    continue;
-                }
-                match self.store_file(&path, Some(row.id), &[], options, progress) {
-                    Ok((_, parts, _)) => {
-                        self.index_mut().record_stored_bundle(None, row, &parts)?;
-                        failpoint::hit("gc.after-migrate");
-                        remove_file(&path)?;
-                        report.files_removed.push(path);
-                        report.migrated.push(row.id);
-                    }
-                    Err(e) => report.not_migrated.push((row.id, e.to_string())),
-                }
-            }
+            self.migrate_whole_files(&bundles, options, progress, &mut report)?;
         }
 
         // 2. What the bundles need.
         let mut reader = PieceReader::new(self.packs_dir());
         reader.load_all(self.index())?;
-        let mut live: HashSet<Sha256Digest> = HashSet::new();
-        for row in self.index().bundles()? {
-            let Some(m) = row.manifest_piece else {
-                continue;
-            };
-            // Hash before trust: a bundle.json that is not what its id says stops gc, since
-            // what it needs could not be known.
-            let bytes = reader.get_checked(&m)?;
-            let manifest = parse_manifest(Path::new(&format!("bundle {}", row.id)), &bytes)?;
-            live.insert(m);
-            live.extend(manifest.members.iter().map(|mm| mm.sha256));
-        }
-        let mut stack: Vec<Sha256Digest> = live.iter().copied().collect();
-        while let Some(id) = stack.pop() {
-            if let Some(b) = reader.loc(&id).and_then(|l| l.base)
-                && live.insert(b)
-            {
-                stack.push(b);
-            }
-        }
+        let live = self.live_pieces(&reader)?;
         let mut by_pack: BTreeMap<i64, Vec<(Sha256Digest, PieceLoc)>> = BTreeMap::new();
         for (id, loc) in reader.locs() {
             by_pack
@@ -363,45 +312,7 @@ impl Ark {
             if dry_run {
                 continue;
             }
-            // The live pieces, re-hashed, into a new pack: a frame whose pieces all live is
-            // copied as it is, a block that lost some is made again from the rest.
-            let io_err = io_at(&root);
-            let mut w = PackWriter::create(&self.packs_dir()).map_err(&io_err)?;
-            let mut moved = Vec::new();
-            for f in frames.values() {
-                let kept: Vec<&(Sha256Digest, PieceLoc)> =
-                    f.iter().filter(|(id, _)| live.contains(id)).collect();
-                if kept.is_empty() {
-                    continue;
-                }
-                let mut contents = Vec::new();
-                for (id, _) in &kept {
-                    contents.push(reader.get_checked(id)?);
-                }
-                if kept.len() == f.len() {
-                    let frame = reader.frame(&f[0].0)?;
-                    let offset = w.append(&frame).map_err(&io_err)?;
-                    for (id, loc) in &kept {
-                        moved.push((*id, offset, frame.len() as u64, loc.skip));
-                    }
-                } else {
-                    let frame =
-                        compress_block(&contents.concat(), options.level).map_err(&io_err)?;
-                    let offset = w.append(&frame).map_err(&io_err)?;
-                    let mut skip = 0;
-                    for ((id, _), c) in kept.iter().zip(&contents) {
-                        moved.push((*id, offset, frame.len() as u64, skip));
-                        skip += c.len() as u64;
-                    }
-                }
-            }
-            let (name, size) = w.finish().map_err(&io_err)?;
-            rewritten.push(RewrittenPack {
-                name,
-                size,
-                repo: pack.repo.clone(),
-                moved,
-            });
+            rewritten.push(self.rewrite_pack(&reader, &frames, &live, pack, options)?);
         }
         if dry_run {
             report.bytes_after = report.bytes_before;
@@ -414,8 +325,148 @@ impl Ark {
         }
         failpoint::hit("gc.before-delete");
 
-        // 3. Files the index does not name: the packs just replaced, whatever an interrupted
-        // pack or gc left, whole files of bundles now in the store.
+        // 3. Files the index does not name.
+        self.sweep(&mut report)?;
+        report.bytes_after = self.stored_bytes()?;
+        Ok(report)
+    }
+
+    /// Release snapshots: every bundle they name must be one the archive holds, or gc would
+    /// not know what to keep for it. Counted in `report`, the missing ones named.
+    fn count_release_bundles(
+        &self,
+        root: &Path,
+        bundles: &[BundleRow],
+        report: &mut GcReport,
+    ) -> Result<(), ArkError> {
+        let held: HashSet<Sha256Digest> = bundles.iter().map(|b| b.id).collect();
+        let releases = release_names(root)?;
+        let objects: HashSet<Sha256Digest> =
+            self.index().objects()?.into_iter().map(|o| o.id).collect();
+        for (name, named) in &releases {
+            for id in named {
+                if held.contains(id) {
+                    report.release_bundles += 1;
+                } else if !objects.contains(id) {
+                    // Not a bundle here and not an object: a bundle the archive lacks, or a
+                    // root hash. Reported; nothing of it is here to free.
+                    report.release_bundles_missing.push((name.clone(), *id));
+                }
+            }
+        }
+
+        Ok(())
+    }
+
+    /// Step 1 of gc: whole files from before, into the store; those that cannot be moved are
+    /// named in `report`.
+    fn migrate_whole_files(
+        &mut self,
+        bundles: &[BundleRow],
+        options: &PackOptions,
+        progress: &dyn Progress,
+        report: &mut GcReport,
+    ) -> Result<(), ArkError> {
+        for row in bundles.iter().filter(|b| b.manifest_piece.is_none()) {
+            let path = self.whole_file_path(&row.id);
+            if !path.is_file() {
+                report
+                    .not_migrated
+                    .push((row.id, format!("its file `{}` is missing", path.display())));
+                continue;
+            }
+            match self.store_file(&path, Some(row.id), &[], options, progress) {
+                Ok((_, parts, _)) => {
+                    self.index_mut().record_stored_bundle(None, row, &parts)?;
+                    failpoint::hit("gc.after-migrate");
+                    remove_file(&path)?;
+                    report.files_removed.push(path);
+                    report.migrated.push(row.id);
+                }
+                Err(e) => report.not_migrated.push((row.id, e.to_string())),
+            }
+        }
+        Ok(())
+    }
+
+    /// The pieces the bundles need: each bundle's bundle.json and members, and the bases of
+    /// every delta among them.
+    fn live_pieces(&self, reader: &PieceReader) -> Result<HashSet<Sha256Digest>, ArkError> {
+        let mut live: HashSet<Sha256Digest> = HashSet::new();
+        for row in self.index().bundles()? {
+            let Some(m) = row.manifest_piece else {
+                continue;
+            };
+            // Hash before trust: a bundle.json that is not what its id says stops gc, since
+            // what it needs could not be known.
+            let bytes = reader.get_checked(&m)?;
+            let manifest = parse_manifest(Path::new(&format!("bundle {}", row.id)), &bytes)?;
+            live.insert(m);
+            live.extend(manifest.members.iter().map(|mm| mm.sha256));
+        }
+        let mut stack: Vec<Sha256Digest> = live.iter().copied().collect();
+        while let Some(id) = stack.pop() {
+            if let Some(b) = reader.loc(&id).and_then(|l| l.base)
+                && live.insert(b)
+            {
+                stack.push(b);
+            }
+        }
+        Ok(live)
+    }
+
+    /// The live pieces of `pack`, re-hashed, into a new pack: a frame whose pieces all live is
+    /// copied as it is, a block that lost some is made again from the rest.
+    fn rewrite_pack(
+        &self,
+        reader: &PieceReader,
+        frames: &BTreeMap<u64, Vec<(Sha256Digest, PieceLoc)>>,
+        live: &HashSet<Sha256Digest>,
+        pack: &PackRow,
+        options: &PackOptions,
+    ) -> Result<RewrittenPack, ArkError> {
+        let root = self.root().to_path_buf();
+        let io_err = io_at(&root);
+        let mut w = PackWriter::create(&self.packs_dir()).map_err(&io_err)?;
+        let mut moved = Vec::new();
+        for f in frames.values() {
+            let kept: Vec<&(Sha256Digest, PieceLoc)> =
+                f.iter().filter(|(id, _)| live.contains(id)).collect();
+            if kept.is_empty() {
+                continue;
+            }
+            let mut contents = Vec::new();
+            for (id, _) in &kept {
+                contents.push(reader.get_checked(id)?);
+            }
+            if kept.len() == f.len() {
+                let frame = reader.frame(&f[0].0)?;
+                let offset = w.append(&frame).map_err(&io_err)?;
+                for (id, loc) in &kept {
+                    moved.push((*id, offset, frame.len() as u64, loc.skip));
+                }
+            } else {
+                let frame = compress_block(&contents.concat(), options.level).map_err(&io_err)?;
+                let offset = w.append(&frame).map_err(&io_err)?;
+                let mut skip = 0;
+                for ((id, _), c) in kept.iter().zip(&contents) {
+                    moved.push((*id, offset, frame.len() as u64, skip));
+                    skip += c.len() as u64;
+                }
+            }
+        }
+        let (name, size) = w.finish().map_err(&io_err)?;
+        Ok(RewrittenPack {
+            name,
+            size,
+            repo: pack.repo.clone(),
+            moved,
+        })
+    }
+
+    /// Step 3 of gc: files the index does not name: the packs just replaced, whatever an
+    /// interrupted pack or gc left, whole files of bundles now in the store.
+    fn sweep(&mut self, report: &mut GcReport) -> Result<(), ArkError> {
         let named: HashSet<String> = self.index().packs()?.into_iter().map(|p| p.name).collect();
         let packs_dir = self.packs_dir();
         for path in list(&packs_dir)? {
@@ -448,8 +499,7 @@ impl Ark {
             }
         }
         crate::fsutil::sync_dir(&packs_dir).map_err(io_at(&packs_dir))?;
-        report.bytes_after = self.stored_bytes()?;
-        Ok(report)
+        Ok(())
     }
 
     /// Checks every pack file against its name and every piece against its id (each decoded

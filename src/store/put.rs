@@ -152,29 +152,37 @@ pub fn with_threads<R: Send>(threads: u32, f: impl FnOnce() -> R + Send) -> R {
     }
 }
 
-/// Stores what the store lacks of `members` in a new pack under `packs_dir`; returns what
-/// the index must record. The caller holds the store lock, so no piece it picks as a base can
-/// go before the index names the new ones. `pending`: bundles whose pieces are recorded but
-/// that the index does not list yet (an import's), also tried as parents.
-#[allow(clippy::too_many_arguments)]
-pub fn put_members(
-    index: &Index,
-    packs_dir: &Path,
-    repo: &str,
-    pending: &[BundleSketch],
-    members: &dyn Members,
+/// Each new piece (by its index in the new pieces) with the bases to try for it.
+type Plan = Vec<(usize, Vec<Sha256Digest>)>;
+
+/// A block: the new pieces in it (by index), and its frame.
+type Block = (Vec<usize>, Vec<u8>);
+
+/// How one put stores: the members, where packs go, the zstd level and threads, progress.
+struct Put<'a> {
+    members: &'a dyn Members,
+    packs_dir: &'a Path,
     level: i32,
     threads: u32,
-    progress: &dyn Progress,
-) -> Result<StoredParts, ArkError> {
-    let manifest_piece = Sha256Digest::of(members.manifest_bytes());
-    let member_sketch = sketch(
-        (0..members.count())
-            .map(|i| members.sha256(i))
-            .collect::<Vec<_>>()
-            .iter(),
-    );
-    // The new pieces, each once, in tar order.
+    progress: &'a dyn Progress,
+}
+
+impl Put<'_> {
+    fn io_err(&self) -> impl Fn(std::io::Error) -> ArkError + '_ {
+        |source| ArkError::Io {
+            path: self.packs_dir.to_path_buf(),
+            source,
+        }
+    }
+}
+
+/// The new pieces, each once, in tar order: bundle.json's, then the members'; those the
+/// index has already left out.
+fn new_pieces(
+    index: &Index,
+    members: &dyn Members,
+    manifest_piece: Sha256Digest,
+) -> Result<Vec<NewOne>, ArkError> {
     let mut all: Vec<(Sha256Digest, Source, u64)> = vec![(
         manifest_piece,
         Source::Manifest,
@@ -186,32 +194,28 @@ pub fn put_members(
     let ids: Vec<Sha256Digest> = all.iter().map(|a| a.0).collect();
     let existing = index.existing_pieces(&ids)?;
     let mut seen = HashSet::new();
-    let new: Vec<NewOne> = all
+    Ok(all
         .into_iter()
         .filter(|(id, _, _)| !existing.contains(id) && seen.insert(*id))
         .map(|(id, from, size)| NewOne { id, from, size })
-        .collect();
-    let mut parts = StoredParts {
-        pack: None,
-        pieces: Vec::new(),
-        manifest_piece,
-        sketch: member_sketch.clone(),
-        repo: repo.to_string(),
-    };
-    if new.is_empty() {
-        return Ok(parts);
-    }
+        .collect())
+}
 
-    // The most similar stored bundles of the same repository, and what they hold at the
-    // paths of the new pieces: the bases to try.
-    let mut reader = PieceReader::new(packs_dir.to_path_buf());
+/// The bundle.json pieces of the most similar stored bundles of the same repository (and of
+/// `pending`), most similar first.
+fn parent_manifests(
+    index: &Index,
+    repo: &str,
+    pending: &[BundleSketch],
+    member_sketch: &[u8],
+) -> Result<Vec<Sha256Digest>, ArkError> {
     let mut ranked: Vec<(usize, Sha256Digest, Sha256Digest)> = index
         .sketches(repo)?
         .into_iter()
         .chain(pending.iter().cloned())
         .map(|s| {
             (
-                similarity(&member_sketch, &s.sketch),
+                similarity(member_sketch, &s.sketch),
                 s.bundle,
                 s.manifest_piece,
             )
@@ -220,8 +224,17 @@ pub fn put_members(
         .collect();
     ranked.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
     ranked.truncate(PARENTS);
-    let parent_manifests: Vec<Sha256Digest> = ranked.iter().map(|r| r.2).collect();
-    reader.load(index, &parent_manifests)?;
+    Ok(ranked.iter().map(|r| r.2).collect())
+}
+
+/// What the parents hold at the paths of the new pieces (their bundle.json at bundle.json's):
+/// the bases to try, by path.
+fn pieces_at_paths(
+    reader: &PieceReader,
+    parent_manifests: &[Sha256Digest],
+    members: &dyn Members,
+    new: &[NewOne],
+) -> HashMap<Vec<u8>, Vec<Sha256Digest>> {
     let wanted: HashSet<&[u8]> = new
         .iter()
         .filter_map(|n| match n.from {
@@ -230,7 +243,7 @@ pub fn put_members(
         })
         .collect();
     let mut at_path: HashMap<Vec<u8>, Vec<Sha256Digest>> = HashMap::new();
-    for m in &parent_manifests {
+    for m in parent_manifests {
         let parsed = reader
             .get_checked(m)
             .map_err(|e| e.to_string())
@@ -255,20 +268,24 @@ pub fn put_members(
             }
         }
     }
-    let candidate_ids: Vec<Sha256Digest> = {
-        let mut v: Vec<Sha256Digest> = at_path.values().flatten().copied().collect();
-        v.sort();
-        v.dedup();
-        v
-    };
-    reader.load(index, &candidate_ids)?;
+    at_path
+}
+
+/// The bases to try for each new piece: at most [`CANDIDATES`] of what the parents hold at
+/// its path, none for a piece too large (or empty) for a delta.
+fn plan_deltas(
+    reader: &PieceReader,
+    at_path: &HashMap<Vec<u8>, Vec<Sha256Digest>>,
+    members: &dyn Members,
+    new: &[NewOne],
+) -> Plan {
     let bases_of = |n: &NewOne| -> Vec<Sha256Digest> {
         let mut bases: Vec<Sha256Digest> = Vec::new();
         for c in at_path.get(path_of(members, n.from)).into_iter().flatten() {
             if *c == n.id {
                 continue;
             }
-            if let Some(b) = bounded_base(&reader, c, n.size)
+            if let Some(b) = bounded_base(reader, c, n.size)
                 && !bases.contains(&b)
             {
                 bases.push(b);
@@ -279,8 +296,7 @@ pub fn put_members(
         }
         bases
     };
-    let plan: Vec<(usize, Vec<Sha256Digest>)> = new
-        .iter()
+    new.iter()
         .enumerate()
         .map(|(i, n)| {
             let bases = if n.size <= pieces::DELTA_MAX && n.size > 0 {
@@ -290,20 +306,53 @@ pub fn put_members(
             };
             (i, bases)
         })
-        .collect();
+        .collect()
+}
+
+/// Blocks: runs of whole pieces (below the streaming size, no delta) of about BLOCK bytes.
+fn block_runs(new: &[NewOne], deltas: &[Option<Frame>]) -> Vec<Vec<usize>> {
+    let mut runs: Vec<Vec<usize>> = Vec::new();
+    let mut filled = 0;
+    for (i, n) in new.iter().enumerate() {
+        if deltas[i].is_some() || n.size >= STREAM_MIN {
+            continue;
+        }
+        // bundle.json gets a frame of its own: damage to a block of files then leaves
+        // the bundle readable enough to name them.
+        if matches!(n.from, Source::Manifest) {
+            runs.push(vec![i]);
+            filled = BLOCK;
+            continue;
+        }
+        if runs.is_empty() || filled >= BLOCK {
+            runs.push(Vec::new());
+            filled = 0;
+        }
+        runs.last_mut().expect("just pushed").push(i);
+        filled += n.size;
+    }
+    runs
+}
+
+/// Deltas where one beats compressing the piece alone; every other piece goes whole into
+/// a block with its neighbours (in tar order), each block one zstd frame.
+fn build_frames(
+    put: &Put,
+    reader: &PieceReader,
+    new: &[NewOne],
+    plan: &Plan,
+) -> Result<(Vec<Option<Frame>>, Vec<Block>), ArkError> {
+    let Put {
+        members,
+        level,
+        progress,
+        ..
+    } = *put;
+    let io_err = put.io_err();
     let mut needed: Vec<Sha256Digest> = plan.iter().flat_map(|(_, b)| b.iter().copied()).collect();
     needed.sort();
     needed.dedup();
-
-    let total: u64 = new.iter().map(|n| n.size).sum();
-    progress.start("storing", Some(total));
-    let io_err = |source| ArkError::Io {
-        path: packs_dir.to_path_buf(),
-        source,
-    };
-    // Deltas where one beats compressing the piece alone; every other piece goes whole into
-    // a block with its neighbours (in tar order), each block one zstd frame.
-    let (deltas, blocks) = with_threads(threads, || -> Result<_, ArkError> {
+    with_threads(put.threads, || -> Result<_, ArkError> {
         // Bases are re-hashed before anything is built on them.
         let base_content: HashMap<Sha256Digest, Vec<u8>> = needed
             .par_iter()
@@ -327,62 +376,58 @@ pub fn put_members(
                     .iter()
                     .filter_map(|b| base_content.get(b).map(|c| (*b, &c[..])))
                     .collect();
-                let delta = best_delta(&content, &bases, level).map_err(io_err)?;
+                let delta = best_delta(&content, &bases, level).map_err(&io_err)?;
                 if delta.is_some() {
                     progress.advance(n.size);
                 }
                 Ok(delta)
             })
             .collect::<Result<_, _>>()?;
-        // Blocks: runs of whole pieces (below the streaming size) of about BLOCK bytes.
-        let mut runs: Vec<Vec<usize>> = Vec::new();
-        let mut filled = 0;
-        for (i, n) in new.iter().enumerate() {
-            if deltas[i].is_some() || n.size >= STREAM_MIN {
-                continue;
-            }
-            // bundle.json gets a frame of its own: damage to a block of files then leaves
-            // the bundle readable enough to name them.
-            if matches!(n.from, Source::Manifest) {
-                runs.push(vec![i]);
-                filled = BLOCK;
-                continue;
-            }
-            if runs.is_empty() || filled >= BLOCK {
-                runs.push(Vec::new());
-                filled = 0;
-            }
-            runs.last_mut().expect("just pushed").push(i);
-            filled += n.size;
-        }
-        let blocks: Vec<(Vec<usize>, Vec<u8>)> = runs
+        let blocks: Vec<Block> = block_runs(new, &deltas)
             .into_par_iter()
-            .map(|run| -> Result<(Vec<usize>, Vec<u8>), ArkError> {
+            .map(|run| -> Result<Block, ArkError> {
                 let mut content = Vec::new();
                 for i in &run {
                     content.extend_from_slice(&content_of(members, new[*i].from)?);
                 }
-                let frame = compress_block(&content, level).map_err(io_err)?;
+                let frame = compress_block(&content, level).map_err(&io_err)?;
                 progress.advance(content.len() as u64);
                 Ok((run, frame))
             })
             .collect::<Result<_, _>>()?;
         Ok((deltas, blocks))
-    })?;
+    })
+}
 
-    // The pack, in tar order: a delta where its piece comes, a block where its first does.
+/// The pack, in tar order: a delta where its piece comes, a block where its first does, a
+/// large piece streamed; each piece's place added to `parts`.
+fn write_pack(
+    put: &Put,
+    reader: &PieceReader,
+    new: &[NewOne],
+    (deltas, blocks): (Vec<Option<Frame>>, Vec<Block>),
+    parts: &mut StoredParts,
+) -> Result<(), ArkError> {
+    let Put {
+        members,
+        packs_dir,
+        level,
+        threads,
+        progress,
+    } = *put;
+    let io_err = put.io_err();
     let mut block_of: HashMap<usize, usize> = HashMap::new();
     for (b, (run, _)) in blocks.iter().enumerate() {
         block_of.insert(run[0], b);
     }
-    let mut pack = PackWriter::create(packs_dir).map_err(io_err)?;
+    let mut pack = PackWriter::create(packs_dir).map_err(&io_err)?;
     let half = new.len() / 2;
     for (k, n) in new.iter().enumerate() {
         if k == half {
             crate::failpoint::hit("pack.mid-store");
         }
         if let Some((frame, base)) = &deltas[k] {
-            let offset = pack.append(frame).map_err(io_err)?;
+            let offset = pack.append(frame).map_err(&io_err)?;
             let depth = reader.loc(base).map_or(0, |l| l.depth + 1);
             parts.pieces.push(NewPiece {
                 id: n.id,
@@ -395,7 +440,7 @@ pub fn put_members(
             });
         } else if let Some(b) = block_of.get(&k) {
             let (run, frame) = &blocks[*b];
-            let offset = pack.append(frame).map_err(io_err)?;
+            let offset = pack.append(frame).map_err(&io_err)?;
             let mut skip = 0;
             for i in run {
                 parts.pieces.push(NewPiece {
@@ -413,7 +458,7 @@ pub fn put_members(
             let content = content_of(members, n.from)?;
             let (offset, length) = pack
                 .append_stream(&mut &content[..], n.size, level, threads)
-                .map_err(io_err)?;
+                .map_err(&io_err)?;
             progress.advance(n.size);
             parts.pieces.push(NewPiece {
                 id: n.id,
@@ -427,7 +472,70 @@ pub fn put_members(
         }
     }
     progress.finish();
-    parts.pack = Some(pack.finish().map_err(io_err)?);
+    parts.pack = Some(pack.finish().map_err(&io_err)?);
+    Ok(())
+}
+
+/// Stores what the store lacks of `members` in a new pack under `packs_dir`; returns what
+/// the index must record. The caller holds the store lock, so no piece it picks as a base can
+/// go before the index names the new ones. `pending`: bundles whose pieces are recorded but
+/// that the index does not list yet (an import's), also tried as parents.
+#[allow(clippy::too_many_arguments)]
+pub fn put_members(
+    index: &Index,
+    packs_dir: &Path,
+    repo: &str,
+    pending: &[BundleSketch],
+    members: &dyn Members,
+    level: i32,
+    threads: u32,
+    progress: &dyn Progress,
+) -> Result<StoredParts, ArkError> {
+    let manifest_piece = Sha256Digest::of(members.manifest_bytes());
+    let member_sketch = sketch(
+        (0..members.count())
+            .map(|i| members.sha256(i))
+            .collect::<Vec<_>>()
+            .iter(),
+    );
+    let new = new_pieces(index, members, manifest_piece)?;
+    let mut parts = StoredParts {
+        pack: None,
+        pieces: Vec::new(),
+        manifest_piece,
+        sketch: member_sketch.clone(),
+        repo: repo.to_string(),
+    };
+    if new.is_empty() {
+        return Ok(parts);
+    }
+
+    // The most similar stored bundles of the same repository, and what they hold at the
+    // paths of the new pieces: the bases to try.
+    let mut reader = PieceReader::new(packs_dir.to_path_buf());
+    let parents = parent_manifests(index, repo, pending, &member_sketch)?;
+    reader.load(index, &parents)?;
+    let at_path = pieces_at_paths(&reader, &parents, members, &new);
+    let candidate_ids: Vec<Sha256Digest> = {
+        let mut v: Vec<Sha256Digest> = at_path.values().flatten().copied().collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    reader.load(index, &candidate_ids)?;
+    let plan = plan_deltas(&reader, &at_path, members, &new);
+
+    let total: u64 = new.iter().map(|n| n.size).sum();
+    progress.start("storing", Some(total));
+    let put = Put {
+        members,
+        packs_dir,
+        level,
+        threads,
+        progress,
+    };
+    let frames = build_frames(&put, &reader, &new, &plan)?;
+    write_pack(&put, &reader, &new, frames, &mut parts)?;
     Ok(parts)
 }
 

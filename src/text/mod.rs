@@ -433,76 +433,93 @@ pub fn from_bundle(
             readmes.insert(name.clone(), text);
         }
     }
-    let ps = &instance.problem_statement;
     match oracle {
-        Some(wanted) => {
-            let mut files = BTreeMap::new();
-            for p in &wanted {
-                let text = if p == "/dev/null" {
-                    String::new()
-                } else {
-                    codebase
-                        .text(p)?
-                        .ok_or_else(|| TextError::MissingFile { path: p.clone() })?
-                };
-                files.insert(p.clone(), text);
+        Some(wanted) => oracle_text(&codebase, &wanted, readmes, instance),
+        None => bm25_text(&codebase, readmes, options, instance),
+    }
+}
+
+/// The text with the files the gold patch edits (`wanted`), SWE-bench's oracle retrieval.
+fn oracle_text(
+    codebase: &Codebase,
+    wanted: &BTreeSet<String>,
+    readmes: BTreeMap<String, String>,
+    instance: Instance,
+) -> Result<InstanceText, TextError> {
+    let ps = &instance.problem_statement;
+    let mut files = BTreeMap::new();
+    for p in wanted {
+        let text = if p == "/dev/null" {
+            String::new()
+        } else {
+            codebase
+                .text(p)?
+                .ok_or_else(|| TextError::MissingFile { path: p.clone() })?
+        };
+        files.insert(p.clone(), text);
+    }
+    let text = dataset_text(&style3(ps, &readmes, &files));
+    Ok(InstanceText {
+        tokens: tokenizer::count(&text),
+        text,
+        files: files.into_keys().collect(),
+        readmes: readmes.into_keys().collect(),
+        search: None,
+        documents: 0,
+        instance,
+    })
+}
+
+/// The text with the files BM25 ranks highest for the problem statement, as many as fit.
+fn bm25_text(
+    codebase: &Codebase,
+    readmes: BTreeMap<String, String>,
+    options: &Options,
+    instance: Instance,
+) -> Result<InstanceText, TextError> {
+    let ps = &instance.problem_statement;
+    let mut paths: Vec<&String> = codebase
+        .entries
+        .keys()
+        .filter(|p| is_document_path(p))
+        .collect();
+    paths.sort();
+    let mut docs = Vec::with_capacity(paths.len());
+    let mut contents: HashMap<&str, String> = HashMap::new();
+    for p in paths {
+        match codebase.file(p).and_then(python_text) {
+            Some(text) => {
+                docs.push(Document {
+                    id: p.clone(),
+                    text: format!("{p}\n{text}"),
+                });
+                contents.insert(p, text);
             }
-            let text = dataset_text(&style3(ps, &readmes, &files));
-            Ok(InstanceText {
-                tokens: tokenizer::count(&text),
-                text,
-                files: files.into_keys().collect(),
-                readmes: readmes.into_keys().collect(),
-                search: None,
-                documents: 0,
-                instance,
-            })
-        }
-        None => {
-            let mut paths: Vec<&String> = codebase
-                .entries
-                .keys()
-                .filter(|p| is_document_path(p))
-                .collect();
-            paths.sort();
-            let mut docs = Vec::with_capacity(paths.len());
-            let mut contents: HashMap<&str, String> = HashMap::new();
-            for p in paths {
-                match codebase.file(p).and_then(python_text) {
-                    Some(text) => {
-                        docs.push(Document {
-                            id: p.clone(),
-                            text: format!("{p}\n{text}"),
-                        });
-                        contents.insert(p, text);
-                    }
-                    None => tracing::debug!("left out of the index: `{p}` (not a UTF-8 file)"),
-                }
-            }
-            let index = Index::build(&docs);
-            drop(docs);
-            let search = index.search(ps, options.top_k);
-            let ranked: Vec<(&str, &str)> = search
-                .hits
-                .iter()
-                .filter_map(|h| {
-                    contents
-                        .get(h.id.as_str())
-                        .map(|c| (h.id.as_str(), c.as_str()))
-                })
-                .collect();
-            let (files, text, tokens) = fit(ps, &readmes, &ranked, options.max_tokens)?;
-            Ok(InstanceText {
-                text,
-                tokens,
-                files,
-                readmes: readmes.into_keys().collect(),
-                search: Some(search),
-                documents: index.len(),
-                instance,
-            })
+            None => tracing::debug!("left out of the index: `{p}` (not a UTF-8 file)"),
         }
     }
+    let index = Index::build(&docs);
+    drop(docs);
+    let search = index.search(ps, options.top_k);
+    let ranked: Vec<(&str, &str)> = search
+        .hits
+        .iter()
+        .filter_map(|h| {
+            contents
+                .get(h.id.as_str())
+                .map(|c| (h.id.as_str(), c.as_str()))
+        })
+        .collect();
+    let (files, text, tokens) = fit(ps, &readmes, &ranked, options.max_tokens)?;
+    Ok(InstanceText {
+        text,
+        tokens,
+        files,
+        readmes: readmes.into_keys().collect(),
+        search: Some(search),
+        documents: index.len(),
+        instance,
+    })
 }
 
 /// SWE-bench's choice of files under a budget: in rank order, each file that still fits

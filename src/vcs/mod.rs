@@ -104,7 +104,9 @@ impl VcsRecord {
     pub fn from_bytes(bytes: &[u8]) -> Result<VcsRecord, VcsError> {
         let record: VcsRecord =
             serde_json::from_slice(bytes).map_err(|e| VcsError::Malformed(e.to_string()))?;
-        record.check().map_err(VcsError::Malformed)?;
+        record
+            .check()
+            .map_err(|e| VcsError::Malformed(e.to_string()))?;
         if record.to_bytes() != bytes {
             return Err(VcsError::Malformed(
                 "it is not in canonical form (keys sorted, two-space indent, a final newline)"
@@ -121,47 +123,73 @@ impl VcsRecord {
     }
 
     /// The committer date as unix seconds and offset (`+0200`).
-    pub fn date(&self) -> Result<(u64, &str), String> {
+    pub fn date(&self) -> Result<(u64, &str), RecordError> {
         parse_raw_date(&self.committer_date)
     }
 
     /// Why the record is not valid, if it is not.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), RecordError> {
         self.date()?;
         if self.commits == 0 {
-            return Err("`commits` is 0; the base commit counts itself".into());
+            return Err(RecordError::NoCommits);
         }
         if self.tags.len() > MAX_TAGS {
-            return Err(format!(
-                "it lists {} tags, more than {MAX_TAGS}",
-                self.tags.len()
-            ));
+            return Err(RecordError::TooManyTags(self.tags.len()));
         }
         let mut names = std::collections::HashSet::new();
         for t in &self.tags {
             if let Some(why) = bad_tag_name(&t.name) {
-                return Err(format!("tag `{}`: {why}", t.name));
+                return Err(RecordError::BadTagName {
+                    name: t.name.clone(),
+                    why,
+                });
             }
             if !names.insert(t.name.as_str()) {
-                return Err(format!("tag `{}` is listed twice", t.name));
+                return Err(RecordError::TagTwice(t.name.clone()));
             }
             if t.distance >= self.commits {
-                return Err(format!(
-                    "tag `{}` is {} commits away, but the history has only {}",
-                    t.name, t.distance, self.commits
-                ));
+                return Err(RecordError::TagTooFar {
+                    name: t.name.clone(),
+                    distance: t.distance,
+                    commits: self.commits,
+                });
             }
         }
         let expected = Self::describe_of(&self.base_commit, &self.tags);
         if self.describe != expected {
-            return Err(format!(
-                "`describe` is {}, but its first tag makes it {}",
-                show(&self.describe),
-                show(&expected)
-            ));
+            return Err(RecordError::WrongDescribe {
+                found: self.describe.clone(),
+                expected,
+            });
         }
         Ok(())
     }
+}
+
+/// Why a VCS record is not valid.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RecordError {
+    #[error("`committer_date` `{0}` is not `<unix seconds> <+|-hhmm>`")]
+    BadDate(String),
+    #[error("`commits` is 0; the base commit counts itself")]
+    NoCommits,
+    #[error("it lists {0} tags, more than {MAX_TAGS}")]
+    TooManyTags(usize),
+    #[error("tag `{name}`: {why}")]
+    BadTagName { name: String, why: &'static str },
+    #[error("tag `{0}` is listed twice")]
+    TagTwice(String),
+    #[error("tag `{name}` is {distance} commits away, but the history has only {commits}")]
+    TagTooFar {
+        name: String,
+        distance: u64,
+        commits: u64,
+    },
+    #[error("`describe` is {}, but its first tag makes it {}", show(.found), show(.expected))]
+    WrongDescribe {
+        found: Option<String>,
+        expected: Option<String>,
+    },
 }
 
 fn show(describe: &Option<String>) -> String {
@@ -172,8 +200,8 @@ fn show(describe: &Option<String>) -> String {
 }
 
 /// `<seconds> <+|-><hhmm>`, as git stores a date.
-fn parse_raw_date(date: &str) -> Result<(u64, &str), String> {
-    let bad = || format!("`committer_date` `{date}` is not `<unix seconds> <+|-hhmm>`");
+fn parse_raw_date(date: &str) -> Result<(u64, &str), RecordError> {
+    let bad = || RecordError::BadDate(date.to_string());
     let (secs, tz) = date.split_once(' ').ok_or_else(bad)?;
     let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
     if !digits(secs) || (secs.len() > 1 && secs.starts_with('0')) {

@@ -318,7 +318,7 @@ pub fn record(git_dir: &Path, commit: &str) -> Result<VcsRecord, VcsError> {
         describe: Some(described),
         tags,
     };
-    record.check().map_err(history_err)?;
+    record.check().map_err(|e| history_err(e.to_string()))?;
     Ok(record)
 }
 

@@ -74,7 +74,7 @@ fn beats_on_one_commit(later: &TagRecord, earlier: &TagRecord) -> bool {
 /// HEAD holding `tree`.
 fn stream(record: Option<&VcsRecord>, tree: &str) -> Result<Vec<u8>, VcsError> {
     let (secs, tz) = match record {
-        Some(r) => r.date().map_err(VcsError::Malformed)?,
+        Some(r) => r.date().map_err(|e| VcsError::Malformed(e.to_string()))?,
         None => NO_RECORD_DATE,
     };
     let tags: &[TagRecord] = record.map_or(&[], |r| &r.tags);
@@ -138,7 +138,7 @@ fn stream(record: Option<&VcsRecord>, tree: &str) -> Result<Vec<u8>, VcsError> {
 /// tags.
 pub fn build_work_tree(dir: &Path, record: Option<&VcsRecord>) -> Result<(), VcsError> {
     if let Some(r) = record {
-        r.check().map_err(VcsError::Malformed)?;
+        r.check().map_err(|e| VcsError::Malformed(e.to_string()))?;
     }
     run(dir, &["init", "-q", "--initial-branch=main"])?;
     // Every file streamed into one pack (git's bulk check-in) rather than one loose object
@@ -211,7 +211,7 @@ pub const SETUP_COMMIT_MESSAGE: &str = "SWE-bench";
 /// identity and date as HEAD's, so the commit id is the same everywhere.
 pub fn commit_setup(dir: &Path, record: Option<&VcsRecord>) -> Result<(), VcsError> {
     let (secs, tz) = match record {
-        Some(r) => r.date().map_err(VcsError::Malformed)?,
+        Some(r) => r.date().map_err(|e| VcsError::Malformed(e.to_string()))?,
         None => NO_RECORD_DATE,
     };
     let when = format!("{secs} {tz}");
