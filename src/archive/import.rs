@@ -139,7 +139,7 @@ pub fn import(
     opts: &ImportOptions,
     progress: &dyn Progress,
 ) -> Result<ImportReport, ArchiveError> {
-    let tmp = root.join("tmp");
+    let tmp = crate::store::Layout::new(root).tmp();
     // The directories this import creates, deepest first, so a refusal leaves none behind.
     let created: Vec<PathBuf> = tmp
         .ancestors()
@@ -969,7 +969,7 @@ fn install(
             dirs.insert(fsutil::parent_dir(&store.path_of(id)).to_path_buf());
         }
     }
-    dirs.insert(root.join("objects").join("sha256"));
+    dirs.insert(crate::store::Layout::new(root).objects().join("sha256"));
     // Bundles go into the deduplicated store, each one's pieces recorded as it is stored so
     // that the next finds them as delta bases; the bundles themselves are listed in the one
     // transaction below, in the order of their ids.

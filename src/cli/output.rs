@@ -55,31 +55,7 @@ impl Progress for TerminalProgress {
     }
 }
 
-pub use crate::units::human_bytes;
-
-/// Parses `123`, `64K`, `512MiB`, `4G`, `2GiB` (powers of 1024).
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("`{s}` is not a size (try 4096, 64KiB, 512MiB, 4GiB)"))?;
-    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        "t" | "tb" | "tib" => 1 << 40,
-        other => {
-            return Err(format!(
-                "`{other}` in `{s}` is not a size unit (B, KiB, MiB, GiB, TiB)"
-            ));
-        }
-    };
-    n.checked_mul(mult)
-        .ok_or_else(|| format!("`{s}` is too large"))
-}
+pub use crate::units::{human_bytes, parse_size};
 
 /// A unix time for people, in UTC.
 pub fn human_time(secs: i64) -> String {

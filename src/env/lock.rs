@@ -1287,7 +1287,7 @@ fn install_through_proxy(
     } = target;
     let exclude_newer = cutoff.when;
     let src = work.join("src");
-    let tmp_root = ark.root().join("tmp");
+    let tmp_root = ark.tmp_dir();
     let pins = context_pins(ctx, files);
     let proxy = LockProxy::start(proxy_config(ark, opts, interp, exclude_newer, pins))
         .map_err(io_err(&tmp_root))?;
@@ -1463,7 +1463,7 @@ pub fn lock(
     let target = resolve_target(ark, ctx, opts, say)?;
     let exclude_newer = target.cutoff.when;
 
-    let tmp_root = ark.root().join("tmp");
+    let tmp_root = ark.tmp_dir();
     std::fs::create_dir_all(&tmp_root).map_err(io_err(&tmp_root))?;
     let work = tempfile::Builder::new()
         .prefix(".tmp-lock-")

@@ -206,15 +206,14 @@ pub enum SandboxError {
 
 /// Whether runs can have [`Network::Isolated`] here: `Err` says why not. Checked once per
 /// process, by setting up (and throwing away) the namespaces a run would get.
-pub fn isolation_available() -> Result<(), String> {
+pub fn isolation_available() -> Result<(), IsolationError> {
     static PROBE: OnceLock<Result<(), IsolationError>> = OnceLock::new();
-    // The sentence, as callers and tests read it.
-    PROBE.get_or_init(probe).clone().map_err(|e| e.to_string())
+    PROBE.get_or_init(probe).clone()
 }
 
 /// Why runs cannot have their own namespaces here (cloneable: the probe's answer is kept).
 #[derive(Debug, Clone, thiserror::Error)]
-enum IsolationError {
+pub enum IsolationError {
     #[error("cannot create a pipe: {0}")]
     Pipe(#[source] Arc<io::Error>),
     #[error("cannot fork: {0}")]

@@ -24,9 +24,6 @@ use super::lock::StoreLock;
 use super::pieces::{PACK_MAGIC, PACK_SUFFIX, PackWriter, PieceReader, compress_block, pack_path};
 use super::stored::parse_manifest;
 
-/// Release snapshots registered in an archive: `<ark>/releases/<name>.json`.
-pub const RELEASES_DIR: &str = "releases";
-
 /// What a gc did (or, with `dry_run`, would do).
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct GcReport {
@@ -52,7 +49,7 @@ pub struct GcReport {
 /// The 64-hex strings a release snapshot holds anywhere (bundle ids among them), by
 /// snapshot name. Whatever the snapshot's layout, a bundle id in it is found.
 pub fn release_names(root: &Path) -> Result<BTreeMap<String, HashSet<Sha256Digest>>, ArkError> {
-    let dir = root.join(RELEASES_DIR);
+    let dir = super::Layout::new(root).releases();
     let mut out = BTreeMap::new();
     let rd = match fs::read_dir(&dir) {
         Ok(rd) => rd,

@@ -28,7 +28,7 @@ mod stored;
 pub use ark::{Ark, ArkBundle, ArkError};
 pub use check::{Checked, check_bundle_file};
 pub use config::{ConfigError, git_base};
-pub use gc::{GcReport, RELEASES_DIR, release_names};
+pub use gc::{GcReport, release_names};
 pub use index::{
     BundleRow, BundleSketch, ImportRows, ImportedMirror, Index, IndexError, InstanceRow, LockRow,
     MirrorRow, ObjectRow, PackRow, PieceLoc, PinRow, RepoStorage, SCHEMA_VERSION, ValidationRow,
