@@ -120,16 +120,7 @@ fn swebench_requirements(src: &Path, req_path: &str) -> Result<String, EnvError>
     Ok(text)
 }
 
-/// A command that needs the system's package manager: outside a Python lock, and not run.
-pub fn is_system_command(cmd: &str) -> bool {
-    cmd.split(['&', ';', '|']).map(str::trim).any(|c| {
-        let first = c.split_whitespace().next().unwrap_or("");
-        matches!(
-            first,
-            "apt-get" | "apt" | "yum" | "dnf" | "apk" | "conda" | "sudo"
-        )
-    })
-}
+pub use crate::manifest::is_system_command;
 
 use asof::rfc3339;
 

@@ -15,10 +15,9 @@ use std::time::{Duration, Instant};
 
 use crate::digest::Sha256Digest;
 use crate::env::build::{self, BuildOptions, BuiltEnv};
-use crate::env::lock::is_system_command;
 use crate::env::pylock::PyLock;
 use crate::env::venv::Venv;
-use crate::manifest::Context;
+use crate::manifest::{Context, is_system_command};
 use crate::sandbox::{self, Network, Spec};
 use crate::store::ObjectStore;
 

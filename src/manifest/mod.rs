@@ -290,6 +290,17 @@ struct File {
     versions: BTreeMap<String, Fields>,
 }
 
+/// A command that needs the system's package manager: outside a Python lock, and not run.
+pub fn is_system_command(cmd: &str) -> bool {
+    cmd.split(['&', ';', '|']).map(str::trim).any(|c| {
+        let first = c.split_whitespace().next().unwrap_or("");
+        matches!(
+            first,
+            "apt-get" | "apt" | "yum" | "dnf" | "apk" | "conda" | "sudo"
+        )
+    })
+}
+
 /// One repository's manifest.
 #[derive(Debug, Clone)]
 pub struct RepoManifest {
