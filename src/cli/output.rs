@@ -4,6 +4,7 @@
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::progress::Progress;
+use crate::store::Checked;
 
 /// A progress bar on stderr (the caller decides whether stderr is a terminal).
 pub struct TerminalProgress {
@@ -61,6 +62,35 @@ pub use crate::units::{human_bytes, parse_size};
 pub fn human_time(secs: i64) -> String {
     let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs.max(0) as u64);
     humantime::format_rfc3339_seconds(t).to_string()
+}
+
+/// The arguments of a `ls` subcommand (`mirror ls`, `env ls`, `release ls`).
+#[derive(Debug, clap::Args)]
+pub struct ListArgs {
+    /// Print the list as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The width of a text column: its widest cell, and at least `min` (the header's width).
+pub(super) fn column_width(cells: impl Iterator<Item = usize>, min: usize) -> usize {
+    cells.max().unwrap_or(min).max(min)
+}
+
+/// `verify`'s and `release verify`'s results: JSON, or one line per check and one per
+/// problem. Returns how many checks failed.
+pub(super) fn print_checks(checks: &[Checked], json: bool) -> anyhow::Result<usize> {
+    if json {
+        out!("{}", serde_json::to_string_pretty(checks)?);
+    } else {
+        for c in checks {
+            out!("{} {} {}", if c.ok { "ok " } else { "BAD" }, c.what, c.name);
+            for p in &c.problems {
+                out!("    {p}");
+            }
+        }
+    }
+    Ok(checks.iter().filter(|c| !c.ok).count())
 }
 
 /// Whether `e` comes from writing to a closed pipe (a reader that stopped early).

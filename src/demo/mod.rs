@@ -287,18 +287,16 @@ fn collect(d: &mut Driver, api: &github_api::GithubApi) -> Result<(), DemoError>
     let say = d.say;
     d.step("4. collect: merged pull requests that fix an issue and change a test → task instances");
     let url = api.url().to_string();
-    let collected = d.json(
+    let args = [
+        "--ark",
+        "ark",
         "collect",
-        &[
-            "--ark",
-            "ark",
-            "collect",
-            upstream::REPO,
-            "--api-url",
-            &url,
-            "--json",
-        ],
-    )?;
+        upstream::REPO,
+        "--api-url",
+        &url,
+        "--json",
+    ];
+    let collected = d.json("collect", &args)?;
     d.summary.api_requests = api
         .counts()
         .requests
@@ -336,18 +334,7 @@ fn collect(d: &mut Driver, api: &github_api::GithubApi) -> Result<(), DemoError>
             .join(", ")
     ));
     let before = d.summary.api_requests;
-    d.json(
-        "collect again",
-        &[
-            "--ark",
-            "ark",
-            "collect",
-            upstream::REPO,
-            "--api-url",
-            &url,
-            "--json",
-        ],
-    )?;
+    d.json("collect again", &args)?;
     d.summary.api_requests_rerun = api
         .counts()
         .requests

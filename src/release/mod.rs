@@ -23,7 +23,7 @@ use crate::store::{ArkError, IndexError, ObjectError};
 pub use create::{LockReader, Selection, create};
 pub use diff::{Change, InstanceChange, MemberChange, NamedObject, ReleaseDiff, Side, diff};
 pub use ops::OpsError;
-pub use verify::{Check, verify};
+pub use verify::verify;
 
 /// The `format` of every snapshot.
 pub const FORMAT: &str = "swe-ark-release";

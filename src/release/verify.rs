@@ -7,31 +7,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::bundle::{self, Limits};
 use crate::digest::Sha256Digest;
 use crate::progress::Progress;
-use crate::store::{Ark, ObjectError};
+use crate::store::{Ark, Checked, ObjectError};
 
 use super::create::{LockReader, lock_needs, newest_bundles};
 use super::{ReleaseError, ReleaseInstance, Snapshot, root_of};
-
-/// One thing checked: the snapshot file itself, a bundle, an object, or the root.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct Check {
-    /// `snapshot`, `bundle`, `object` or `root`.
-    pub what: &'static str,
-    pub name: String,
-    pub ok: bool,
-    pub problems: Vec<String>,
-}
-
-impl Check {
-    fn new(what: &'static str, name: String, problems: Vec<String>) -> Check {
-        Check {
-            what,
-            name,
-            ok: problems.is_empty(),
-            problems,
-        }
-    }
-}
 
 /// What the bundles' checks gather for the objects' and the root's.
 #[derive(Default)]
@@ -49,7 +28,7 @@ pub fn verify(
     ark: &Ark,
     snap: &Snapshot,
     progress: &dyn Progress,
-) -> Result<Vec<Check>, ReleaseError> {
+) -> Result<Vec<Checked>, ReleaseError> {
     let mut checks = vec![check_snapshot_file(snap)];
     let newest = newest_bundles(ark)?;
     let mut locks = LockReader::new(ark);
@@ -70,7 +49,7 @@ pub fn verify(
         } else {
             tally.unreadable += 1;
         }
-        checks.push(Check::new(
+        checks.push(Checked::new(
             "bundle",
             format!("{} {}", inst.instance_id, inst.bundle),
             problems,
@@ -82,9 +61,9 @@ pub fn verify(
 }
 
 /// The snapshot file: its stated root is its instances'.
-fn check_snapshot_file(snap: &Snapshot) -> Check {
+fn check_snapshot_file(snap: &Snapshot) -> Checked {
     let computed = snap.computed_root();
-    Check::new(
+    Checked::new(
         "snapshot",
         snap.name.clone(),
         if computed == snap.root {
@@ -200,7 +179,7 @@ fn check_lock_needs(
 }
 
 /// Every object the release or a lock names: present, re-hashed, of the size the lock says.
-fn check_objects(ark: &Ark, tally: &Tally) -> Vec<Check> {
+fn check_objects(ark: &Ark, tally: &Tally) -> Vec<Checked> {
     let store = ark.objects();
     let mut checks = Vec::new();
     for (o, (size, users)) in &tally.wanted {
@@ -219,13 +198,13 @@ fn check_objects(ark: &Ark, tally: &Tally) -> Vec<Check> {
             )),
             Err(e) => problems.push(e.to_string()),
         }
-        checks.push(Check::new("object", o.hex(), problems));
+        checks.push(Checked::new("object", o.hex(), problems));
     }
     checks
 }
 
 /// The root recomputed from what the archive holds.
-fn check_root(snap: &Snapshot, tally: &Tally) -> Check {
+fn check_root(snap: &Snapshot, tally: &Tally) -> Checked {
     let problems = if tally.unreadable > 0 {
         vec![format!(
             "not recomputed: {} bundle(s) could not be read whole (above)",
@@ -242,5 +221,5 @@ fn check_root(snap: &Snapshot, tally: &Tally) -> Check {
             )]
         }
     };
-    Check::new("root", snap.root.hex(), problems)
+    Checked::new("root", snap.root.hex(), problems)
 }

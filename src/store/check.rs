@@ -10,7 +10,8 @@ use crate::progress::Progress;
 
 use super::{Ark, ArkError, BundleRow, IndexError};
 
-/// One thing checked: an index, a pack, a bundle or an object.
+/// One thing checked: an index, a pack, a bundle or an object; for a release, also its
+/// snapshot file and its root.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Checked {
     pub what: String,
@@ -21,7 +22,7 @@ pub struct Checked {
 }
 
 impl Checked {
-    fn new(what: &str, name: String, problems: Vec<String>) -> Checked {
+    pub(crate) fn new(what: &str, name: String, problems: Vec<String>) -> Checked {
         Checked {
             what: what.into(),
             name,

@@ -58,39 +58,29 @@ impl Stemmer {
 
     /// The number of vowel-consonant sequences in `b[0..=j]`.
     fn m(&self) -> usize {
-        let (mut n, mut i, j) = (0, 0, self.j);
+        // The first position from `i` on, up to `j`, that is a consonant (`cons`) or a vowel.
+        let next = |mut i: isize, cons: bool| {
+            while i <= self.j {
+                if self.cons(i) == cons {
+                    return Some(i);
+                }
+                i += 1;
+            }
+            None
+        };
+        let mut n = 0;
+        let Some(mut vowel) = next(0, false) else {
+            return 0;
+        };
         loop {
-            if i > j {
+            let Some(consonant) = next(vowel + 1, true) else {
                 return n;
-            }
-            if !self.cons(i) {
-                break;
-            }
-            i += 1;
-        }
-        i += 1;
-        loop {
-            loop {
-                if i > j {
-                    return n;
-                }
-                if self.cons(i) {
-                    break;
-                }
-                i += 1;
-            }
-            i += 1;
+            };
             n += 1;
-            loop {
-                if i > j {
-                    return n;
-                }
-                if !self.cons(i) {
-                    break;
-                }
-                i += 1;
-            }
-            i += 1;
+            let Some(v) = next(consonant + 1, false) else {
+                return n;
+            };
+            vowel = v;
         }
     }
 

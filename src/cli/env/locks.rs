@@ -7,10 +7,10 @@ use crate::env::listing;
 use crate::store::Ark;
 
 use super::super::Context;
-use super::super::output::{human_bytes, human_time};
-use super::{LsArgs, ShowArgs};
+use super::super::output::{ListArgs, human_bytes, human_time};
+use super::ShowArgs;
 
-pub(super) fn ls(ctx: &Context, a: LsArgs) -> anyhow::Result<ExitCode> {
+pub(super) fn ls(ctx: &Context, a: ListArgs) -> anyhow::Result<ExitCode> {
     let ark = Ark::open(&ctx.ark)?;
     let locks = ark.index().locks()?;
     let built = |id: &Sha256Digest| listing::is_built(&ark, id);

@@ -12,6 +12,7 @@ use crate::env::build::Installer;
 use crate::env::lock::DEFAULT_INDEX;
 
 use super::Context;
+use super::output::ListArgs;
 
 #[derive(Debug, clap::Args)]
 pub struct EnvArgs {
@@ -28,7 +29,7 @@ pub enum EnvCommand {
     /// environment's directory last.
     Build(BuildArgs),
     /// The locks: repository, version, Python, packages, artifacts, bytes, built or not.
-    Ls(LsArgs),
+    Ls(ListArgs),
     /// Print a lock's pylock.toml.
     Show(ShowArgs),
 }
@@ -87,12 +88,6 @@ pub struct BuildArgs {
     /// Also make a per-instance copy of the environment at DIR (a new directory).
     #[arg(long, value_name = "DIR")]
     pub copy_to: Option<PathBuf>,
-    #[arg(long)]
-    pub json: bool,
-}
-
-#[derive(Debug, clap::Args)]
-pub struct LsArgs {
     #[arg(long)]
     pub json: bool,
 }

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use crate::store::Ark;
 
 use super::Context;
-use super::output::{human_bytes, human_time};
+use super::output::{column_width, human_bytes, human_time};
 
 #[derive(Debug, clap::Args)]
 pub struct LsArgs {
@@ -58,18 +58,8 @@ pub fn run(ctx: &Context, args: LsArgs) -> anyhow::Result<ExitCode> {
         ));
         return Ok(ExitCode::SUCCESS);
     }
-    let width = instances
-        .iter()
-        .map(|i| i.instance_id.len())
-        .max()
-        .unwrap_or(8)
-        .max(8);
-    let repo_width = instances
-        .iter()
-        .map(|i| i.repo.len())
-        .max()
-        .unwrap_or(4)
-        .max(4);
+    let width = column_width(instances.iter().map(|i| i.instance_id.len()), 8);
+    let repo_width = column_width(instances.iter().map(|i| i.repo.len()), 4);
     out!(
         "{:<width$}  {:<repo_width$}  {:<7}  {:<12}  {:>6}  {:>10}  {:>10}  PACKED",
         "INSTANCE",

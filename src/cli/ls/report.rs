@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use crate::store::{Ark, RepoStorage, dedup_ratio};
 
 use super::super::Context;
-use super::super::output::human_bytes;
+use super::super::output::{column_width, human_bytes};
 
 pub(super) fn stats(ctx: &Context, ark: &Ark, json: bool) -> anyhow::Result<ExitCode> {
     let st = ark.storage_stats()?;
@@ -43,7 +43,7 @@ pub(super) fn stats(ctx: &Context, ark: &Ark, json: bool) -> anyhow::Result<Exit
         out!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(ExitCode::SUCCESS);
     }
-    let width = repos.iter().map(|r| r.repo.len()).max().unwrap_or(4).max(5);
+    let width = column_width(repos.iter().map(|r| r.repo.len()), 5);
     out!(
         "{:<width$}  {:>7}  {:>10}  {:>10}  {:>7}  WHOLE FILES",
         "REPO",
@@ -88,12 +88,7 @@ pub(super) fn validated(ctx: &Context, ark: &Ark, json: bool) -> anyhow::Result<
         ctx.note("no instance has been validated yet (run `swe-ark validate`)");
         return Ok(ExitCode::SUCCESS);
     }
-    let width = rows
-        .iter()
-        .map(|r| r.instance_id.len())
-        .max()
-        .unwrap_or(8)
-        .max(8);
+    let width = column_width(rows.iter().map(|r| r.instance_id.len()), 8);
     out!(
         "{:<width$}  {:<16}  {:>5}  {:>5}  {:>5}  {:>7}  reason",
         "instance",

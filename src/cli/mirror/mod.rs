@@ -12,6 +12,7 @@ use anyhow::Context as _;
 use crate::mirror::RepoName;
 
 use super::Context;
+use super::output::ListArgs;
 
 #[derive(Debug, clap::Args)]
 pub struct MirrorArgs {
@@ -26,7 +27,7 @@ pub enum MirrorCommand {
     /// Fetch what is new; prints the refs that changed.
     Update(UpdateArgs),
     /// The mirrors: URL, refs, last fetch, size.
-    Ls(LsArgs),
+    Ls(ListArgs),
     /// Read every object, check every ref and every pinned commit; exit 1 naming what is bad.
     Verify(VerifyArgs),
     /// Write a mirror as a git bundle (`git clone FILE.bundle` reads it).
@@ -66,12 +67,6 @@ pub struct AddArgs {
 pub struct UpdateArgs {
     /// Mirrors to update (OWNER/NAME); none: all of them.
     pub names: Vec<String>,
-    #[arg(long)]
-    pub json: bool,
-}
-
-#[derive(Debug, clap::Args)]
-pub struct LsArgs {
     #[arg(long)]
     pub json: bool,
 }

@@ -8,10 +8,10 @@ use crate::mirror::{self, Mirror};
 use crate::store::Ark;
 
 use super::super::Context;
-use super::super::output::{human_bytes, human_time};
-use super::{ExportArgs, LsArgs, VerifyArgs, VersionArgs, repo_name};
+use super::super::output::{ListArgs, column_width, human_bytes, human_time};
+use super::{ExportArgs, VerifyArgs, VersionArgs, repo_name};
 
-pub(super) fn ls(ctx: &Context, args: LsArgs) -> anyhow::Result<ExitCode> {
+pub(super) fn ls(ctx: &Context, args: ListArgs) -> anyhow::Result<ExitCode> {
     let ark = Ark::open(&ctx.ark)?;
     let mirrors = ark.index().mirrors()?;
     if args.json {
@@ -22,12 +22,7 @@ pub(super) fn ls(ctx: &Context, args: LsArgs) -> anyhow::Result<ExitCode> {
         ctx.note("no mirrors; add one with `swe-ark mirror add OWNER/NAME`");
         return Ok(ExitCode::SUCCESS);
     }
-    let w = mirrors
-        .iter()
-        .map(|m| m.name.len())
-        .max()
-        .unwrap_or(4)
-        .max(4);
+    let w = column_width(mirrors.iter().map(|m| m.name.len()), 4);
     out!(
         "{:<w$}  {:>6}  {:>10}  {:<20}  URL",
         "NAME",

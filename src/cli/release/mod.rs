@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use super::Context;
+use super::output::ListArgs;
 
 #[derive(Debug, clap::Args)]
 pub struct ReleaseArgs {
@@ -29,7 +30,7 @@ pub enum ReleaseCommand {
     /// release); `swe-ark gc` then frees their pieces.
     Rm(RmArgs),
     /// The releases registered in the archive (`ark/releases/`): gc and `rm` keep their bundles.
-    Ls(LsArgs),
+    Ls(ListArgs),
     /// Why two releases differ: instances, bundles, members (files, lock packages, test
     /// statuses, lines) and objects; exit 0 when they are the same release, 1 when not.
     Diff(DiffArgs),
@@ -56,12 +57,6 @@ pub struct RmArgs {
     /// Only forget the release; remove no bundle.
     #[arg(long)]
     pub keep_bundles: bool,
-}
-
-#[derive(Debug, clap::Args)]
-pub struct LsArgs {
-    #[arg(long)]
-    pub json: bool,
 }
 
 #[derive(Debug, clap::Args)]

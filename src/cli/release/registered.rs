@@ -6,23 +6,16 @@ use crate::release::{self, Snapshot};
 use crate::store::Ark;
 
 use super::super::Context;
-use super::{LsArgs, RmArgs, VerifyArgs};
+use super::super::output::{ListArgs, print_checks};
+use super::{RmArgs, VerifyArgs};
 
 pub(super) fn verify(ctx: &Context, args: VerifyArgs) -> anyhow::Result<ExitCode> {
     let snap = Snapshot::read(&args.snapshot)?;
     let ark = Ark::open(&ctx.ark)?;
     let progress = ctx.progress();
     let checks = release::verify(&ark, &snap, progress.as_ref())?;
-    let bad = checks.iter().filter(|c| !c.ok).count();
-    if args.json {
-        out!("{}", serde_json::to_string_pretty(&checks)?);
-    } else {
-        for c in &checks {
-            out!("{} {} {}", if c.ok { "ok " } else { "BAD" }, c.what, c.name);
-            for p in &c.problems {
-                out!("    {p}");
-            }
-        }
+    let bad = print_checks(&checks, args.json)?;
+    if !args.json {
         ctx.note(format!(
             "release {} (root {}): {} checked, {bad} bad",
             snap.name,
@@ -52,7 +45,7 @@ pub(super) fn rm(ctx: &Context, args: RmArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub(super) fn ls(ctx: &Context, args: LsArgs) -> anyhow::Result<ExitCode> {
+pub(super) fn ls(ctx: &Context, args: ListArgs) -> anyhow::Result<ExitCode> {
     let ark = Ark::open(&ctx.ark)?;
     let mut rows = Vec::new();
     for (path, snap) in release::ops::registered(&ark)? {

@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use crate::store::{Ark, check_bundle_file};
 
 use super::Context;
+use super::output::print_checks;
 use super::unpack::{Located, locate};
 
 pub use migrate::{MigrateArgs, migrate};
@@ -61,16 +62,8 @@ pub fn run(ctx: &Context, args: VerifyArgs) -> anyhow::Result<ExitCode> {
             });
         }
     }
-    let bad = results.iter().filter(|r| !r.ok).count();
-    if args.json {
-        out!("{}", serde_json::to_string_pretty(&results)?);
-    } else {
-        for r in &results {
-            out!("{} {} {}", if r.ok { "ok " } else { "BAD" }, r.what, r.name);
-            for p in &r.problems {
-                out!("    {p}");
-            }
-        }
+    let bad = print_checks(&results, args.json)?;
+    if !args.json {
         ctx.note(format!("{} checked, {} bad", results.len(), bad));
     }
     Ok(if bad == 0 {
