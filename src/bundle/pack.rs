@@ -450,17 +450,13 @@ pub fn write_bundle_file(
     let (tmp, mut stream) = start_file(dir, options)?;
     let mut buf = vec![0u8; 1 << 20];
     loop {
-        let n = match tar.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => {
-                return Err(BundleError::Stored {
-                    path: PathBuf::from(format!("bundle {id}")),
-                    detail: e.to_string(),
-                });
-            }
-        };
+        let n = fsutil::read_some(tar, &mut buf).map_err(|e| BundleError::Stored {
+            path: PathBuf::from(format!("bundle {id}")),
+            detail: e.to_string(),
+        })?;
+        if n == 0 {
+            break;
+        }
         stream
             .write_all(&buf[..n])
             .map_err(|e| BundleError::io(tmp.path(), e))?;

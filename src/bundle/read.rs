@@ -17,6 +17,7 @@ use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use tar::EntryType;
 
 use crate::digest::{GitBlobHasher, GitOid, Sha256Digest, Sha256Hasher};
+use crate::fsutil;
 use crate::progress::Progress;
 
 use super::error::{BundleError, Problem};
@@ -806,12 +807,10 @@ impl Scanner<'_> {
         let mut n_total = 0u64;
         let mut record = None;
         loop {
-            let n = match entry.read(buf) {
-                Ok(0) => break,
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(self.classify(e, zstd_error)),
-            };
+            let n = fsutil::read_some(entry, buf).map_err(|e| self.classify(e, zstd_error))?;
+            if n == 0 {
+                break;
+            }
             sha.update(&buf[..n]);
             if let Some(b) = blob.as_mut() {
                 b.update(&buf[..n]);

@@ -47,7 +47,6 @@ pub fn newest_bundles(
     Ok((bundles, unpacked))
 }
 
-
 /// The cl100k_base tokens of a UTF-8 file, with its bytes and the seconds encoding took.
 #[derive(Debug, Clone, Copy)]
 pub struct TokenCount {
