@@ -309,6 +309,23 @@ impl Scanner<'_> {
         }
     }
 
+    /// Refuses member `name` when its `size` is over `limit`, the most `what` may hold.
+    fn size_within(
+        &self,
+        name: &[u8],
+        size: u64,
+        limit: u64,
+        what: &str,
+    ) -> Result<(), BundleError> {
+        if size > limit {
+            return Err(self.refuse(
+                name,
+                format!("{size} bytes is over the limit of {limit} for {what}"),
+            ));
+        }
+        Ok(())
+    }
+
     fn problem(&mut self, member: &[u8], reason: impl Into<String>) {
         self.problems.push(Problem {
             member: path::display(member),
@@ -332,15 +349,7 @@ impl Scanner<'_> {
             )));
         }
         let size = entry.size();
-        if size > self.limits.max_manifest_size {
-            return Err(self.refuse(
-                name,
-                format!(
-                    "{size} bytes is over the limit of {} for bundle.json",
-                    self.limits.max_manifest_size
-                ),
-            ));
-        }
+        self.size_within(name, size, self.limits.max_manifest_size, MANIFEST)?;
         let mut bytes = Vec::with_capacity(size as usize);
         entry
             .read_to_end(&mut bytes)
@@ -756,16 +765,8 @@ impl Scanner<'_> {
                 ),
             ));
         }
-        if let Some(limit) = record_limit(name)
-            && size > limit
-        {
-            return Err(self.refuse(
-                name,
-                format!(
-                    "{size} bytes is over the limit of {limit} for {}",
-                    path::display(name)
-                ),
-            ));
+        if let Some(limit) = record_limit(name) {
+            self.size_within(name, size, limit, &path::display(name))?;
         }
         seen.total += size;
         if seen.total > self.limits.max_total_size {
