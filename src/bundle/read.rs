@@ -1041,12 +1041,32 @@ pub fn verify(
     limits: &Limits,
     progress: &dyn Progress,
 ) -> Result<ScanReport, BundleError> {
-    progress.start("verifying", source.progress_total());
+    scan_whole(
+        source,
+        expected,
+        limits,
+        progress,
+        "verifying",
+        Sink::Discard,
+    )
+}
+
+/// Reads and checks the whole bundle, handing its members to `sink`; `what` names the work
+/// in the progress shown.
+fn scan_whole<'a>(
+    source: &'a dyn BundleSource,
+    expected: Option<Sha256Digest>,
+    limits: &'a Limits,
+    progress: &dyn Progress,
+    what: &str,
+    sink: Sink<'a>,
+) -> Result<ScanReport, BundleError> {
+    progress.start(what, source.progress_total());
     let mut scanner = Scanner {
         bundle: source.name(),
         source,
         limits,
-        sink: Sink::Discard,
+        sink,
         problems: Vec::new(),
     };
     let report = scanner.scan(expected, progress);
@@ -1064,17 +1084,8 @@ pub fn read_members(
     progress: &dyn Progress,
     on_member: OnMember,
 ) -> Result<ScanReport, BundleError> {
-    progress.start("reading", source.progress_total());
-    let mut scanner = Scanner {
-        bundle: source.name(),
-        source,
-        limits,
-        sink: Sink::Collect(on_member),
-        problems: Vec::new(),
-    };
-    let report = scanner.scan(expected, progress);
-    progress.finish();
-    report
+    let sink = Sink::Collect(on_member);
+    scan_whole(source, expected, limits, progress, "reading", sink)
 }
 
 /// Unpacks the bundle at `path` into `target` (which must be missing or empty). Nothing is left
@@ -1126,25 +1137,18 @@ pub fn unpack_from(
         .prefix(".swe-ark-unpack-")
         .tempdir_in(target)
         .map_err(|e| BundleError::io(target, e))?;
-    progress.start("unpacking", source.progress_total());
-    let mut scanner = Scanner {
-        bundle: source.name(),
-        source,
-        limits,
-        sink: Sink::Dir(staging.path()),
-        problems: Vec::new(),
-    };
-    let result = scanner.scan(expected, progress).and_then(|report| {
-        if report.problems.is_empty() {
-            Ok(report)
-        } else {
-            Err(BundleError::Failed {
-                path: source.name().to_path_buf(),
-                problems: report.problems,
-            })
-        }
-    });
-    progress.finish();
+    let sink = Sink::Dir(staging.path());
+    let result =
+        scan_whole(source, expected, limits, progress, "unpacking", sink).and_then(|report| {
+            if report.problems.is_empty() {
+                Ok(report)
+            } else {
+                Err(BundleError::Failed {
+                    path: source.name().to_path_buf(),
+                    problems: report.problems,
+                })
+            }
+        });
     let report = match result {
         Ok(r) => r,
         Err(e) => {
