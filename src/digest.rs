@@ -29,19 +29,9 @@ impl Sha256Digest {
         Sha256Digest(Sha256::digest(bytes).into())
     }
 
-    pub fn hex(&self) -> String {
-        hex::encode(self.0)
-    }
-
     /// The first 12 hex digits, for tables meant for people.
     pub fn short(&self) -> String {
         self.hex()[..12].to_string()
-    }
-}
-
-impl GitOid {
-    pub fn hex(&self) -> String {
-        hex::encode(self.0)
     }
 }
 
@@ -59,63 +49,52 @@ fn parse_hex<const N: usize>(s: &str, what: &'static str) -> Result<[u8; N], Par
     Ok(out)
 }
 
-impl FromStr for Sha256Digest {
-    type Err = ParseDigestError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        parse_hex::<32>(s, "sha256").map(Sha256Digest)
-    }
+/// What both hash types are alike in: written as lowercase hex everywhere (shown, parsed,
+/// serialized); `what` names the type in a parse error.
+macro_rules! hex_digest {
+    ($name:ident, $what:literal) => {
+        impl $name {
+            pub fn hex(&self) -> String {
+                hex::encode(self.0)
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = ParseDigestError;
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                parse_hex(s, $what).map($name)
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.hex())
+            }
+        }
+
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, concat!(stringify!($name), "({})"), self.hex())
+            }
+        }
+
+        impl serde::Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(&self.hex())
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let s = String::deserialize(d)?;
+                s.parse().map_err(serde::de::Error::custom)
+            }
+        }
+    };
 }
 
-impl FromStr for GitOid {
-    type Err = ParseDigestError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        parse_hex::<20>(s, "git object id").map(GitOid)
-    }
-}
-
-impl fmt::Display for Sha256Digest {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.hex())
-    }
-}
-impl fmt::Debug for Sha256Digest {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Sha256Digest({})", self.hex())
-    }
-}
-impl fmt::Display for GitOid {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.hex())
-    }
-}
-impl fmt::Debug for GitOid {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "GitOid({})", self.hex())
-    }
-}
-
-impl serde::Serialize for Sha256Digest {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.hex())
-    }
-}
-impl<'de> serde::Deserialize<'de> for Sha256Digest {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        s.parse().map_err(serde::de::Error::custom)
-    }
-}
-impl serde::Serialize for GitOid {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.hex())
-    }
-}
-impl<'de> serde::Deserialize<'de> for GitOid {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        s.parse().map_err(serde::de::Error::custom)
-    }
-}
+hex_digest!(Sha256Digest, "sha256");
+hex_digest!(GitOid, "git object id");
 
 /// Incremental sha256.
 #[derive(Clone, Default)]

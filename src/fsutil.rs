@@ -28,6 +28,16 @@ pub fn persist(tmp: NamedTempFile, dest: &Path) -> io::Result<()> {
     sync_dir(parent_dir(dest))
 }
 
+/// `r.read(buf)`, asked again while the read is interrupted; 0 at the end of `r`.
+pub fn read_some(r: &mut (impl io::Read + ?Sized), buf: &mut [u8]) -> io::Result<usize> {
+    loop {
+        match r.read(buf) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            read => return read,
+        }
+    }
+}
+
 /// The directory a path is in (`.` for a bare file name).
 pub fn parent_dir(path: &Path) -> &Path {
     match path.parent() {

@@ -106,6 +106,20 @@ fn pack_repo(t: &TestContext, repo: &str, inst: &Path, code: i32) -> std::proces
     )
 }
 
+/// `swe-ark mirror import BUNDLE --name acme/widgets`, expecting exit `code`.
+fn import_widgets(t: &TestContext, bundle: &Path, code: i32) -> std::process::Output {
+    t.run_expect(
+        &[
+            "mirror",
+            "import",
+            bundle.to_str().unwrap(),
+            "--name",
+            "acme/widgets",
+        ],
+        code,
+    )
+}
+
 fn pack_from_mirror(t: &TestContext, inst: &Path) -> String {
     last_line(&pack_repo(t, "acme/widgets", inst, 0).stdout)
 }
@@ -413,16 +427,7 @@ fn export_and_import_carry_a_mirror_across_the_air_gap() {
     // Another archive, with no network: import, verify, pack the same bundle.
     let other = TestContext::new();
     let bundle = t.path("widgets.bundle");
-    let out = stdout(&other.run_expect(
-        &[
-            "mirror",
-            "import",
-            bundle.to_str().unwrap(),
-            "--name",
-            "acme/widgets",
-        ],
-        0,
-    ));
+    let out = stdout(&import_widgets(&other, &bundle, 0));
     assert!(out.contains("imported acme/widgets"), "{out}");
     assert_eq!(
         refs_of(&other.ark().join("mirrors/acme__widgets.git")),
@@ -498,16 +503,7 @@ fn a_truncated_bundle_is_refused_and_leaves_the_mirror_intact() {
 
     let other = TestContext::new();
     let cut = t.path("cut.bundle");
-    let err = stderr(&other.run_expect(
-        &[
-            "mirror",
-            "import",
-            cut.to_str().unwrap(),
-            "--name",
-            "acme/widgets",
-        ],
-        2,
-    ));
+    let err = stderr(&import_widgets(&other, &cut, 2));
     assert!(
         err.contains("cut.bundle") && err.contains("truncated"),
         "{err}"
@@ -516,22 +512,10 @@ fn a_truncated_bundle_is_refused_and_leaves_the_mirror_intact() {
 
     // Into an existing mirror: refused, refs unchanged.
     let before = refs_of(&mirror_dir(&t));
-    t.run_expect(
-        &[
-            "mirror",
-            "import",
-            cut.to_str().unwrap(),
-            "--name",
-            "acme/widgets",
-        ],
-        2,
-    );
+    import_widgets(&t, &cut, 2);
     assert_eq!(refs_of(&mirror_dir(&t)), before);
     fs::write(t.path("junk.bundle"), "not a bundle\n").unwrap();
-    let err = stderr(&t.run_expect(
-        &["mirror", "import", "junk.bundle", "--name", "acme/widgets"],
-        2,
-    ));
+    let err = stderr(&import_widgets(&t, Path::new("junk.bundle"), 2));
     assert!(err.contains("# v2 git bundle"), "{err}");
 }
 

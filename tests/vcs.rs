@@ -421,12 +421,18 @@ fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
-#[test]
-fn bundles_carry_the_record_from_a_mirror_or_a_clone_alike() {
+/// A new archive mirroring the upstream as acme/tagged, and the instance at its base commit.
+fn tagged_archive() -> (TestContext, Upstream, PathBuf) {
     let t = TestContext::new();
     let up = upstream(&t);
     let inst = tagged_instance(&t, &up.base);
     t.run_expect(&["mirror", "add", s(&up.dir), "--name", "acme/tagged"], 0);
+    (t, up, inst)
+}
+
+#[test]
+fn bundles_carry_the_record_from_a_mirror_or_a_clone_alike() {
+    let (t, up, inst) = tagged_archive();
     let pack = |extra: &[&str], out: &str| {
         let mut args = vec!["pack", "--instance", s(&inst), "--output"];
         let dir = t.path(out);
@@ -507,10 +513,7 @@ fn bundles_carry_the_record_from_a_mirror_or_a_clone_alike() {
 
 #[test]
 fn verify_rebuild_makes_the_record_again_and_names_a_moved_tag() {
-    let t = TestContext::new();
-    let up = upstream(&t);
-    let inst = tagged_instance(&t, &up.base);
-    t.run_expect(&["mirror", "add", s(&up.dir), "--name", "acme/tagged"], 0);
+    let (t, up, inst) = tagged_archive();
     t.run_expect(
         &["pack", "--instance", s(&inst), "--repo", "acme/tagged"],
         0,
@@ -530,10 +533,7 @@ fn verify_rebuild_makes_the_record_again_and_names_a_moved_tag() {
     assert!(text.contains("v1.0.1 at 4"), "{text}");
 
     // A version 1 bundle is rebuilt as version 1.
-    let t = TestContext::new();
-    let up = upstream(&t);
-    let inst = tagged_instance(&t, &up.base);
-    t.run_expect(&["mirror", "add", s(&up.dir), "--name", "acme/tagged"], 0);
+    let (t, _, inst) = tagged_archive();
     t.run_expect(
         &[
             "pack",

@@ -192,12 +192,10 @@ fn copy_hashed(
     let mut buf = vec![0u8; 1 << 20];
     let mut n = 0u64;
     loop {
-        let k = match entry.read(&mut buf) {
-            Ok(0) => break,
-            Ok(k) => k,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
+        let k = fsutil::read_some(entry, &mut buf)?;
+        if k == 0 {
+            break;
+        }
         h.update(&buf[..k]);
         f.write_all(&buf[..k])?;
         n += k as u64;

@@ -104,10 +104,15 @@ pub struct ArchiveMember {
 
 impl ArchiveManifest {
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut out = serde_json::to_vec_pretty(self).unwrap_or_default();
-        out.push(b'\n');
-        out
+        json_member(self)
     }
+}
+
+/// A JSON member as the file holds it: pretty, with a final newline.
+fn json_member(value: &impl Serialize) -> Vec<u8> {
+    let mut out = serde_json::to_vec_pretty(value).unwrap_or_default();
+    out.push(b'\n');
+    out
 }
 
 /// What a member is, from its path.

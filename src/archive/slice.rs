@@ -96,9 +96,7 @@ pub struct SlicePin {
 
 impl IndexSlice {
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut out = serde_json::to_vec_pretty(self).unwrap_or_default();
-        out.push(b'\n');
-        out
+        super::json_member(self)
     }
 }
 

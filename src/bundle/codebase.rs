@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 
 use crate::digest::{GitBlobHasher, GitOid, Sha256Digest, Sha256Hasher};
+use crate::fsutil;
 use crate::progress::Progress;
 
 use super::error::BundleError;
@@ -178,12 +179,10 @@ fn hash_file(
     let mut buf = vec![0u8; 256 * 1024];
     let mut total = 0u64;
     loop {
-        let n = match f.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(BundleError::io(&found.abs, e)),
-        };
+        let n = fsutil::read_some(&mut f, &mut buf).map_err(|e| BundleError::io(&found.abs, e))?;
+        if n == 0 {
+            break;
+        }
         sha.update(&buf[..n]);
         blob.update(&buf[..n]);
         total += n as u64;

@@ -416,27 +416,14 @@ pub fn pack_to_dir(
     progress: &dyn Progress,
 ) -> Result<PackedBundle, BundleError> {
     let plan = plan(inputs);
-    std::fs::create_dir_all(dir).map_err(|e| BundleError::io(dir, e))?;
-    let tmp = fsutil::temp_file_in(dir).map_err(|e| BundleError::io(dir, e))?;
-    let tmp_path = tmp.path().to_path_buf();
-    let io_err = |e: io::Error| BundleError::io(&tmp_path, e);
-    let file = tmp.as_file().try_clone().map_err(io_err)?;
-    let encoder =
-        bundle_encoder(BufWriter::with_capacity(1 << 20, file), options).map_err(io_err)?;
+    let (tmp, stream) = start_file(dir, options)?;
     progress.start("packing", Some(plan.tar_size()));
-    // zstd's multithreaded stream takes locks on every call: feed it megabytes, not the
-    // tar's many small header and file writes.
-    let (buffered, id, tar_size) =
-        plan.write_tar(BufWriter::with_capacity(1 << 20, encoder), progress)?;
-    let encoder = buffered.into_inner().map_err(|e| io_err(e.into_error()))?;
-    let mut buffered = encoder.finish().map_err(io_err)?;
-    buffered.flush().map_err(io_err)?;
-    drop(buffered);
+    let (stream, id, tar_size) = plan.write_tar(stream, progress)?;
+    end_stream(stream, tmp.path())?;
     progress.finish();
     failpoint::hit("pack.before-rename");
 
-    let dest = dir.join(format!("{}{FILE_SUFFIX}", id.hex()));
-    fsutil::persist(tmp, &dest).map_err(|e| BundleError::io(&dest, e))?;
+    let dest = persist(tmp, dir, &id)?;
     let file_size = std::fs::metadata(&dest)
         .map_err(|e| BundleError::io(&dest, e))?
         .len();
@@ -460,33 +447,58 @@ pub fn write_bundle_file(
     dir: &Path,
     options: &PackOptions,
 ) -> Result<PathBuf, BundleError> {
+    let (tmp, mut stream) = start_file(dir, options)?;
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = fsutil::read_some(tar, &mut buf).map_err(|e| BundleError::Stored {
+            path: PathBuf::from(format!("bundle {id}")),
+            detail: e.to_string(),
+        })?;
+        if n == 0 {
+            break;
+        }
+        stream
+            .write_all(&buf[..n])
+            .map_err(|e| BundleError::io(tmp.path(), e))?;
+    }
+    end_stream(stream, tmp.path())?;
+    persist(tmp, dir, id)
+}
+
+/// What writes a bundle file: zstd as [`bundle_encoder`] sets it, fed through a buffer.
+type FileStream = BufWriter<zstd::stream::write::Encoder<'static, BufWriter<File>>>;
+
+/// A temporary file in `dir` (which is made if need be) and the stream that writes a bundle
+/// file into it.
+fn start_file(
+    dir: &Path,
+    options: &PackOptions,
+) -> Result<(tempfile::NamedTempFile, FileStream), BundleError> {
     std::fs::create_dir_all(dir).map_err(|e| BundleError::io(dir, e))?;
     let tmp = fsutil::temp_file_in(dir).map_err(|e| BundleError::io(dir, e))?;
-    let tmp_path = tmp.path().to_path_buf();
-    let io_err = |e: io::Error| BundleError::io(&tmp_path, e);
+    let io_err = |e: io::Error| BundleError::io(tmp.path(), e);
     let file = tmp.as_file().try_clone().map_err(io_err)?;
     let encoder =
         bundle_encoder(BufWriter::with_capacity(1 << 20, file), options).map_err(io_err)?;
-    let mut buffered = BufWriter::with_capacity(1 << 20, encoder);
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = match tar.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => {
-                return Err(BundleError::Stored {
-                    path: PathBuf::from(format!("bundle {id}")),
-                    detail: e.to_string(),
-                });
-            }
-        };
-        buffered.write_all(&buf[..n]).map_err(io_err)?;
-    }
-    let encoder = buffered.into_inner().map_err(|e| io_err(e.into_error()))?;
-    let mut inner = encoder.finish().map_err(io_err)?;
-    inner.flush().map_err(io_err)?;
-    drop(inner);
+    // zstd's multithreaded stream takes locks on every call: feed it megabytes, not the
+    // tar's many small header and file writes.
+    Ok((tmp, BufWriter::with_capacity(1 << 20, encoder)))
+}
+
+/// Ends the zstd stream and writes out what the buffers of `tmp` hold.
+fn end_stream(stream: FileStream, tmp: &Path) -> Result<(), BundleError> {
+    let io_err = |e: io::Error| BundleError::io(tmp, e);
+    let encoder = stream.into_inner().map_err(|e| io_err(e.into_error()))?;
+    let mut file = encoder.finish().map_err(io_err)?;
+    file.flush().map_err(io_err)
+}
+
+/// Moves the complete file to `dir/<id>.tar.zst`, where readers look.
+fn persist(
+    tmp: tempfile::NamedTempFile,
+    dir: &Path,
+    id: &Sha256Digest,
+) -> Result<PathBuf, BundleError> {
     let dest = dir.join(format!("{}{FILE_SUFFIX}", id.hex()));
     fsutil::persist(tmp, &dest).map_err(|e| BundleError::io(&dest, e))?;
     Ok(dest)

@@ -17,6 +17,7 @@ use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use tar::EntryType;
 
 use crate::digest::{GitBlobHasher, GitOid, Sha256Digest, Sha256Hasher};
+use crate::fsutil;
 use crate::progress::Progress;
 
 use super::error::{BundleError, Problem};
@@ -308,6 +309,23 @@ impl Scanner<'_> {
         }
     }
 
+    /// Refuses member `name` when its `size` is over `limit`, the most `what` may hold.
+    fn size_within(
+        &self,
+        name: &[u8],
+        size: u64,
+        limit: u64,
+        what: &str,
+    ) -> Result<(), BundleError> {
+        if size > limit {
+            return Err(self.refuse(
+                name,
+                format!("{size} bytes is over the limit of {limit} for {what}"),
+            ));
+        }
+        Ok(())
+    }
+
     fn problem(&mut self, member: &[u8], reason: impl Into<String>) {
         self.problems.push(Problem {
             member: path::display(member),
@@ -331,15 +349,7 @@ impl Scanner<'_> {
             )));
         }
         let size = entry.size();
-        if size > self.limits.max_manifest_size {
-            return Err(self.refuse(
-                name,
-                format!(
-                    "{size} bytes is over the limit of {} for bundle.json",
-                    self.limits.max_manifest_size
-                ),
-            ));
-        }
+        self.size_within(name, size, self.limits.max_manifest_size, MANIFEST)?;
         let mut bytes = Vec::with_capacity(size as usize);
         entry
             .read_to_end(&mut bytes)
@@ -755,16 +765,8 @@ impl Scanner<'_> {
                 ),
             ));
         }
-        if let Some(limit) = record_limit(name)
-            && size > limit
-        {
-            return Err(self.refuse(
-                name,
-                format!(
-                    "{size} bytes is over the limit of {limit} for {}",
-                    path::display(name)
-                ),
-            ));
+        if let Some(limit) = record_limit(name) {
+            self.size_within(name, size, limit, &path::display(name))?;
         }
         seen.total += size;
         if seen.total > self.limits.max_total_size {
@@ -806,12 +808,10 @@ impl Scanner<'_> {
         let mut n_total = 0u64;
         let mut record = None;
         loop {
-            let n = match entry.read(buf) {
-                Ok(0) => break,
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(self.classify(e, zstd_error)),
-            };
+            let n = fsutil::read_some(entry, buf).map_err(|e| self.classify(e, zstd_error))?;
+            if n == 0 {
+                break;
+            }
             sha.update(&buf[..n]);
             if let Some(b) = blob.as_mut() {
                 b.update(&buf[..n]);
@@ -1041,12 +1041,32 @@ pub fn verify(
     limits: &Limits,
     progress: &dyn Progress,
 ) -> Result<ScanReport, BundleError> {
-    progress.start("verifying", source.progress_total());
+    scan_whole(
+        source,
+        expected,
+        limits,
+        progress,
+        "verifying",
+        Sink::Discard,
+    )
+}
+
+/// Reads and checks the whole bundle, handing its members to `sink`; `what` names the work
+/// in the progress shown.
+fn scan_whole<'a>(
+    source: &'a dyn BundleSource,
+    expected: Option<Sha256Digest>,
+    limits: &'a Limits,
+    progress: &dyn Progress,
+    what: &str,
+    sink: Sink<'a>,
+) -> Result<ScanReport, BundleError> {
+    progress.start(what, source.progress_total());
     let mut scanner = Scanner {
         bundle: source.name(),
         source,
         limits,
-        sink: Sink::Discard,
+        sink,
         problems: Vec::new(),
     };
     let report = scanner.scan(expected, progress);
@@ -1064,17 +1084,8 @@ pub fn read_members(
     progress: &dyn Progress,
     on_member: OnMember,
 ) -> Result<ScanReport, BundleError> {
-    progress.start("reading", source.progress_total());
-    let mut scanner = Scanner {
-        bundle: source.name(),
-        source,
-        limits,
-        sink: Sink::Collect(on_member),
-        problems: Vec::new(),
-    };
-    let report = scanner.scan(expected, progress);
-    progress.finish();
-    report
+    let sink = Sink::Collect(on_member);
+    scan_whole(source, expected, limits, progress, "reading", sink)
 }
 
 /// Unpacks the bundle at `path` into `target` (which must be missing or empty). Nothing is left
@@ -1126,25 +1137,18 @@ pub fn unpack_from(
         .prefix(".swe-ark-unpack-")
         .tempdir_in(target)
         .map_err(|e| BundleError::io(target, e))?;
-    progress.start("unpacking", source.progress_total());
-    let mut scanner = Scanner {
-        bundle: source.name(),
-        source,
-        limits,
-        sink: Sink::Dir(staging.path()),
-        problems: Vec::new(),
-    };
-    let result = scanner.scan(expected, progress).and_then(|report| {
-        if report.problems.is_empty() {
-            Ok(report)
-        } else {
-            Err(BundleError::Failed {
-                path: source.name().to_path_buf(),
-                problems: report.problems,
-            })
-        }
-    });
-    progress.finish();
+    let sink = Sink::Dir(staging.path());
+    let result =
+        scan_whole(source, expected, limits, progress, "unpacking", sink).and_then(|report| {
+            if report.problems.is_empty() {
+                Ok(report)
+            } else {
+                Err(BundleError::Failed {
+                    path: source.name().to_path_buf(),
+                    problems: report.problems,
+                })
+            }
+        });
     let report = match result {
         Ok(r) => r,
         Err(e) => {

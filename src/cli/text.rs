@@ -3,6 +3,7 @@ use std::process::ExitCode;
 
 use anyhow::bail;
 
+use crate::dataset;
 use crate::fsutil;
 use crate::store::Ark;
 use crate::text::{self, DEFAULT_TOP_K, Options, Retrieval};
@@ -131,11 +132,11 @@ pub fn run(ctx: &Context, args: TextArgs) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    write(&output, &text::files::records_bytes(&output, &records))?;
+    write(&output, &dataset::records_bytes(&output, &records))?;
     if let Some(path) = &args.hits {
         write(
             path,
-            &text::files::records_bytes(Path::new("hits.jsonl"), &hits),
+            &dataset::records_bytes(Path::new("hits.jsonl"), &hits),
         )?;
     }
     let how = match max_tokens {

@@ -188,20 +188,26 @@ pub fn to_record(inst: &Instance, form: TestListForm) -> Vec<u8> {
 
 /// The bytes of a dataset file: JSON Lines when `path` ends in `.jsonl`, else a JSON list.
 pub fn dataset_bytes(path: &Path, instances: &[Instance], form: TestListForm) -> Vec<u8> {
-    let jsonl = path.extension().is_some_and(|e| e == "jsonl");
+    let records: Vec<Vec<u8>> = instances.iter().map(|i| to_record(i, form)).collect();
+    records_bytes(path, &records)
+}
+
+/// `records` (each one JSON value) as the file `path` names: JSON Lines for `.jsonl`, a JSON
+/// list otherwise, with Python's `", "` between items.
+pub fn records_bytes(path: &Path, records: &[Vec<u8>]) -> Vec<u8> {
     let mut out = Vec::new();
-    if jsonl {
-        for inst in instances {
-            out.extend(to_record(inst, form));
+    if path.extension().is_some_and(|e| e == "jsonl") {
+        for r in records {
+            out.extend_from_slice(r);
             out.push(b'\n');
         }
     } else {
         out.push(b'[');
-        for (i, inst) in instances.iter().enumerate() {
+        for (i, r) in records.iter().enumerate() {
             if i > 0 {
                 out.extend_from_slice(b", ");
             }
-            out.extend(to_record(inst, form));
+            out.extend_from_slice(r);
         }
         out.extend_from_slice(b"]\n");
     }

@@ -9,6 +9,8 @@ pub use environments::{
     DEFAULT_DATASET, DatasetDate, DatasetDateError, DatasetProfile, dataset_names, dataset_profile,
     environments_date, parse_when, rfc3339,
 };
-pub use file::{DatasetError, TestListForm, dataset_bytes, python_json, read_dataset, to_record};
+pub use file::{
+    DatasetError, TestListForm, dataset_bytes, python_json, read_dataset, records_bytes, to_record,
+};
 pub use instance::{Instance, InstanceError, is_repo, json_type_name};
 pub use selection::{OfInstance, Selection, SelectionError};

@@ -99,16 +99,8 @@ pub fn diff(a: &Snapshot, b: &Snapshot, arks: &[&Ark]) -> ReleaseDiff {
             .collect()
     };
     let (ia, ib) = (by_id(a), by_id(b));
-    let only_in_a: Vec<String> = ia
-        .keys()
-        .filter(|k| !ib.contains_key(*k))
-        .cloned()
-        .collect();
-    let only_in_b: Vec<String> = ib
-        .keys()
-        .filter(|k| !ia.contains_key(*k))
-        .cloned()
-        .collect();
+    let only_in_a = keys_only_in(&ia, &ib);
+    let only_in_b = keys_only_in(&ib, &ia);
     let mut same = 0;
     let mut changed = Vec::new();
     for (id, x) in &ia {
@@ -287,6 +279,11 @@ fn swe_ark(doc: &toml::Value) -> Option<&toml::Value> {
     doc.get("tool").and_then(|t| t.get("swe-ark"))
 }
 
+/// The keys of `a` that `b` lacks, in order.
+fn keys_only_in<V, W>(a: &BTreeMap<String, V>, b: &BTreeMap<String, W>) -> Vec<String> {
+    a.keys().filter(|k| !b.contains_key(*k)).cloned().collect()
+}
+
 /// `items`, at most [`SHOWN`] of them, and how many more.
 fn listed(items: &[String]) -> String {
     let mut text = items
@@ -367,16 +364,8 @@ fn codebase_change(a: &Manifest, b: &Manifest) -> Option<MemberChange> {
         .filter(|(p, h)| fb.get(*p).is_some_and(|o| o != *h))
         .map(|(p, _)| p.clone())
         .collect();
-    let gone: Vec<String> = fa
-        .keys()
-        .filter(|p| !fb.contains_key(*p))
-        .cloned()
-        .collect();
-    let new: Vec<String> = fb
-        .keys()
-        .filter(|p| !fa.contains_key(*p))
-        .cloned()
-        .collect();
+    let gone = keys_only_in(&fa, &fb);
+    let new = keys_only_in(&fb, &fa);
     let mut details = vec![format!(
         "git tree {} → {}",
         a.codebase_tree, b.codebase_tree

@@ -17,7 +17,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::bundle::BundleError;
 use crate::digest::Sha256Digest;
-use crate::mirror::MirrorError;
 use crate::store::{ArkError, IndexError, ObjectError};
 
 pub use create::{LockReader, Selection, create};
@@ -54,8 +53,6 @@ pub enum ReleaseError {
     Bundle(#[from] BundleError),
     #[error(transparent)]
     Object(#[from] ObjectError),
-    #[error(transparent)]
-    Mirror(#[from] MirrorError),
     #[error("I/O on `{path}`: {source}")]
     Io {
         path: std::path::PathBuf,

@@ -15,7 +15,7 @@ use crate::progress::{NoProgress, Progress};
 
 use super::index::{BundleRow, BundleSketch, Index, IndexError, StoredParts};
 use super::lock::StoreLock;
-use super::objects::{ObjectError, ObjectStore};
+use super::objects::ObjectStore;
 use super::pieces::PieceError;
 use super::put::{self, Collected};
 use super::stored::{RebuiltTar, StoredBundle};
@@ -66,8 +66,6 @@ pub enum ArkError {
     Index(#[from] IndexError),
     #[error(transparent)]
     Bundle(#[from] BundleError),
-    #[error(transparent)]
-    Object(#[from] ObjectError),
     #[error(transparent)]
     Piece(#[from] PieceError),
 }

@@ -77,12 +77,10 @@ impl ObjectStore {
         let mut size = 0u64;
         let mut buf = vec![0u8; 256 * 1024];
         loop {
-            let n = match reader.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(io_err(&staging)(e)),
-            };
+            let n = fsutil::read_some(reader, &mut buf).map_err(io_err(&staging))?;
+            if n == 0 {
+                break;
+            }
             hasher.update(&buf[..n]);
             tmp.write_all(&buf[..n]).map_err(io_err(tmp.path()))?;
             size += n as u64;

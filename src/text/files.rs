@@ -1,5 +1,5 @@
-//! The files of `text`: which bundle each instance's text comes from, the dataset file's
-//! bytes, and `--count-tokens` on a file.
+//! The files of `text`: which bundle each instance's text comes from, and `--count-tokens` on
+//! a file (the dataset file's bytes are [`crate::dataset::records_bytes`]).
 
 use std::path::{Path, PathBuf};
 
@@ -45,27 +45,6 @@ pub fn newest_bundles(
         }
     }
     Ok((bundles, unpacked))
-}
-
-/// `records` as the file `path` names: JSON Lines for `.jsonl`, a JSON list otherwise.
-pub fn records_bytes(path: &Path, records: &[Vec<u8>]) -> Vec<u8> {
-    let mut out = Vec::new();
-    if path.extension().is_some_and(|e| e == "jsonl") {
-        for r in records {
-            out.extend_from_slice(r);
-            out.push(b'\n');
-        }
-    } else {
-        out.push(b'[');
-        for (i, r) in records.iter().enumerate() {
-            if i > 0 {
-                out.extend_from_slice(b", ");
-            }
-            out.extend_from_slice(r);
-        }
-        out.extend_from_slice(b"]\n");
-    }
-    out
 }
 
 /// The cl100k_base tokens of a UTF-8 file, with its bytes and the seconds encoding took.
