@@ -805,7 +805,9 @@ fn html_unescape(s: &str) -> String {
         .replace("&amp;", "&")
 }
 
-fn percent_encode(s: &str) -> String {
+/// Percent-encodes everything but RFC 3986's unreserved characters: a file name as one
+/// segment of a URL's path.
+pub fn percent_encode(s: &str) -> String {
     let mut out = String::new();
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
