@@ -16,6 +16,7 @@ pub mod failpoint;
 pub mod fsutil;
 pub mod gitcmd;
 pub mod harness;
+mod local_server;
 pub mod logparse;
 pub mod manifest;
 pub mod mirror;

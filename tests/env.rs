@@ -954,14 +954,17 @@ fn a_dataset_date_is_what_locks_resolve_as_of_and_bad_dates_are_refused() {
     );
 
     // A dataset of one's own, dated; --exclude-newer still overrides it.
-    f.ok(&[
-        "import",
-        data,
-        "--dataset",
-        "my-lab-set",
-        "--environments-as-of",
-        "2022-01-01",
-    ]);
+    let import_my_lab_set = |as_of: &str| {
+        f.ok(&[
+            "import",
+            data,
+            "--dataset",
+            "my-lab-set",
+            "--environments-as-of",
+            as_of,
+        ])
+    };
+    import_my_lab_set("2022-01-01");
     let lock = lock_meta(&f, &lock_0_1(&f));
     assert_eq!(locked_version(&lock, "alpha"), "1.0");
     let meta = &lock["tool"]["swe-ark"];
@@ -987,14 +990,7 @@ fn a_dataset_date_is_what_locks_resolve_as_of_and_bad_dates_are_refused() {
     );
 
     // A date after the pull request but before the environment setup commit: refused at lock.
-    f.ok(&[
-        "import",
-        data,
-        "--dataset",
-        "my-lab-set",
-        "--environments-as-of",
-        "2021-05-15",
-    ]);
+    import_my_lab_set("2021-05-15");
     let e = stderr(&f.expect(&["env", "lock", "acme/widget", "0.1"], 2));
     assert!(
         e.contains("the cutoff 2021-05-15T00:00:00Z (dataset my-lab-set")

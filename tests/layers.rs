@@ -28,6 +28,7 @@ const LAYERS: &[(u32, &[&str])] = &[
             "units",
             "verdict",
             "workers",
+            "local_server",
         ],
     ),
 ];

@@ -271,12 +271,7 @@ fn index_speaks_http_and_both_simple_apis() {
 
     let r = fetch(&mut conn, "/simple/", json);
     let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
-    let names: Vec<&str> = v["projects"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["name"].as_str().unwrap())
-        .collect();
+    let names = common::column(&v["projects"], "name");
     assert_eq!(
         names,
         ["alpha", "beta", "delta", "gamma", "tinybuild"],

@@ -233,31 +233,22 @@ fn a_locked_service_stands_in_for_a_host_offline() {
         "{reason}"
     );
     // A service that does not start is the context's problem: reported, not recorded.
-    let eleven = of(11);
-    assert_eq!(
-        eleven["reason_kind"].as_str(),
-        Some("service-failed"),
-        "{eleven}"
-    );
-    let reason = eleven["reason"].as_str().unwrap();
+    let service_failed = |n: u32| {
+        let r = of(n);
+        assert_eq!(r["reason_kind"].as_str(), Some("service-failed"), "{r}");
+        r["reason"].as_str().unwrap().to_string()
+    };
+    let reason = service_failed(11);
     assert!(
         reason.contains(
             "service broken ended (exit status 3) before it accepted connections on port 18080"
         ) && reason.contains("no such luck"),
         "{reason}"
     );
-    let twelve = of(12);
-    assert_eq!(
-        twelve["reason_kind"].as_str(),
-        Some("service-failed"),
-        "{twelve}"
-    );
+    let reason = service_failed(12);
     assert!(
-        twelve["reason"]
-            .as_str()
-            .unwrap()
-            .contains("service silent did not accept connections on port 18080 within 2 s"),
-        "{twelve}"
+        reason.contains("service silent did not accept connections on port 18080 within 2 s"),
+        "{reason}"
     );
     let listed: Vec<serde_json::Value> =
         serde_json::from_str(&ok(&["ls", "--validated", "--json"])).unwrap();

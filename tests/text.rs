@@ -318,12 +318,7 @@ fn bm25_text_ranks_the_code_base_and_stays_in_its_budget() {
     );
     let h = &rows(&hits)[0];
     assert_eq!(h["instance_id"], "acme__widgets-7");
-    let ranked: Vec<&str> = h["hits"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x["docid"].as_str().unwrap())
-        .collect();
+    let ranked = column(&h["hits"], "docid");
     // Test files, files that are not Python, and files that are not UTF-8 are not documents;
     // a symlink to a module is one.
     assert_eq!(ranked[0], "widgets/serializer.py", "{ranked:?}");

@@ -6,17 +6,16 @@
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 
 use serde_json::{Value, json};
 
 use super::upstream::{Issue, Pull, Upstream};
 use crate::digest::Sha256Digest;
+use crate::local_server::{Bound, LocalServer};
 
 /// The running API; stops when dropped.
 pub struct GithubApi {
-    server: Arc<tiny_http::Server>,
-    thread: Option<JoinHandle<()>>,
+    _server: LocalServer,
     base: String,
     counts: Arc<Counts>,
 }
@@ -43,13 +42,8 @@ impl GithubApi {
         let (owner, name) = repo
             .split_once('/')
             .ok_or_else(|| io::Error::other(format!("`{repo}` is not OWNER/NAME")))?;
-        let server = tiny_http::Server::http("127.0.0.1:0").map_err(io::Error::other)?;
-        let port = server
-            .server_addr()
-            .to_ip()
-            .map(|a| a.port())
-            .ok_or_else(|| io::Error::other("the API server has no TCP address"))?;
-        let base = format!("http://127.0.0.1:{port}");
+        let bound = Bound::new("the API server")?;
+        let base = bound.base.clone();
         let data = Arc::new(Data {
             owner: owner.to_string(),
             name: name.to_string(),
@@ -57,17 +51,11 @@ impl GithubApi {
             issues: upstream.issues.clone(),
             base: base.clone(),
         });
-        let server = Arc::new(server);
         let counts = Arc::new(Counts::default());
-        let (srv, c) = (server.clone(), counts.clone());
-        let thread = std::thread::spawn(move || {
-            for request in srv.incoming_requests() {
-                handle(&data, &c, request);
-            }
-        });
+        let c = counts.clone();
+        let server = bound.serve(move |request| handle(&data, &c, request));
         Ok(GithubApi {
-            server,
-            thread: Some(thread),
+            _server: server,
             base,
             counts,
         })
@@ -87,15 +75,6 @@ impl Counts {
     /// The paths asked for, in order.
     pub fn paths(&self) -> Vec<String> {
         self.paths.lock().map(|p| p.clone()).unwrap_or_default()
-    }
-}
-
-impl Drop for GithubApi {
-    fn drop(&mut self) {
-        self.server.unblock();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
     }
 }
 

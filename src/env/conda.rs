@@ -236,25 +236,11 @@ fn conda_version(v: &str) -> Result<String, LeftOut> {
     let mut parts = Vec::new();
     for c in v.split(',') {
         let c = c.trim();
-        let (op, rest) = if let Some(r) = c.strip_prefix("==") {
-            ("==", r)
-        } else if let Some(r) = c.strip_prefix(">=") {
-            (">=", r)
-        } else if let Some(r) = c.strip_prefix("<=") {
-            ("<=", r)
-        } else if let Some(r) = c.strip_prefix("!=") {
-            ("!=", r)
-        } else if let Some(r) = c.strip_prefix("~=") {
-            ("~=", r)
-        } else if let Some(r) = c.strip_prefix('>') {
-            (">", r)
-        } else if let Some(r) = c.strip_prefix('<') {
-            ("<", r)
-        } else if let Some(r) = c.strip_prefix('=') {
-            ("fuzzy", r)
-        } else {
-            ("fuzzy", c)
-        };
+        // Two-character operators before their one-character prefixes.
+        let (op, rest) = ["==", ">=", "<=", "!=", "~=", ">", "<"]
+            .into_iter()
+            .find_map(|op| c.strip_prefix(op).map(|r| (op, r)))
+            .unwrap_or_else(|| ("fuzzy", c.strip_prefix('=').unwrap_or(c)));
         // `=1.2=build`: the build string is conda's own.
         let version = rest.split('=').next().unwrap_or("").trim();
         let version = version.split_whitespace().next().unwrap_or("");
@@ -276,6 +262,13 @@ fn conda_version(v: &str) -> Result<String, LeftOut> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `r` is an error that says `words`.
+    #[track_caller]
+    fn refused<T: std::fmt::Debug, E: std::fmt::Display>(r: Result<T, E>, words: &str) {
+        let e = r.unwrap_err().to_string();
+        assert!(e.contains(words), "{e}");
+    }
 
     #[test]
     fn specs_map_to_pip() {
@@ -299,12 +292,7 @@ mod tests {
             map_spec("cfgrib>=0.9"),
             Ok(vec!["cfgrib>=0.9".to_string(), "ecmwflibs".to_string()])
         );
-        assert!(
-            map_spec("hdf5")
-                .unwrap_err()
-                .to_string()
-                .contains("C library")
-        );
+        refused(map_spec("hdf5"), "C library");
         assert!(map_spec("python=3.10").is_err());
         assert!(map_spec("pip").is_err());
         assert!(map_spec("numpy 1.2|1.3").is_err());
@@ -325,18 +313,8 @@ mod tests {
                 .collect::<Vec<_>>(),
             vec!["hdf5", "pip"]
         );
-        assert!(
-            map_text("name: t\n")
-                .unwrap_err()
-                .to_string()
-                .contains("no `dependencies`")
-        );
-        assert!(
-            map_text("dependencies: 3\n")
-                .unwrap_err()
-                .to_string()
-                .contains("not a list")
-        );
+        refused(map_text("name: t\n"), "no `dependencies`");
+        refused(map_text("dependencies: 3\n"), "not a list");
         assert!(map_text(": : :\n  - [").is_err());
     }
 }

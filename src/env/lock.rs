@@ -522,23 +522,16 @@ struct SourceFiles {
 }
 
 fn read_source_files(ctx: &Context, src: &Path) -> Result<SourceFiles, EnvError> {
+    let first_existing = |names: &[String]| names.iter().find(|n| src.join(n).is_file()).cloned();
     // The requirements file SWE-bench would read, read now: its pins pass the cutoff too.
-    let requirements_file = ctx
-        .requirements
-        .iter()
-        .find(|r| src.join(r).is_file())
-        .cloned();
+    let requirements_file = first_existing(&ctx.requirements);
     let requirements_text = match &requirements_file {
         Some(req) => Some(swebench_requirements(src, req)?),
         None => None,
     };
     // The conda environment file SWE-bench builds from (the first that exists), as pip
     // requirements.
-    let conda_file = ctx
-        .conda_environment
-        .iter()
-        .find(|f| src.join(f).is_file())
-        .cloned();
+    let conda_file = first_existing(&ctx.conda_environment);
     let conda_env = match &conda_file {
         Some(f) => Some(conda::map_file(&src.join(f), f)?),
         None => None,

@@ -12,10 +12,10 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io;
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
 use crate::digest::Sha256Digest;
+use crate::local_server::{Bound, LocalServer};
 use crate::store::{ObjectError, ObjectStore};
 
 use super::asof::{self, INSTALLERS};
@@ -139,43 +139,33 @@ struct Shared {
 
 /// The running proxy; stops when dropped.
 pub struct LockProxy {
-    server: Arc<tiny_http::Server>,
+    _server: LocalServer,
     shared: Arc<Shared>,
-    thread: Option<JoinHandle<()>>,
 }
 
 impl LockProxy {
     pub fn start(config: ProxyConfig) -> io::Result<LockProxy> {
-        let server = tiny_http::Server::http("127.0.0.1:0").map_err(io::Error::other)?;
-        let port = server
-            .server_addr()
-            .to_ip()
-            .map(|a| a.port())
-            .ok_or_else(|| io::Error::other("the proxy has no TCP address"))?;
+        let bound = Bound::new("the proxy")?;
         let client = reqwest::blocking::Client::builder()
             .connect_timeout(Duration::from_secs(30))
             .timeout(None)
             .user_agent(concat!("swe-ark/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(io::Error::other)?;
-        let server = Arc::new(server);
         let shared = Arc::new(Shared {
             config,
             client,
             state: Mutex::new(State::default()),
-            base: format!("http://127.0.0.1:{port}"),
+            base: bound.base.clone(),
         });
-        let (srv, sh) = (server.clone(), shared.clone());
-        let thread = std::thread::spawn(move || {
-            for request in srv.incoming_requests() {
-                let sh = sh.clone();
-                std::thread::spawn(move || handle(&sh, request));
-            }
+        let sh = shared.clone();
+        let server = bound.serve(move |request| {
+            let sh = sh.clone();
+            std::thread::spawn(move || handle(&sh, request));
         });
         Ok(LockProxy {
-            server,
+            _server: server,
             shared,
-            thread: Some(thread),
         })
     }
 
@@ -319,15 +309,6 @@ fn upload_time(f: &FileInfo) -> Option<SystemTime> {
     f.upload_time
         .as_deref()
         .and_then(|t| humantime::parse_rfc3339_weak(t.trim_end_matches('Z')).ok())
-}
-
-impl Drop for LockProxy {
-    fn drop(&mut self) {
-        self.server.unblock();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
 }
 
 impl Shared {
@@ -824,7 +805,9 @@ fn html_unescape(s: &str) -> String {
         .replace("&amp;", "&")
 }
 
-fn percent_encode(s: &str) -> String {
+/// Percent-encodes everything but RFC 3986's unreserved characters: a file name as one
+/// segment of a URL's path.
+pub fn percent_encode(s: &str) -> String {
     let mut out = String::new();
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {

@@ -101,6 +101,23 @@ fn patch_of(name: &str) -> Vec<u64> {
         .collect()
 }
 
+/// `bin/EXE` of each installation in `dir` whose name `matches`, the newest patch release
+/// first; none when `dir` cannot be read.
+fn newest_first(dir: &Path, exe: &str, matches: impl Fn(&str) -> bool) -> Vec<PathBuf> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut dirs: Vec<(Vec<u64>, PathBuf)> = rd
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            matches(&name).then(|| (patch_of(&name), e.path().join("bin").join(exe)))
+        })
+        .collect();
+    dirs.sort();
+    dirs.into_iter().rev().map(|(_, p)| p).collect()
+}
+
 /// The places to look, best first, for Python `wanted` (major.minor).
 fn candidates(wanted: &str) -> (Vec<PathBuf>, Vec<String>) {
     let exe = format!("python{wanted}");
@@ -113,18 +130,9 @@ fn candidates(wanted: &str) -> (Vec<PathBuf>, Vec<String>) {
     if let Some(root) = pyenv_root {
         let versions = root.join("versions");
         searched.push(versions.display().to_string());
-        if let Ok(rd) = std::fs::read_dir(&versions) {
-            let mut dirs: Vec<(Vec<u64>, PathBuf)> = rd
-                .flatten()
-                .filter_map(|e| {
-                    let name = e.file_name().to_string_lossy().into_owned();
-                    let ok = name == wanted || name.starts_with(&format!("{wanted}."));
-                    ok.then(|| (patch_of(&name), e.path().join("bin").join(&exe)))
-                })
-                .collect();
-            dirs.sort();
-            found.extend(dirs.into_iter().rev().map(|(_, p)| p));
-        }
+        found.extend(newest_first(&versions, &exe, |name| {
+            name == wanted || name.starts_with(&format!("{wanted}."))
+        }));
     }
     // PATH, leaving out pyenv's shims (they run whatever version pyenv selects).
     if let Some(path) = std::env::var_os("PATH") {
@@ -140,18 +148,9 @@ fn candidates(wanted: &str) -> (Vec<PathBuf>, Vec<String>) {
     if let Some(home) = std::env::var_os("HOME") {
         let uv = PathBuf::from(home).join(".local/share/uv/python");
         searched.push(uv.display().to_string());
-        if let Ok(rd) = std::fs::read_dir(&uv) {
-            let mut dirs: Vec<(Vec<u64>, PathBuf)> = rd
-                .flatten()
-                .filter_map(|e| {
-                    let name = e.file_name().to_string_lossy().into_owned();
-                    let ok = name.starts_with(&format!("cpython-{wanted}."));
-                    ok.then(|| (patch_of(&name), e.path().join("bin").join(&exe)))
-                })
-                .collect();
-            dirs.sort();
-            found.extend(dirs.into_iter().rev().map(|(_, p)| p));
-        }
+        found.extend(newest_first(&uv, &exe, |name| {
+            name.starts_with(&format!("cpython-{wanted}."))
+        }));
     }
     (found, searched)
 }

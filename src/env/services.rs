@@ -331,11 +331,7 @@ pub(super) fn build(
             id: lock_id.to_string(),
             detail,
         };
-        let safe = s.name.starts_with(|c: char| c.is_ascii_alphanumeric())
-            && s.name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
-        if !safe {
+        if !crate::manifest::is_plain_service_name(&s.name) {
             return Err(bad(format!(
                 "service name `{}` is not a plain name",
                 s.name

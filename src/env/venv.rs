@@ -114,9 +114,12 @@ impl Venv {
             output: text.clone(),
         })?;
         let lib = dir.join("lib");
-        copy_tree_filtered(&stdlib, &lib.join(name), &|rel: &Path| {
-            rel != Path::new("site-packages") && rel != Path::new("test")
-        })?;
+        copy_tree(
+            &stdlib,
+            &lib.join(name),
+            &|rel: &Path| rel != Path::new("site-packages") && rel != Path::new("test"),
+            None,
+        )?;
         // A shared-library build whose binary finds libpython next to itself (a packed
         // interpreter's `$ORIGIN/../lib`) needs it in the environment's lib/.
         if ldlibrary.contains(".so") {
@@ -326,54 +329,32 @@ pub fn copy_venv(src: &Path, dest: &Path) -> Result<(), EnvError> {
     copy_tree(
         src,
         dest,
-        &|rel: &Path| {
-            rel.starts_with("bin") && rel.components().count() == 2
-                || rel == Path::new("pyvenv.cfg")
-        },
-        &old,
-        &new,
+        &|_| true,
+        Some(&Rewrite {
+            applies: &|rel: &Path| {
+                rel.starts_with("bin") && rel.components().count() == 2
+                    || rel == Path::new("pyvenv.cfg")
+            },
+            old: &old,
+            new: &new,
+        }),
     )
 }
 
-/// Copies the tree `src` to `dest` (created), leaving out the paths (relative to `src`) that
-/// `keep` refuses, and what is below them.
-fn copy_tree_filtered(
-    src: &Path,
-    dest: &Path,
-    keep: &dyn Fn(&Path) -> bool,
-) -> Result<(), EnvError> {
-    let mut stack = vec![PathBuf::new()];
-    std::fs::create_dir_all(dest).map_err(io_err(dest))?;
-    while let Some(rel) = stack.pop() {
-        let dir = src.join(&rel);
-        for e in std::fs::read_dir(&dir).map_err(io_err(&dir))? {
-            let e = e.map_err(io_err(&dir))?;
-            let r = rel.join(e.file_name());
-            if !keep(&r) {
-                continue;
-            }
-            let (from, to) = (src.join(&r), dest.join(&r));
-            let ft = e.file_type().map_err(io_err(&from))?;
-            if ft.is_symlink() {
-                let target = std::fs::read_link(&from).map_err(io_err(&from))?;
-                std::os::unix::fs::symlink(&target, &to).map_err(io_err(&to))?;
-            } else if ft.is_dir() {
-                std::fs::create_dir_all(&to).map_err(io_err(&to))?;
-                stack.push(r);
-            } else {
-                copy_file(&from, &to, e.metadata().ok())?;
-            }
-        }
-    }
-    Ok(())
+/// In the files `applies` names (by their path relative to the tree), `old` becomes `new`.
+struct Rewrite<'a> {
+    applies: &'a dyn Fn(&Path) -> bool,
+    old: &'a str,
+    new: &'a str,
 }
 
+/// Copies the tree `src` to `dest` (created), leaving out the paths (relative to `src`) that
+/// `keep` refuses, and what is below them; the text files `rewrite` names are rewritten.
 fn copy_tree(
     src: &Path,
     dest: &Path,
-    rewrite: &dyn Fn(&Path) -> bool,
-    old: &str,
-    new: &str,
+    keep: &dyn Fn(&Path) -> bool,
+    rewrite: Option<&Rewrite>,
 ) -> Result<(), EnvError> {
     let mut stack = vec![PathBuf::new()];
     std::fs::create_dir_all(dest).map_err(io_err(dest))?;
@@ -386,21 +367,24 @@ fn copy_tree(
         entries.sort_by_key(|e| e.file_name());
         for e in entries {
             let r = rel.join(e.file_name());
+            if !keep(&r) {
+                continue;
+            }
             let (from, to) = (src.join(&r), dest.join(&r));
             let ft = e.file_type().map_err(io_err(&from))?;
             if ft.is_symlink() {
                 let target = std::fs::read_link(&from).map_err(io_err(&from))?;
                 std::os::unix::fs::symlink(&target, &to).map_err(io_err(&to))?;
             } else if ft.is_dir() {
-                std::fs::create_dir(&to).map_err(io_err(&to))?;
+                std::fs::create_dir_all(&to).map_err(io_err(&to))?;
                 stack.push(r);
-            } else if rewrite(&r) {
+            } else if let Some(rw) = rewrite.filter(|rw| (rw.applies)(&r)) {
                 let bytes = std::fs::read(&from).map_err(io_err(&from))?;
                 let perms = std::fs::metadata(&from)
                     .map_err(io_err(&from))?
                     .permissions();
                 let bytes = match std::str::from_utf8(&bytes) {
-                    Ok(text) if text.contains(old) => text.replace(old, new).into_bytes(),
+                    Ok(text) if text.contains(rw.old) => text.replace(rw.old, rw.new).into_bytes(),
                     _ => bytes,
                 };
                 std::fs::write(&to, bytes).map_err(io_err(&to))?;

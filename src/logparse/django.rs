@@ -68,25 +68,20 @@ pub(super) fn parse(log: &str) -> Collector {
         if let Some((test, _)) = line.split_once(" ... skipped") {
             out.set(test.to_string(), TestStatus::Skipped);
         }
-        if line.ends_with(" ... FAIL")
-            && let Some((test, _)) = line.split_once(" ... FAIL")
-        {
-            out.set(test.to_string(), TestStatus::Failed);
-        }
-        if line.starts_with("FAIL:")
-            && let Some(test) = py_split(line).nth(1)
-        {
-            out.set(test.to_string(), TestStatus::Failed);
-        }
-        if line.ends_with(" ... ERROR")
-            && let Some((test, _)) = line.split_once(" ... ERROR")
-        {
-            out.set(test.to_string(), TestStatus::Error);
-        }
-        if line.starts_with("ERROR:")
-            && let Some(test) = py_split(line).nth(1)
-        {
-            out.set(test.to_string(), TestStatus::Error);
+        for (suffix, prefix, status) in [
+            (" ... FAIL", "FAIL:", TestStatus::Failed),
+            (" ... ERROR", "ERROR:", TestStatus::Error),
+        ] {
+            if line.ends_with(suffix)
+                && let Some((test, _)) = line.split_once(suffix)
+            {
+                out.set(test.to_string(), status);
+            }
+            if line.starts_with(prefix)
+                && let Some(test) = py_split(line).nth(1)
+            {
+                out.set(test.to_string(), status);
+            }
         }
         if line
             .trim_start_matches(super::is_py_space)

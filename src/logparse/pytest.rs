@@ -12,31 +12,23 @@ use super::{Collector, STATUS_WORDS, py_split};
 /// `parse_log_pytest`: every line that starts with a status word is `STATUS ID ...`; on a
 /// `FAILED` line every ` - ` is first replaced by a space. A later line for the same id wins.
 pub(super) fn parse_pytest(log: &str) -> Collector {
-    let ids = AbsoluteIds::from_log(log);
-    let mut out = Collector::default();
-    for line in log.split('\n') {
-        if let Some((word, id)) = status_then_id(line) {
-            out.set_word(ids.normalize(&id), &word);
-        }
-    }
-    out
+    status_lines(log, as_is, as_is)
 }
 
 /// `parse_log_matplotlib`: [`parse_pytest`] on lines where `MouseButton.LEFT` and
 /// `MouseButton.RIGHT` were replaced by `1` and `3` (Python 3.11 made `str()` of an `IntEnum`
 /// its number, and pytest builds parametrized ids from it).
 pub(super) fn parse_matplotlib(log: &str) -> Collector {
-    let ids = AbsoluteIds::from_log(log);
-    let mut out = Collector::default();
-    for line in log.split('\n') {
-        let line = line
-            .replace("MouseButton.LEFT", "1")
-            .replace("MouseButton.RIGHT", "3");
-        if let Some((word, id)) = status_then_id(&line) {
-            out.set_word(ids.normalize(&id), &word);
-        }
-    }
-    out
+    status_lines(
+        log,
+        |line| {
+            Cow::Owned(
+                line.replace("MouseButton.LEFT", "1")
+                    .replace("MouseButton.RIGHT", "3"),
+            )
+        },
+        as_is,
+    )
 }
 
 /// `parse_log_pytest_options`: [`parse_pytest`], but an id with a parameter part `[...]` whose
@@ -44,14 +36,28 @@ pub(super) fn parse_matplotlib(log: &str) -> Collector {
 /// `test_x[/tmp/abc/data.txt]` becomes `test_x[/data.txt]`. The parameter part runs from the
 /// first `[` to the last `]`; anything after that `]` is dropped.
 pub(super) fn parse_pytest_options(log: &str) -> Collector {
+    status_lines(log, as_is, option_id)
+}
+
+/// [`parse_pytest`]'s reading, each line first rewritten by `line` and each id by `id`: what
+/// the parsers built on it differ by.
+fn status_lines(
+    log: &str,
+    line: impl Fn(&str) -> Cow<'_, str>,
+    id: impl Fn(&str) -> Cow<'_, str>,
+) -> Collector {
     let ids = AbsoluteIds::from_log(log);
     let mut out = Collector::default();
-    for line in log.split('\n') {
-        if let Some((word, id)) = status_then_id(line) {
-            out.set_word(ids.normalize(&option_id(&id)), &word);
+    for l in log.split('\n') {
+        if let Some((word, i)) = status_then_id(&line(l)) {
+            out.set_word(ids.normalize(&id(&i)), &word);
         }
     }
     out
+}
+
+fn as_is(s: &str) -> Cow<'_, str> {
+    Cow::Borrowed(s)
 }
 
 /// `parse_log_pytest_v2`: each line loses every `[<digits>m` (ANSI colour codes, and the same
@@ -177,10 +183,18 @@ impl AbsoluteIds {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::logparse::{StatusMap, TestStatus::*};
+    use crate::logparse::{StatusMap, TestStatus, TestStatus::*};
 
     fn run(f: fn(&str) -> Collector, log: &str) -> StatusMap {
         f(log).map
+    }
+
+    /// Every id `f` reads in `log` with its status, in id order, is `want`.
+    #[track_caller]
+    fn reads(f: fn(&str) -> Collector, log: &str, want: &[(&str, TestStatus)]) {
+        let m = run(f, log);
+        let got: Vec<_> = m.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        assert_eq!(got, want);
     }
 
     #[test]
@@ -188,17 +202,16 @@ mod tests {
         let log = "PASSED a.py::t[x y]\nFAILED a.py::u - AssertionError: a - b\nFAILED - odd\n\
                    SKIPPED [2] a.py:3: why\nXFAIL a.py::v\nXPASS a.py::w\nERROR\n\
                    ERROR: not found: a.py\n  PASSED indented\n";
-        let m = run(parse_pytest, log);
-        let got: Vec<_> = m.iter().map(|(k, v)| (k.as_str(), *v)).collect();
-        assert_eq!(
-            got,
-            [
+        reads(
+            parse_pytest,
+            log,
+            &[
                 ("[2]", Skipped),
                 ("a.py::t[x", Passed),
                 ("a.py::u", Failed),
                 ("a.py::v", Xfail),
-                ("odd", Failed)
-            ]
+                ("odd", Failed),
+            ],
         );
         // `ERROR:` is not a status: the id `not` is dropped, an earlier status with it.
         assert!(!run(parse_pytest, "PASSED not\nERROR: not found\n").contains_key("not"));
@@ -220,15 +233,14 @@ mod tests {
     fn v2_colours_and_trailing_statuses() {
         let log = "\x1b[32mPASSED\x1b[0m a.py::t\na.py::u \x1b[31mFAILED\x1b[0m\n\
                    a.py::v[10m] PASSED\na.py::w[a b] PASSED\na.py::x PASSED [ 50%]\n";
-        let m = run(parse_pytest_v2, log);
-        let got: Vec<_> = m.iter().map(|(k, v)| (k.as_str(), *v)).collect();
-        assert_eq!(
-            got,
-            [
+        reads(
+            parse_pytest_v2,
+            log,
+            &[
                 ("a.py::t", Passed),
                 ("a.py::u", Failed),
-                ("a.py::v]", Passed)
-            ]
+                ("a.py::v]", Passed),
+            ],
         );
     }
 

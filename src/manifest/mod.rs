@@ -187,6 +187,15 @@ enum ServiceFault {
     PortTaken { port: u16, other: String },
 }
 
+/// Whether `name` may name a service: letters, digits, `.`, `_` and `-`, a letter or digit first
+/// (it becomes a directory name).
+pub(crate) fn is_plain_service_name(name: &str) -> bool {
+    name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+}
+
 /// What is wrong with a version's services, if anything.
 fn check_services(services: &[Service]) -> Result<(), ServiceError> {
     let mut names = std::collections::BTreeSet::new();
@@ -196,11 +205,7 @@ fn check_services(services: &[Service]) -> Result<(), ServiceError> {
             service: s.name.clone(),
             fault,
         };
-        let name_ok = s.name.starts_with(|c: char| c.is_ascii_alphanumeric())
-            && s.name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
-        if !name_ok {
+        if !is_plain_service_name(&s.name) {
             return Err(fail(ServiceFault::BadName));
         }
         if !names.insert(s.name.as_str()) {
@@ -353,6 +358,11 @@ fn is_major_minor(s: &str) -> bool {
         && a.bytes().all(|c| c.is_ascii_digit()) && b.bytes().all(|c| c.is_ascii_digit()))
 }
 
+/// A version's own value of a field, else the defaults'.
+fn either<T: Clone>(own: &Option<T>, default: &Option<T>) -> Option<T> {
+    own.as_ref().or(default.as_ref()).cloned()
+}
+
 impl RepoManifest {
     /// The known versions, in numeric order.
     pub fn versions(&self) -> Vec<String> {
@@ -376,9 +386,8 @@ impl RepoManifest {
             version: version.to_string(),
             field,
         };
-        let pick = |a: &Option<Vec<String>>, b: &Option<Vec<String>>| {
-            a.clone().or_else(|| b.clone()).unwrap_or_default()
-        };
+        let pick =
+            |a: &Option<Vec<String>>, b: &Option<Vec<String>>| either(a, b).unwrap_or_default();
         let mut env = d.env.clone().unwrap_or_default();
         env.extend(v.env.clone().unwrap_or_default());
         let notes = [d.notes.as_deref(), v.notes.as_deref()]
@@ -389,34 +398,18 @@ impl RepoManifest {
         Ok(Context {
             repo: self.repo.clone(),
             version: version.to_string(),
-            python: v
-                .python
-                .clone()
-                .or_else(|| d.python.clone())
-                .ok_or_else(|| incomplete("python"))?,
+            python: either(&v.python, &d.python).ok_or_else(|| incomplete("python"))?,
             requirements: pick(&v.requirements, &d.requirements),
             packages: pick(&v.packages, &d.packages),
             pip_packages: pick(&v.pip_packages, &d.pip_packages),
             conda_environment: pick(&v.conda_environment, &d.conda_environment),
             pre_install: pick(&v.pre_install, &d.pre_install),
-            install: v
-                .install
-                .clone()
-                .or_else(|| d.install.clone())
-                .unwrap_or_default(),
-            test_cmd: v
-                .test_cmd
-                .clone()
-                .or_else(|| d.test_cmd.clone())
-                .ok_or_else(|| incomplete("test_cmd"))?,
+            install: either(&v.install, &d.install).unwrap_or_default(),
+            test_cmd: either(&v.test_cmd, &d.test_cmd).ok_or_else(|| incomplete("test_cmd"))?,
             eval_commands: pick(&v.eval_commands, &d.eval_commands),
             env,
             log_parser: self.log_parser.clone(),
-            services: v
-                .services
-                .clone()
-                .or_else(|| d.services.clone())
-                .unwrap_or_default(),
+            services: either(&v.services, &d.services).unwrap_or_default(),
             notes,
         })
     }

@@ -10,7 +10,7 @@
 
 use std::io::Write;
 use std::path::Path;
-use std::process::Stdio;
+use std::process::{Command, Stdio};
 
 use super::{MAX_TAGS, TagRecord, VcsError, VcsRecord};
 
@@ -24,15 +24,32 @@ const NO_RECORD_DATE: (u64, &str) = (946_684_800, "+0000");
 const BRANCH: &str = "refs/heads/main";
 
 fn run(dir: &Path, args: &[&str]) -> Result<Vec<u8>, VcsError> {
-    let out = crate::gitcmd::output(dir, args);
-    if out.status.success() {
-        Ok(out.stdout)
-    } else {
-        Err(VcsError::Git {
-            args: args.join(" "),
-            dir: dir.to_path_buf(),
-            detail: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-        })
+    run_with(dir, args, &mut crate::gitcmd::command())
+}
+
+/// Runs `git` (a git command, its environment set) with `args` in `dir`: its stdout, or what
+/// went wrong.
+fn run_with(dir: &Path, args: &[&str], git: &mut Command) -> Result<Vec<u8>, VcsError> {
+    match git.args(args).current_dir(dir).output() {
+        Ok(o) if o.status.success() => Ok(o.stdout),
+        Ok(o) => Err(git_failed(
+            dir,
+            args,
+            String::from_utf8_lossy(&o.stderr).trim().to_string(),
+        )),
+        Err(e) => Err(git_failed(
+            dir,
+            args,
+            format!("git could not be started: {e}"),
+        )),
+    }
+}
+
+fn git_failed(dir: &Path, args: &[&str], detail: String) -> VcsError {
+    VcsError::Git {
+        args: args.join(" "),
+        dir: dir.to_path_buf(),
+        detail,
     }
 }
 
@@ -175,11 +192,7 @@ pub fn build_work_tree(dir: &Path, record: Option<&VcsRecord>) -> Result<(), Vcs
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| VcsError::Git {
-            args: args.join(" "),
-            dir: dir.to_path_buf(),
-            detail: format!("git could not be started: {e}"),
-        })?;
+        .map_err(|e| git_failed(dir, &args, format!("git could not be started: {e}")))?;
     let stdin = child.stdin.take();
     let written = std::thread::scope(|s| {
         let writer = s.spawn(move || match stdin {
@@ -194,11 +207,7 @@ pub fn build_work_tree(dir: &Path, record: Option<&VcsRecord>) -> Result<(), Vcs
         (Ok(Ok(())), Ok(o)) if o.status.success() => Ok(()),
         (_, Ok(o)) => Err(String::from_utf8_lossy(&o.stderr).trim().to_string()),
     };
-    out.map_err(|detail| VcsError::Git {
-        args: args.join(" "),
-        dir: dir.to_path_buf(),
-        detail,
-    })
+    out.map_err(|detail| git_failed(dir, &args, detail))
 }
 
 /// The message of the commit SWE-bench's image makes after its setup.
@@ -224,26 +233,14 @@ pub fn commit_setup(dir: &Path, record: Option<&VcsRecord>) -> Result<(), VcsErr
         "-m",
         SETUP_COMMIT_MESSAGE,
     ];
-    let out = crate::gitcmd::command()
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_DATE", &when)
-        .env("GIT_COMMITTER_DATE", &when)
-        .output()
-        .map_err(|e| VcsError::Git {
-            args: args.join(" "),
-            dir: dir.to_path_buf(),
-            detail: format!("git could not be started: {e}"),
-        })?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(VcsError::Git {
-            args: args.join(" "),
-            dir: dir.to_path_buf(),
-            detail: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-        })
-    }
+    run_with(
+        dir,
+        &args,
+        crate::gitcmd::command()
+            .env("GIT_AUTHOR_DATE", &when)
+            .env("GIT_COMMITTER_DATE", &when),
+    )
+    .map(drop)
 }
 
 #[cfg(test)]
@@ -260,37 +257,27 @@ mod tests {
 
     #[test]
     fn placements_keep_describes_order() {
-        // In order, apart: each at its distance.
-        assert_eq!(
-            placements(&[tag("b", 3, true), tag("a", 9, false)]),
-            vec![3, 9]
-        );
-        // describe preferred a farther tag (a merge): the nearer one goes below it.
-        assert_eq!(
-            placements(&[tag("far", 7, true), tag("near", 2, true)]),
-            vec![7, 7]
-        );
-        assert_eq!(
-            placements(&[tag("far", 7, false), tag("near", 2, true)]),
-            vec![7, 8]
-        );
-        // Two lightweight tags on one commit: git keeps the first by name.
-        assert_eq!(
-            placements(&[tag("v2", 4, false), tag("v1", 4, false)]),
-            vec![4, 5]
-        );
-        assert_eq!(
-            placements(&[tag("v1", 4, false), tag("v2", 4, false)]),
-            vec![4, 4]
-        );
-        // An annotated tag after a lightweight one on one commit would win: moved down.
-        assert_eq!(
-            placements(&[
-                tag("light", 0, false),
-                tag("ann", 0, true),
-                tag("z", 1, false)
-            ]),
-            vec![0, 1, 1]
-        );
+        let cases = [
+            // In order, apart: each at its distance.
+            (vec![tag("b", 3, true), tag("a", 9, false)], vec![3, 9]),
+            // describe preferred a farther tag (a merge): the nearer one goes below it.
+            (vec![tag("far", 7, true), tag("near", 2, true)], vec![7, 7]),
+            (vec![tag("far", 7, false), tag("near", 2, true)], vec![7, 8]),
+            // Two lightweight tags on one commit: git keeps the first by name.
+            (vec![tag("v2", 4, false), tag("v1", 4, false)], vec![4, 5]),
+            (vec![tag("v1", 4, false), tag("v2", 4, false)], vec![4, 4]),
+            // An annotated tag after a lightweight one on one commit would win: moved down.
+            (
+                vec![
+                    tag("light", 0, false),
+                    tag("ann", 0, true),
+                    tag("z", 1, false),
+                ],
+                vec![0, 1, 1],
+            ),
+        ];
+        for (tags, want) in cases {
+            assert_eq!(placements(&tags), want, "{tags:?}");
+        }
     }
 }

@@ -210,6 +210,15 @@ pub fn succeeded(out: &Output, what: &str) -> String {
     stdout(out)
 }
 
+/// The text at `key` of each object of the JSON list `list`, in order.
+pub fn column<'a>(list: &'a serde_json::Value, key: &str) -> Vec<&'a str> {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x[key].as_str().unwrap())
+        .collect()
+}
+
 pub fn last_line(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes)
         .lines()

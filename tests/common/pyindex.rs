@@ -15,6 +15,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use swe_ark::env::proxy::percent_encode;
+use swe_ark::env::pylock::normalize;
+
 pub const DEFAULT_UPLOAD_TIME: &str = "2020-01-01T00:00:00Z";
 const JSON_TYPE: &str = "application/vnd.pypi.simple.v1+json";
 const HTML_TYPE: &str = "text/html; charset=utf-8";
@@ -398,24 +401,6 @@ struct Dist {
     yanked: Option<String>,
 }
 
-/// PEP 503: lowercase, runs of `-`, `_`, `.` to one `-`.
-pub fn normalize(name: &str) -> String {
-    let mut out = String::new();
-    let mut sep = false;
-    for c in name.chars() {
-        if matches!(c, '-' | '_' | '.') {
-            sep = true;
-        } else {
-            if sep && !out.is_empty() {
-                out.push('-');
-            }
-            sep = false;
-            out.extend(c.to_lowercase());
-        }
-    }
-    out
-}
-
 /// (normalized project, version) of a wheel or sdist file name; `None` for anything else.
 fn parse(filename: &str) -> Option<(String, String)> {
     if let Some(stem) = filename.strip_suffix(".whl") {
@@ -595,19 +580,6 @@ pub fn escape(s: &str) -> String {
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#x27;"),
             c => out.push(c),
-        }
-    }
-    out
-}
-
-/// Percent-encodes everything but RFC 3986's unreserved characters.
-fn percent_encode(s: &str) -> String {
-    let mut out = String::new();
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
         }
     }
     out
