@@ -241,6 +241,7 @@ impl<'a> Runner<'a> {
             hosts: self.services.hosts.clone(),
             binds: self.binds.clone(),
             tmp: self.private_tmp.clone(),
+            confine: None,
         };
         let t = Instant::now();
         let outcome = sandbox::run(&spec).map_err(|e| Stop(Reason::Sandbox, e.to_string()))?;

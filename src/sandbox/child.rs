@@ -27,6 +27,8 @@ use std::os::fd::RawFd;
 
 use libc::{c_int, pid_t};
 
+use super::confine::{MAX_BINDS, RootOp, RootPlan};
+
 /// A helper step failed: a = step (`STEP_*`), b = errno.
 pub(super) const REC_FAIL: u32 = 1;
 /// A namespace attempt failed and the next one was tried: a = step, b = errno.
@@ -43,6 +45,8 @@ pub(super) const REC_STATUS: u32 = 6;
 pub(super) const REC_TIMEOUT: u32 = 7;
 /// B ended: a = its raw wait status.
 pub(super) const REC_INIT_STATUS: u32 = 8;
+/// A step of the new root failed: a = its index in [`RootPlan::ops`], b = errno.
+pub(super) const REC_ROOT_OP: u32 = 9;
 
 /// No namespaces: the tree is held together by subreapers only.
 pub(super) const MODE_NONE: i32 = 0;
@@ -65,6 +69,21 @@ pub(super) const STEP_FORK_COMMAND: i32 = 11;
 pub(super) const STEP_SETSID: i32 = 12;
 pub(super) const STEP_RLIMIT_AS: i32 = 13;
 pub(super) const STEP_RLIMIT_NPROC: i32 = 14;
+pub(super) const STEP_SETGROUPS_PARENT: i32 = 15;
+pub(super) const STEP_ROOT_PRIVATE: i32 = 16;
+pub(super) const STEP_ROOT_TMPFS: i32 = 17;
+/// One of the root's steps ([`REC_ROOT_OP`] says which).
+pub(super) const STEP_ROOT_OP: i32 = 18;
+pub(super) const STEP_PIVOT_ROOT: i32 = 19;
+pub(super) const STEP_OLD_ROOT: i32 = 20;
+pub(super) const STEP_ROOT_READ_ONLY: i32 = 21;
+pub(super) const STEP_IDS: i32 = 22;
+pub(super) const STEP_CAPABILITIES: i32 = 23;
+pub(super) const STEP_NO_NEW_PRIVS: i32 = 24;
+pub(super) const STEP_CHDIR: i32 = 25;
+pub(super) const STEP_SECCOMP: i32 = 26;
+pub(super) const STEP_RLIMIT_FSIZE: i32 = 27;
+pub(super) const STEP_RLIMIT_CPU: i32 = 28;
 
 pub(super) const NOTE_PRIVATE_MOUNTS: i32 = 1;
 pub(super) const NOTE_PROC: i32 = 2;
@@ -78,6 +97,8 @@ pub(super) const NOTE_CGROUP: i32 = 8;
 pub(super) const NOTE_LOW_PORTS: i32 = 6;
 /// `NOTE_BIND + i`: the i-th of the plan's binds failed.
 pub(super) const NOTE_BIND: i32 = 100;
+/// The confined run's own `devpts` could not be mounted (no pseudo-terminals).
+pub(super) const NOTE_DEVPTS: i32 = 9;
 
 /// The exit code of a helper that failed (the report says why).
 const EXIT_SETUP: c_int = 125;
@@ -87,6 +108,9 @@ const EXIT_SETUP: c_int = 125;
 pub(super) struct Attempt {
     pub flags: c_int,
     pub user: bool,
+    /// A writes B's id maps (`Plan::parent_maps`) before B goes on: a confined run's maps
+    /// name another uid than B's own, which only the parent namespace may write.
+    pub maps_from_parent: bool,
 }
 
 /// Everything the helpers need, prepared before the fork and only read after it.
@@ -118,6 +142,11 @@ pub(super) struct Plan {
     pub cancel_fd: RawFd,
     /// Set up B, report, and end: no command (isolation_available).
     pub probe: bool,
+    /// A confined run's own root, identity and filter (confine.rs).
+    pub root: Option<RootPlan>,
+    /// The maps A writes for B (`Attempt::maps_from_parent`): uid_map, gid_map, and whether
+    /// `setgroups` must be denied first (as an unprivileged writer must).
+    pub parent_maps: Option<(CString, CString, bool)>,
     /// Where swe-ark's own environment strings lie in memory (what `/proc/<pid>/environ`
     /// shows): A zeroes its copy, so that neither it nor B shows the command swe-ark's
     /// environment.
@@ -155,16 +184,56 @@ pub(super) fn stage_a(plan: &Plan) -> io::Result<()> {
             report(fd, REC_ATTEMPT_FAILED, STEP_PIPE, errno());
             continue;
         }
+        // With maps from A, B waits on `go` until they are written.
+        let mut go: [c_int; 2] = [-1, -1];
+        // SAFETY: pipe2 writes two descriptors into the array.
+        if attempt.maps_from_parent && unsafe { libc::pipe2(go.as_mut_ptr(), libc::O_CLOEXEC) } != 0
+        {
+            report(fd, REC_ATTEMPT_FAILED, STEP_PIPE, errno());
+            close(sync[0]);
+            close(sync[1]);
+            continue;
+        }
         let pid = raw_clone(attempt.flags);
         if pid == 0 {
             close(sync[0]);
+            if attempt.maps_from_parent {
+                close(go[1]);
+                let mut byte = [0u8; 1];
+                // SAFETY: read into a one-byte buffer; end of file means A gave up.
+                let n = unsafe { libc::read(go[0], byte.as_mut_ptr().cast(), 1) };
+                close(go[0]);
+                if n != 1 {
+                    exit(EXIT_SETUP);
+                }
+            }
             return stage_b(plan, *attempt, sync[1]);
         }
         close(sync[1]);
+        if attempt.maps_from_parent {
+            close(go[0]);
+        }
         if pid < 0 {
             report(fd, REC_ATTEMPT_FAILED, STEP_CLONE, errno());
             close(sync[0]);
+            if attempt.maps_from_parent {
+                close(go[1]);
+            }
             continue;
+        }
+        if attempt.maps_from_parent {
+            let written = write_maps(plan, pid);
+            if written.is_ok() {
+                // SAFETY: write one byte from a static buffer.
+                unsafe { libc::write(go[1], [1u8].as_ptr().cast(), 1) };
+            }
+            close(go[1]);
+            if let Err((step, err)) = written {
+                close(sync[0]);
+                wait_for(pid);
+                report(fd, REC_ATTEMPT_FAILED, step, err);
+                continue;
+            }
         }
         let (step, err) = read_pair(sync[0]);
         close(sync[0]);
@@ -343,7 +412,7 @@ fn stage_b(plan: &Plan, attempt: Attempt, sync: RawFd) -> io::Result<()> {
 /// last, so that a failed attempt leaves no notes behind.
 fn set_up(plan: &Plan, attempt: Attempt) -> Result<(), (i32, i32)> {
     let fd = plan.report_fd;
-    if attempt.user {
+    if attempt.user && !attempt.maps_from_parent {
         write_file(c"/proc/self/setgroups", b"deny\n").map_err(|e| (STEP_SETGROUPS, e))?;
         write_file(c"/proc/self/uid_map", plan.uid_map.as_bytes())
             .map_err(|e| (STEP_UID_MAP, e))?;
@@ -360,8 +429,346 @@ fn set_up(plan: &Plan, attempt: Attempt) -> Result<(), (i32, i32)> {
             report(fd, REC_NOTE, NOTE_LOW_PORTS, e);
         }
     }
-    if attempt.flags & libc::CLONE_NEWNS != 0 {
+    if let Some(root) = &plan.root {
+        enter_root(plan, root)?;
+    } else if attempt.flags & libc::CLONE_NEWNS != 0 {
         set_up_mounts(plan, attempt, isolated);
+    }
+    Ok(())
+}
+
+/// A (confined runs): B's id maps, written from the parent namespace, which alone may map
+/// another uid than B's own. `setgroups` is denied first when the plan says so (an
+/// unprivileged writer must).
+fn write_maps(plan: &Plan, pid: pid_t) -> Result<(), (i32, i32)> {
+    let Some((uid_map, gid_map, deny)) = &plan.parent_maps else {
+        return Ok(());
+    };
+    let mut buf = [0u8; 64];
+    if *deny {
+        let path = proc_file(&mut buf, pid, b"setgroups").ok_or((STEP_SETGROUPS_PARENT, 0))?;
+        write_file(path, b"deny\n").map_err(|e| (STEP_SETGROUPS_PARENT, e))?;
+    }
+    let path = proc_file(&mut buf, pid, b"uid_map").ok_or((STEP_UID_MAP, 0))?;
+    write_file(path, uid_map.as_bytes()).map_err(|e| (STEP_UID_MAP, e))?;
+    let path = proc_file(&mut buf, pid, b"gid_map").ok_or((STEP_GID_MAP, 0))?;
+    write_file(path, gid_map.as_bytes()).map_err(|e| (STEP_GID_MAP, e))?;
+    Ok(())
+}
+
+/// `/proc/<pid>/<leaf>` as a C string in `buf`, written without allocating.
+fn proc_file<'a>(buf: &'a mut [u8; 64], pid: pid_t, leaf: &[u8]) -> Option<&'a CStr> {
+    let mut digits = [0u8; 12];
+    let mut n = 0;
+    let mut v = u32::try_from(pid).ok()?;
+    loop {
+        *digits.get_mut(n)? = b'0' + (v % 10) as u8;
+        n += 1;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    let mut len = 0;
+    let mut put = |b: u8| -> Option<()> {
+        *buf.get_mut(len)? = b;
+        len += 1;
+        Some(())
+    };
+    for b in b"/proc/" {
+        put(*b)?;
+    }
+    for i in (0..n).rev() {
+        put(*digits.get(i)?)?;
+    }
+    put(b'/')?;
+    for b in leaf {
+        put(*b)?;
+    }
+    put(0)?;
+    CStr::from_bytes_with_nul(buf.get(..len)?).ok()
+}
+
+/// B (confined runs): builds the run's root on a tmpfs from the plan's steps, enters it with
+/// `pivot_root`, detaches the old root, and makes the new one read-only. Any failure fails
+/// the run: a confined command never runs half-confined.
+fn enter_root(plan: &Plan, root: &RootPlan) -> Result<(), (i32, i32)> {
+    let fd = plan.report_fd;
+    // SAFETY: mount with C strings and null pointers where the call allows them.
+    if unsafe {
+        libc::mount(
+            std::ptr::null(),
+            c"/".as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        )
+    } != 0
+    {
+        return Err((STEP_ROOT_PRIVATE, errno()));
+    }
+    // The host's sources first, while B still has the caller's identity (as root, its uid 0
+    // is not mapped in the namespace, but it reaches every host path).
+    let mut fds: [c_int; MAX_BINDS] = [-1; MAX_BINDS];
+    let mut index: i32 = 0;
+    for op in &root.ops {
+        if let RootOp::Bind {
+            from,
+            early: true,
+            slot,
+            ..
+        } = op
+        {
+            match (open_tree(from), fds.get_mut(*slot)) {
+                (Ok(fd), Some(place)) => *place = fd,
+                (Err(e), _) => {
+                    report(fd, REC_ROOT_OP, index, e);
+                    return Err((STEP_ROOT_OP, e));
+                }
+                (Ok(fd), None) => {
+                    close(fd);
+                    return Err((STEP_ROOT_OP, libc::E2BIG));
+                }
+            }
+        }
+        index = index.saturating_add(1);
+    }
+    // Then the namespace's own root (as root, SANDBOX_ID outside) owns what is made: an inode
+    // of an owner the namespace cannot name cannot be created (EOVERFLOW).
+    // SAFETY: setfsuid and setfsgid with integer arguments, the system calls themselves.
+    unsafe {
+        libc::syscall(libc::SYS_setfsuid, 0);
+        libc::syscall(libc::SYS_setfsgid, 0);
+    }
+    // SAFETY: as above.
+    if unsafe {
+        libc::mount(
+            c"tmpfs".as_ptr(),
+            root.root.as_ptr(),
+            c"tmpfs".as_ptr(),
+            libc::MS_NOSUID | libc::MS_NODEV,
+            c"mode=0755,uid=0,gid=0,size=1m".as_ptr().cast(),
+        )
+    } != 0
+    {
+        return Err((STEP_ROOT_TMPFS, errno()));
+    }
+    let mut index: i32 = 0;
+    for op in &root.ops {
+        if let Err(e) = root_op(op, &mut fds) {
+            if matches!(op, RootOp::Devpts(_)) {
+                report(fd, REC_NOTE, NOTE_DEVPTS, e);
+            } else {
+                report(fd, REC_ROOT_OP, index, e);
+                return Err((STEP_ROOT_OP, e));
+            }
+        }
+        index = index.saturating_add(1);
+    }
+    // SAFETY: mkdir with a C string.
+    if unsafe { libc::mkdir(root.old_root.as_ptr(), 0o700) } != 0 && errno() != libc::EEXIST {
+        return Err((STEP_OLD_ROOT, errno()));
+    }
+    // SAFETY: pivot_root with two C strings (the system call: the C library has no wrapper).
+    if unsafe {
+        libc::syscall(
+            libc::SYS_pivot_root,
+            root.root.as_ptr(),
+            root.old_root.as_ptr(),
+        )
+    } != 0
+    {
+        return Err((STEP_PIVOT_ROOT, errno()));
+    }
+    // SAFETY: chdir, umount2 and rmdir with static C strings.
+    unsafe {
+        if libc::chdir(c"/".as_ptr()) != 0
+            || libc::umount2(c"/.oldroot".as_ptr(), libc::MNT_DETACH) != 0
+        {
+            return Err((STEP_OLD_ROOT, errno()));
+        }
+        libc::rmdir(c"/.oldroot".as_ptr());
+    }
+    set_attributes(
+        c"/",
+        MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+        false,
+    )
+    .map_err(|e| (STEP_ROOT_READ_ONLY, e))
+}
+
+const MOUNT_ATTR_RDONLY: u64 = 0x1;
+const MOUNT_ATTR_NOSUID: u64 = 0x2;
+const MOUNT_ATTR_NODEV: u64 = 0x4;
+
+/// `struct mount_attr` of `mount_setattr(2)`.
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+const OPEN_TREE_CLONE: libc::c_uint = 1;
+const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 4;
+
+/// A detached copy of the mount tree at `path` (`open_tree(OPEN_TREE_CLONE | AT_RECURSIVE)`).
+fn open_tree(path: &CStr) -> Result<c_int, i32> {
+    let flags =
+        OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | libc::AT_RECURSIVE as libc::c_uint;
+    // SAFETY: open_tree with a C string and integer flags.
+    let fd = unsafe { libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, path.as_ptr(), flags) };
+    if fd < 0 {
+        return Err(errno());
+    }
+    c_int::try_from(fd).map_err(|_| libc::EBADF)
+}
+
+/// One step of the new root; the errno when it failed.
+fn root_op(op: &RootOp, fds: &mut [c_int; MAX_BINDS]) -> Result<(), i32> {
+    let ok = |r: c_int| if r == 0 { Ok(()) } else { Err(errno()) };
+    // SAFETY (each call below): system calls on C strings made before the fork.
+    match op {
+        RootOp::Dir(path) => {
+            if unsafe { libc::mkdir(path.as_ptr(), 0o755) } != 0 && errno() != libc::EEXIST {
+                return Err(errno());
+            }
+            Ok(())
+        }
+        RootOp::File(path) => {
+            let f = unsafe {
+                libc::open(
+                    path.as_ptr(),
+                    libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+                    0o644,
+                )
+            };
+            if f < 0 {
+                return Err(errno());
+            }
+            close(f);
+            Ok(())
+        }
+        RootOp::Symlink(target, path) => {
+            if unsafe { libc::symlink(target.as_ptr(), path.as_ptr()) } != 0
+                && errno() != libc::EEXIST
+            {
+                return Err(errno());
+            }
+            Ok(())
+        }
+        RootOp::Bind {
+            from,
+            to,
+            read_only,
+            devices,
+            early,
+            slot,
+        } => {
+            let tree = if *early {
+                let place = fds.get_mut(*slot).ok_or(libc::E2BIG)?;
+                std::mem::replace(place, -1)
+            } else {
+                open_tree(from)?
+            };
+            let mut attrs = MOUNT_ATTR_NOSUID;
+            if !devices {
+                attrs |= MOUNT_ATTR_NODEV;
+            }
+            if *read_only {
+                attrs |= MOUNT_ATTR_RDONLY;
+            }
+            let attr = MountAttr {
+                attr_set: attrs,
+                attr_clr: 0,
+                propagation: 0,
+                userns_fd: 0,
+            };
+            let empty = c"";
+            let set = unsafe {
+                libc::syscall(
+                    libc::SYS_mount_setattr,
+                    tree,
+                    empty.as_ptr(),
+                    (libc::AT_EMPTY_PATH | libc::AT_RECURSIVE) as libc::c_uint,
+                    &attr as *const MountAttr,
+                    std::mem::size_of::<MountAttr>(),
+                )
+            };
+            let moved = set == 0
+                && unsafe {
+                    libc::syscall(
+                        libc::SYS_move_mount,
+                        tree,
+                        empty.as_ptr(),
+                        libc::AT_FDCWD,
+                        to.as_ptr(),
+                        MOVE_MOUNT_F_EMPTY_PATH,
+                    )
+                } == 0;
+            let e = errno();
+            close(tree);
+            if moved { Ok(()) } else { Err(e) }
+        }
+        RootOp::Tmpfs { to, options } => ok(unsafe {
+            libc::mount(
+                c"tmpfs".as_ptr(),
+                to.as_ptr(),
+                c"tmpfs".as_ptr(),
+                libc::MS_NOSUID | libc::MS_NODEV,
+                options.as_ptr().cast(),
+            )
+        }),
+        RootOp::Proc(path) => ok(unsafe {
+            libc::mount(
+                c"proc".as_ptr(),
+                path.as_ptr(),
+                c"proc".as_ptr(),
+                libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                std::ptr::null(),
+            )
+        }),
+        RootOp::Devpts(path) => ok(unsafe {
+            libc::mount(
+                c"devpts".as_ptr(),
+                path.as_ptr(),
+                c"devpts".as_ptr(),
+                libc::MS_NOSUID | libc::MS_NOEXEC,
+                c"newinstance,ptmxmode=0666,mode=0620".as_ptr().cast(),
+            )
+        }),
+    }
+}
+
+/// Sets mount attributes on `path` (and, when `recursive`, every mount below it) with
+/// `mount_setattr`, which only adds them: the flags a mount inherited from the host (locked
+/// in a user namespace) stay as they are.
+fn set_attributes(path: &CStr, attrs: u64, recursive: bool) -> Result<(), i32> {
+    let attr = MountAttr {
+        attr_set: attrs,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    let flags: libc::c_uint = if recursive {
+        libc::AT_RECURSIVE as libc::c_uint
+    } else {
+        0
+    };
+    // SAFETY: mount_setattr with a C string and a struct of its documented layout and size.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            flags,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    if r != 0 {
+        return Err(errno());
     }
     Ok(())
 }
@@ -537,6 +944,116 @@ fn stage_c(plan: &Plan, attempt: Attempt) -> io::Result<()> {
     {
         report(fd, REC_FAIL, STEP_RLIMIT_NPROC, e);
         exit(EXIT_SETUP);
+    }
+    if let Some(root) = &plan.root
+        && let Err((step, e)) = confine_command(root)
+    {
+        report(fd, REC_FAIL, step, e);
+        exit(EXIT_SETUP);
+    }
+    Ok(())
+}
+
+const SECBIT_NOROOT: libc::c_ulong = 1 << 0;
+const SECBIT_NOROOT_LOCKED: libc::c_ulong = 1 << 1;
+const SECBIT_KEEP_CAPS_LOCKED: libc::c_ulong = 1 << 5;
+const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: c_int,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+/// C (confined runs): limits on file size and CPU time; root of its user namespace (one
+/// unprivileged uid outside); no capabilities, now or after `exec` (root there gets none:
+/// `SECBIT_NOROOT`); `no_new_privs`; its working directory again, inside the new root; and
+/// last the seccomp filters.
+fn confine_command(root: &RootPlan) -> Result<(), (i32, i32)> {
+    if let Some(n) = root.file_size_limit {
+        set_limit(libc::RLIMIT_FSIZE, n).map_err(|e| (STEP_RLIMIT_FSIZE, e))?;
+    }
+    if let Some(n) = root.cpu_limit {
+        set_limit(libc::RLIMIT_CPU, n).map_err(|e| (STEP_RLIMIT_CPU, e))?;
+    }
+    // SAFETY (each call below): system calls with integer arguments, or pointers to
+    // structs on this stack and to programs made before the fork.
+    unsafe {
+        // The system calls, not the C library's wrappers: these would signal every thread
+        // the parent had (glibc's set*id broadcast), and after a raw clone there is one.
+        if root.become_root
+            && (libc::syscall(libc::SYS_setgroups, 0, std::ptr::null::<libc::gid_t>()) != 0
+                || libc::syscall(libc::SYS_setresgid, 0, 0, 0) != 0
+                || libc::syscall(libc::SYS_setresuid, 0, 0, 0) != 0)
+        {
+            return Err((STEP_IDS, errno()));
+        }
+        if libc::prctl(
+            libc::PR_SET_SECUREBITS,
+            SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_KEEP_CAPS_LOCKED,
+            0,
+            0,
+            0,
+        ) != 0
+        {
+            return Err((STEP_CAPABILITIES, errno()));
+        }
+        for cap in 0..64 {
+            if libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) != 0
+                && errno() != libc::EINVAL
+            {
+                return Err((STEP_CAPABILITIES, errno()));
+            }
+        }
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+            0,
+            0,
+            0,
+        );
+        let header = CapHeader {
+            version: LINUX_CAPABILITY_VERSION_3,
+            pid: 0,
+        };
+        let data = [CapData {
+            effective: 0,
+            permitted: 0,
+            inheritable: 0,
+        }; 2];
+        if libc::syscall(libc::SYS_capset, &header as *const CapHeader, data.as_ptr()) != 0 {
+            return Err((STEP_CAPABILITIES, errno()));
+        }
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1 as libc::c_ulong, 0, 0, 0) != 0 {
+            return Err((STEP_NO_NEW_PRIVS, errno()));
+        }
+        if libc::chdir(root.cwd.as_ptr()) != 0 {
+            return Err((STEP_CHDIR, errno()));
+        }
+        for filter in &root.filters {
+            let prog = libc::sock_fprog {
+                len: filter.len() as libc::c_ushort,
+                filter: filter.as_ptr() as *mut libc::sock_filter,
+            };
+            if libc::prctl(
+                libc::PR_SET_SECCOMP,
+                libc::SECCOMP_MODE_FILTER as libc::c_ulong,
+                &prog as *const libc::sock_fprog,
+                0,
+                0,
+            ) != 0
+            {
+                return Err((STEP_SECCOMP, errno()));
+            }
+        }
     }
     Ok(())
 }

@@ -14,6 +14,9 @@
 
 mod cgroup;
 mod child;
+mod confine;
+
+pub use confine::{Confine, DEFAULT_TMPFS_SIZE, SANDBOX_ID};
 
 use std::collections::BTreeMap;
 use std::ffi::{CString, OsString};
@@ -29,9 +32,10 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use child::{
-    MODE_NONE, MODE_USER_NAMESPACES, NOTE_BIND, NOTE_CGROUP, NOTE_CHILDREN_UNLISTED, NOTE_HOSTS,
-    NOTE_LOW_PORTS, NOTE_PRIVATE_MOUNTS, NOTE_PROC, NOTE_RESOLV, NOTE_TMP, REC_ATTEMPT_FAILED,
-    REC_FAIL, REC_INIT_STATUS, REC_MODE, REC_NO_NAMESPACES, REC_NOTE, REC_STATUS, REC_TIMEOUT,
+    MODE_NONE, MODE_USER_NAMESPACES, NOTE_BIND, NOTE_CGROUP, NOTE_CHILDREN_UNLISTED, NOTE_DEVPTS,
+    NOTE_HOSTS, NOTE_LOW_PORTS, NOTE_PRIVATE_MOUNTS, NOTE_PROC, NOTE_RESOLV, NOTE_TMP,
+    REC_ATTEMPT_FAILED, REC_FAIL, REC_INIT_STATUS, REC_MODE, REC_NO_NAMESPACES, REC_NOTE,
+    REC_ROOT_OP, REC_STATUS, REC_TIMEOUT,
 };
 
 /// PATH when the caller's [`Spec::env`] sets none.
@@ -98,8 +102,12 @@ pub struct Spec {
     /// A directory the run sees as its `/tmp` (a bind mount in its own mount namespace), so
     /// that runs side by side do not share, or clean up, each other's temporary files (pytest's
     /// `/tmp/pytest-of-USER`), as each SWE-bench container has its own `/tmp`. None: the
-    /// host's `/tmp`.
+    /// host's `/tmp`. A confined run without one gets a tmpfs.
     pub tmp: Option<PathBuf>,
+    /// Confinement ([`Confine`]): a root filesystem of the run's own, an unprivileged uid, no
+    /// capabilities, a seccomp filter. None: the command sees the host's filesystem with the
+    /// caller's rights (docs/SANDBOX.md says what each gives).
+    pub confine: Option<Confine>,
 }
 
 impl Spec {
@@ -124,6 +132,7 @@ impl Spec {
             hosts: BTreeMap::new(),
             binds: Vec::new(),
             tmp: None,
+            confine: None,
         }
     }
 }
@@ -181,6 +190,11 @@ impl Outcome {
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
     #[error(
+        "confinement is not possible here ({reason}); pass --unconfined to run without it, \
+         which the report records for every instance"
+    )]
+    NoConfinement { reason: String },
+    #[error(
         "network isolation is not possible here ({reason}); pass --allow-network to run with \
          the network, which the results will record"
     )]
@@ -228,8 +242,8 @@ pub enum IsolationError {
 /// What the sandbox mounts: its `/etc/resolv.conf` (isolated runs) and `/etc/hosts` (when
 /// the spec names hosts), written in the run's directory, and the spec's binds.
 struct Mounts {
-    resolv_conf: Option<CString>,
-    hosts_file: Option<CString>,
+    resolv_conf: Option<PathBuf>,
+    hosts_file: Option<PathBuf>,
     binds: Vec<(CString, CString)>,
 }
 
@@ -237,7 +251,7 @@ fn mounts(spec: &Spec, rundir: &Path) -> Result<Mounts, SandboxError> {
     let resolv_conf = if spec.network == Network::Isolated {
         let path = rundir.join("resolv.conf");
         fs::write(&path, RESOLV_CONF).map_err(|e| prepare("writing resolv.conf", e))?;
-        Some(c_path(&path)?)
+        Some(path)
     } else {
         None
     };
@@ -246,7 +260,7 @@ fn mounts(spec: &Spec, rundir: &Path) -> Result<Mounts, SandboxError> {
     } else {
         let path = rundir.join("hosts");
         fs::write(&path, hosts_text(&spec.hosts)).map_err(|e| prepare("writing hosts", e))?;
-        Some(c_path(&path)?)
+        Some(path)
     };
     let binds = spec
         .binds
@@ -341,6 +355,7 @@ fn child_plan(
     spec: &Spec,
     attempts: Vec<child::Attempt>,
     mounts: Mounts,
+    root: Option<confine::RootPlan>,
     cgroup: Option<&cgroup::PidsCgroup>,
     report_fd: i32,
     cancel_fd: i32,
@@ -349,12 +364,25 @@ fn child_plan(
         Some(c) => Some(c_path(&c.procs())?),
         None => None,
     };
+    // A confined run is root of its user namespace, whose one id is SANDBOX_ID outside when
+    // swe-ark runs as root, else the caller's own (who must then deny setgroups).
+    let parent_maps = root.as_ref().map(|_| {
+        if euid() == 0 {
+            (
+                root_map(confine::SANDBOX_ID),
+                root_map(confine::SANDBOX_ID),
+                false,
+            )
+        } else {
+            (root_map(euid()), root_map(egid()), true)
+        }
+    });
     Ok(child::Plan {
         attempts,
         uid_map: id_map(euid()),
         gid_map: id_map(egid()),
-        resolv_conf: mounts.resolv_conf,
-        hosts_file: mounts.hosts_file,
+        resolv_conf: mounts.resolv_conf.as_deref().map(c_path).transpose()?,
+        hosts_file: mounts.hosts_file.as_deref().map(c_path).transpose()?,
         binds: mounts.binds,
         tmp: spec.tmp.as_deref().map(c_path).transpose()?,
         cgroup_procs,
@@ -371,6 +399,41 @@ fn child_plan(
         cancel_fd,
         probe: false,
         environ_area: environ_area(),
+        root,
+        parent_maps,
+    })
+}
+
+/// What B must build and enter for a confined run (its root's directory is `<rundir>/root`).
+fn root_plan(
+    spec: &Spec,
+    confine: &Confine,
+    mounts: &Mounts,
+    rundir: &Path,
+    home: &Path,
+) -> Result<confine::RootPlan, SandboxError> {
+    let root = rundir.join("root");
+    fs::create_dir(&root).map_err(|e| prepare("creating the run's root", e))?;
+    let ops = confine::root_ops(
+        &root,
+        confine,
+        confine::NameFiles {
+            resolv_conf: mounts.resolv_conf.as_deref(),
+            hosts: mounts.hosts_file.as_deref(),
+        },
+        &spec.binds,
+        spec.tmp.as_deref(),
+        home,
+    )?;
+    Ok(confine::RootPlan {
+        old_root: c_path(&root.join(".oldroot"))?,
+        root: c_path(&root)?,
+        ops,
+        cwd: c_path(&spec.cwd)?,
+        filters: confine::seccomp_filters()?,
+        file_size_limit: confine.file_size_limit,
+        cpu_limit: confine.cpu_limit,
+        become_root: euid() == 0,
     })
 }
 
@@ -380,9 +443,10 @@ fn started_mode(
     spec: &Spec,
     report: &Report,
     attempts: &[child::Attempt],
+    root_ops: &[String],
     status: io::Result<ExitStatus>,
 ) -> Result<i32, SandboxError> {
-    if let Some(err) = report.error(spec, attempts) {
+    if let Some(err) = report.error(spec, attempts, root_ops) {
         return Err(err);
     }
     let status = status.map_err(|e| SandboxError::Lost {
@@ -411,7 +475,41 @@ pub fn run(spec: &Spec) -> Result<Outcome, SandboxError> {
     let home = rundir.path().join("home");
     fs::create_dir(&home).map_err(|e| prepare("creating the temporary HOME", e))?;
     let mounts = mounts(spec, rundir.path())?;
-    let env = environment(spec, &home);
+    let root = match &spec.confine {
+        Some(c) => Some(root_plan(spec, c, &mounts, rundir.path(), &home)?),
+        None => None,
+    };
+    let root_ops: Vec<String> = root
+        .as_ref()
+        .map(|r| r.ops.iter().map(confine::RootOp::describe).collect())
+        .unwrap_or_default();
+    // As root, what root owns in the writable trees is the sandbox uid's for the run.
+    let handed_over = match &spec.confine {
+        Some(c) if euid() == 0 => {
+            let mut dirs = c.writable.clone();
+            dirs.extend(spec.tmp.clone());
+            confine::hand_over(&dirs, 0, confine::SANDBOX_ID)?;
+            dirs
+        }
+        _ => Vec::new(),
+    };
+    let result = run_prepared(spec, rundir, &home, mounts, root, &root_ops);
+    let returned = confine::hand_over(&handed_over, confine::SANDBOX_ID, 0);
+    let outcome = result?;
+    returned?;
+    Ok(outcome)
+}
+
+/// [`run`] once the run's directory, mounts and root are prepared.
+fn run_prepared(
+    spec: &Spec,
+    rundir: tempfile::TempDir,
+    home: &Path,
+    mounts: Mounts,
+    root: Option<confine::RootPlan>,
+    root_ops: &[String],
+) -> Result<Outcome, SandboxError> {
+    let env = environment(spec, home);
     let output = File::create(&spec.output).map_err(|source| SandboxError::Output {
         path: spec.output.clone(),
         source,
@@ -424,11 +522,12 @@ pub fn run(spec: &Spec) -> Result<Outcome, SandboxError> {
     let (cancel_r, cancel_w) = io::pipe().map_err(|e| prepare("creating a pipe", e))?;
 
     let (cgroup, cgroup_problem) = pids_cgroup(spec);
-    let attempts = attempts(spec.network);
+    let attempts = attempts(spec.network, spec.confine.is_some());
     let plan = child_plan(
         spec,
         attempts.clone(),
         mounts,
+        root,
         cgroup.as_ref(),
         report_w.as_raw_fd(),
         cancel_r.as_raw_fd(),
@@ -469,12 +568,12 @@ pub fn run(spec: &Spec) -> Result<Outcome, SandboxError> {
             if let Some(c) = cgroup {
                 c.remove();
             }
-            return Err(report
-                .error(spec, &attempts)
-                .unwrap_or_else(|| SandboxError::Start {
+            return Err(report.error(spec, &attempts, root_ops).unwrap_or_else(|| {
+                SandboxError::Start {
                     program: spec.program.clone(),
                     source,
-                }));
+                }
+            }));
         }
     };
 
@@ -490,7 +589,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, SandboxError> {
         tracing::warn!("cannot remove the sandbox's temporary directory: {e}");
     }
 
-    let mode = started_mode(spec, &report, &attempts, status)?;
+    let mode = started_mode(spec, &report, &attempts, root_ops, status)?;
     let (exit_code, signal, timed_out) = exit_of(spec, &report)?;
     let captured = captured.map_err(|source| SandboxError::Output {
         path: spec.output.clone(),
@@ -535,6 +634,9 @@ fn hosts_text(hosts: &BTreeMap<String, IpAddr>) -> String {
 }
 
 fn check(spec: &Spec) -> Result<(), SandboxError> {
+    if let Some(c) = &spec.confine {
+        c.check(&spec.cwd)?;
+    }
     if let Some(tmp) = &spec.tmp
         && (!tmp.is_absolute() || !tmp.is_dir())
     {
@@ -607,23 +709,37 @@ fn environment(spec: &Spec, home: &Path) -> BTreeMap<OsString, OsString> {
 }
 
 /// The ways to create the sandbox's init process, best first.
-fn attempts(network: Network) -> Vec<child::Attempt> {
+fn attempts(network: Network, confined: bool) -> Vec<child::Attempt> {
     let mut flags = libc::CLONE_NEWPID | libc::CLONE_NEWNS;
     if network == Network::Isolated {
         flags |= libc::CLONE_NEWNET;
     }
+    if confined {
+        // Only a user namespace gives the command a uid of its own: no other way is tried.
+        return vec![child::Attempt {
+            flags: flags | libc::CLONE_NEWUSER,
+            user: true,
+            maps_from_parent: true,
+        }];
+    }
     let mut attempts = Vec::new();
     if euid() == 0 {
-        attempts.push(child::Attempt { flags, user: false });
+        attempts.push(child::Attempt {
+            flags,
+            user: false,
+            maps_from_parent: false,
+        });
     }
     attempts.push(child::Attempt {
         flags: flags | libc::CLONE_NEWUSER,
         user: true,
+        maps_from_parent: false,
     });
     if network == Network::Allowed {
         attempts.push(child::Attempt {
             flags: 0,
             user: false,
+            maps_from_parent: false,
         });
     }
     attempts
@@ -655,6 +771,20 @@ fn step_text(step: i32) -> &'static str {
         child::STEP_SETSID => "giving the command its own session (setsid)",
         child::STEP_RLIMIT_AS => "setting the memory limit (RLIMIT_AS)",
         child::STEP_RLIMIT_NPROC => "setting the process limit (RLIMIT_NPROC)",
+        child::STEP_SETGROUPS_PARENT => "denying setgroups in the run's user namespace",
+        child::STEP_ROOT_PRIVATE => "making the mount namespace private",
+        child::STEP_ROOT_TMPFS => "mounting the tmpfs of the run's root",
+        child::STEP_ROOT_OP => "building the run's root",
+        child::STEP_PIVOT_ROOT => "entering the run's root (pivot_root)",
+        child::STEP_OLD_ROOT => "detaching the host's root",
+        child::STEP_ROOT_READ_ONLY => "making the run's root read-only",
+        child::STEP_IDS => "becoming root of the run's user namespace",
+        child::STEP_CAPABILITIES => "dropping every capability",
+        child::STEP_NO_NEW_PRIVS => "setting no_new_privs",
+        child::STEP_CHDIR => "entering the working directory inside the run's root",
+        child::STEP_SECCOMP => "installing the seccomp filter",
+        child::STEP_RLIMIT_FSIZE => "setting the file size limit (RLIMIT_FSIZE)",
+        child::STEP_RLIMIT_CPU => "setting the CPU time limit (RLIMIT_CPU)",
         _ => "an unknown step",
     }
 }
@@ -735,6 +865,8 @@ struct Report {
     status: Option<i32>,
     timed_out: bool,
     init_status: Option<i32>,
+    /// The step of a confined run's root that failed, and its errno.
+    root_op: Option<(i32, i32)>,
 }
 
 impl Report {
@@ -773,6 +905,7 @@ impl Report {
                 REC_STATUS => report.status = Some(a),
                 REC_TIMEOUT => report.timed_out = true,
                 REC_INIT_STATUS => report.init_status = Some(a),
+                REC_ROOT_OP => report.root_op = Some((a, b)),
                 _ => {}
             }
         }
@@ -780,9 +913,27 @@ impl Report {
     }
 
     /// The error the records show, if any.
-    fn error(&self, spec: &Spec, attempts: &[child::Attempt]) -> Option<SandboxError> {
+    fn error(
+        &self,
+        spec: &Spec,
+        attempts: &[child::Attempt],
+        root_ops: &[String],
+    ) -> Option<SandboxError> {
         if self.no_namespaces {
-            let reason = diagnose(attempts, &self.attempt_failures);
+            // A step of a confined run's root names itself; anything else is diagnosed.
+            let reason = match self.root_op {
+                Some((index, errno)) => {
+                    let op = usize::try_from(index)
+                        .ok()
+                        .and_then(|i| root_ops.get(i))
+                        .map_or("a step of the run's root", String::as_str);
+                    format!("{op} failed: {}", os_error(errno))
+                }
+                None => diagnose(attempts, &self.attempt_failures),
+            };
+            if spec.confine.is_some() {
+                return Some(SandboxError::NoConfinement { reason });
+            }
             if spec.network == Network::Isolated {
                 return Some(SandboxError::NoIsolation { reason });
             }
@@ -858,6 +1009,10 @@ impl Report {
                         .ok()
                         .and_then(|i| binds.get(i))
                         .map_or_else(|| "another".into(), |b| b.1.display().to_string()),
+                ),
+                NOTE_DEVPTS => format!(
+                    "the run's own /dev/pts could not be mounted ({err}): it has no \
+                     pseudo-terminals"
                 ),
                 NOTE_LOW_PORTS => format!(
                     "ports below 1024 could not be opened to the command in its network \
@@ -969,7 +1124,7 @@ fn probe() -> Result<(), IsolationError> {
     let pipes = io::pipe().and_then(|report| io::pipe().map(|cancel| (report, cancel)));
     let ((report_r, report_w), (cancel_r, _cancel_w)) =
         pipes.map_err(|e| IsolationError::Pipe(Arc::new(e)))?;
-    let attempts = attempts(Network::Isolated);
+    let attempts = attempts(Network::Isolated, false);
     let plan = child::Plan {
         attempts: attempts.clone(),
         uid_map: id_map(euid()),
@@ -986,6 +1141,8 @@ fn probe() -> Result<(), IsolationError> {
         cancel_fd: cancel_r.as_raw_fd(),
         probe: true,
         environ_area: None,
+        root: None,
+        parent_maps: None,
     };
     // SAFETY: the child runs stage_a, which makes only async-signal-safe calls and, with
     // `probe` set, always ends with _exit; the _exit after it is a safety net.
@@ -1053,6 +1210,12 @@ fn c_path(path: &Path) -> Result<CString, SandboxError> {
     CString::new(path.as_os_str().as_bytes()).map_err(|_| {
         SandboxError::InvalidSpec(format!("the path {} contains a NUL byte", path.display()))
     })
+}
+
+/// `"0 <id> 1\n"`: root of a user namespace is `id` outside, alone.
+fn root_map(id: u32) -> CString {
+    // Digits, spaces and a newline: never a NUL byte.
+    CString::new(format!("0 {id} 1\n")).unwrap_or_default()
 }
 
 /// `"<id> <id> 1\n"`: the id mapped to itself, alone, as an unprivileged process may write it.

@@ -1,0 +1,426 @@
+//! Confined runs (`Spec::confine`, docs/SANDBOX.md "Confinement"): the command sees a root of
+//! its own, runs as root of a user namespace that is an unprivileged uid outside, with no
+//! capabilities, `no_new_privs` and a seccomp filter, and cannot touch what it was not given.
+//! Each test checks the host after the run: the directories it must not touch are hashed
+//! before and after.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use swe_ark::sandbox::{self, Confine, Outcome, SandboxError, Spec};
+use tempfile::TempDir;
+
+/// A work tree the command may write, a secret directory beside it (an archive's stand-in)
+/// that it must not see, and the output file outside both.
+struct World {
+    _top: TempDir,
+    work: PathBuf,
+    secret: PathBuf,
+    output: PathBuf,
+}
+
+impl World {
+    fn new() -> World {
+        let top = tempfile::Builder::new()
+            .prefix("swe-ark-confine-test-")
+            .tempdir()
+            .unwrap();
+        let work = top.path().join("work");
+        let secret = top.path().join("archive");
+        std::fs::create_dir(&work).unwrap();
+        std::fs::create_dir(&secret).unwrap();
+        std::fs::write(work.join("given.txt"), "given\n").unwrap();
+        std::fs::write(secret.join("index.sqlite"), "the archive's index\n").unwrap();
+        let output = top.path().join("output.log");
+        World {
+            work,
+            secret,
+            output,
+            _top: top,
+        }
+    }
+
+    fn spec(&self, script: &str) -> Spec {
+        let mut spec = Spec::new("/bin/bash", &self.work, &self.output);
+        spec.args = vec![OsString::from("-c"), OsString::from(script)];
+        let mut confine = Confine::new();
+        confine.writable.push(self.work.clone());
+        confine.tmpfs_size = 64 << 20;
+        spec.confine = Some(confine);
+        spec.timeout = Some(Duration::from_secs(120));
+        spec
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&std::fs::read(&self.output).unwrap()).into_owned()
+    }
+}
+
+/// Confinement needs user namespaces (and, for the tests' checks, a machine where they work).
+fn confinement_or_skip() -> bool {
+    let w = World::new();
+    match sandbox::run(&w.spec("true")) {
+        Ok(_) => true,
+        Err(SandboxError::NoConfinement { reason }) => {
+            eprintln!("skipped: confinement is not possible here: {reason}");
+            false
+        }
+        Err(e) => panic!("{e}"),
+    }
+}
+
+fn run(w: &World, spec: &Spec) -> Outcome {
+    match sandbox::run(spec) {
+        Ok(o) => o,
+        Err(e) => panic!("sandbox::run failed: {e}\noutput:\n{}", w.text()),
+    }
+}
+
+/// Every file below `dir` (links not followed) with its bytes' hash, owner and mode; an
+/// unreadable directory counts as one entry.
+fn fingerprint(dir: &Path) -> BTreeMap<PathBuf, String> {
+    let mut seen = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(p) = stack.pop() {
+        let Ok(m) = std::fs::symlink_metadata(&p) else {
+            continue;
+        };
+        let what = if m.file_type().is_symlink() {
+            format!("link {:?}", std::fs::read_link(&p).ok())
+        } else if m.is_dir() {
+            if let Ok(entries) = std::fs::read_dir(&p) {
+                stack.extend(entries.flatten().map(|e| e.path()));
+            }
+            "dir".to_string()
+        } else {
+            let bytes = std::fs::read(&p).unwrap_or_default();
+            format!("{} bytes {:x}", bytes.len(), md5ish(&bytes))
+        };
+        seen.insert(p, format!("{what} {}:{} {:o}", m.uid(), m.gid(), m.mode()));
+    }
+    seen
+}
+
+/// A cheap content hash for comparisons within one test.
+fn md5ish(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
+/// The host's directories a command must never change: checked around each hostile run.
+struct Untouched {
+    dirs: Vec<PathBuf>,
+    before: Vec<BTreeMap<PathBuf, String>>,
+}
+
+impl Untouched {
+    fn new(w: &World) -> Untouched {
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let mut dirs = vec![w.secret.clone()];
+        // The caller's HOME and the host's /tmp: their top level only (other tests of this
+        // suite write there at the same time), and a marker file of our own in each.
+        dirs.extend(home);
+        let before = dirs.iter().map(|d| top_level(d)).collect();
+        Untouched { dirs, before }
+    }
+
+    fn check(&self) {
+        for (dir, before) in self.dirs.iter().zip(&self.before) {
+            let after = top_level(dir);
+            assert_eq!(&after, before, "{} changed", dir.display());
+        }
+    }
+}
+
+/// The entries of `dir` and, for the secret directory, everything below it.
+fn top_level(dir: &Path) -> BTreeMap<PathBuf, String> {
+    if dir
+        .file_name()
+        .is_some_and(|n| n.to_string_lossy() == "archive")
+    {
+        return fingerprint(dir);
+    }
+    let mut seen = BTreeMap::new();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            // Other tests' scratch directories come and go.
+            if name.starts_with("swe-ark-") || name.starts_with(".tmp") {
+                continue;
+            }
+            if let Ok(m) = std::fs::symlink_metadata(e.path()) {
+                seen.insert(e.path(), format!("{} {:o} {}", m.uid(), m.mode(), m.len()));
+            }
+        }
+    }
+    seen
+}
+
+#[test]
+fn confined_command_is_root_of_nothing() {
+    if !confinement_or_skip() {
+        return;
+    }
+    let w = World::new();
+    let script = r#"
+id -u; id -g
+grep -E '^(CapEff|CapPrm|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status
+echo pid $$
+"#;
+    let out = run(&w, &w.spec(script));
+    assert!(out.success(), "{out:?}\n{}", w.text());
+    let text = w.text();
+    assert!(text.starts_with("0\n0\n"), "{text}");
+    for line in [
+        "CapPrm:\t0000000000000000",
+        "CapEff:\t0000000000000000",
+        "CapBnd:\t0000000000000000",
+        "NoNewPrivs:\t1",
+        "Seccomp:\t2",
+        "pid 2",
+    ] {
+        assert!(text.contains(line), "no `{line}` in:\n{text}");
+    }
+}
+
+#[test]
+fn confined_command_sees_only_what_it_is_given() {
+    if !confinement_or_skip() {
+        return;
+    }
+    let w = World::new();
+    let marker = tempfile::Builder::new()
+        .prefix("swe-ark-host-tmp-marker-")
+        .tempfile_in("/tmp")
+        .unwrap();
+    let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
+    let script = format!(
+        r#"
+ls -a / | tr '\n' ' '; echo
+cat given.txt
+test -e {secret} && echo SECRET-VISIBLE
+test -e {marker} && echo HOST-TMP-VISIBLE
+ls -A {home} 2>/dev/null | head -3 | sed 's/^/HOME-ENTRY /'
+test -e /root/.bashrc && echo ROOT-VISIBLE
+echo in-work > written.txt && echo work-writable
+echo in-tmp > /tmp/t && echo tmp-writable
+echo in-home > "$HOME/h" && echo home-writable
+touch /usr/x 2>/dev/null || echo usr-read-only
+touch /etc/x 2>/dev/null || echo etc-read-only
+touch /x 2>/dev/null || echo root-read-only
+ls /dev | tr '\n' ' '; echo
+"#,
+        secret = w.secret.display(),
+        marker = marker.path().display(),
+    );
+    let untouched = Untouched::new(&w);
+    let out = run(&w, &w.spec(&script));
+    untouched.check();
+    let text = w.text();
+    assert!(out.success(), "{out:?}\n{text}");
+    for absent in [
+        "SECRET-VISIBLE",
+        "HOST-TMP-VISIBLE",
+        "HOME-ENTRY",
+        "ROOT-VISIBLE",
+    ] {
+        assert!(!text.contains(absent), "{absent}:\n{text}");
+    }
+    for present in [
+        "given",
+        "work-writable",
+        "tmp-writable",
+        "home-writable",
+        "usr-read-only",
+        "etc-read-only",
+        "root-read-only",
+    ] {
+        assert!(text.contains(present), "no {present}:\n{text}");
+    }
+    let dev = text.lines().last().unwrap_or_default();
+    for node in ["null", "zero", "urandom", "shm", "pts"] {
+        assert!(dev.split(' ').any(|n| n == node), "no /dev/{node}: {dev}");
+    }
+    assert!(!dev.contains("sda") && !dev.contains("vda"), "{dev}");
+    // What the command wrote in its work tree is the caller's again.
+    let written = std::fs::symlink_metadata(w.work.join("written.txt")).unwrap();
+    // SAFETY: geteuid cannot fail.
+    assert_eq!(written.uid(), unsafe { libc::geteuid() });
+}
+
+#[test]
+fn confined_command_cannot_mount_unshare_or_trace() {
+    if !confinement_or_skip() {
+        return;
+    }
+    let w = World::new();
+    let script = r#"
+mount -t tmpfs none /tmp 2>/dev/null && echo MOUNTED
+unshare --user --map-root-user true 2>/dev/null && echo UNSHARED
+unshare --mount true 2>/dev/null && echo UNSHARED-MOUNT
+sleep 30 & child=$!
+if command -v python3 >/dev/null; then
+python3 - "$child" <<'EOF'
+import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+# PTRACE_ATTACH = 16
+r = libc.ptrace(16, int(sys.argv[1]), 0, 0)
+print("TRACED" if r == 0 else "ptrace refused %d" % ctypes.get_errno())
+EOF
+fi
+kill $child
+echo done
+"#;
+    let out = run(&w, &w.spec(script));
+    let text = w.text();
+    assert!(out.success(), "{out:?}\n{text}");
+    for bad in ["MOUNTED", "UNSHARED", "TRACED"] {
+        assert!(!text.contains(bad), "{bad}:\n{text}");
+    }
+    assert!(text.contains("done"), "{text}");
+}
+
+#[test]
+fn confined_limits_hold() {
+    if !confinement_or_skip() {
+        return;
+    }
+    let w = World::new();
+    let mut spec = w.spec(
+        "head -c 8M /dev/zero > big; echo head=$?; head -c 256M /dev/zero > /tmp/big; echo tmp=$?",
+    );
+    if let Some(c) = spec.confine.as_mut() {
+        c.file_size_limit = Some(1 << 20);
+    }
+    let out = run(&w, &spec);
+    let text = w.text();
+    assert!(out.success(), "{out:?}\n{text}");
+    let big = std::fs::metadata(w.work.join("big")).unwrap().len();
+    assert!(big <= 1 << 20, "the file grew to {big} bytes:\n{text}");
+    assert!(!text.contains("head=0"), "{text}");
+    assert!(!text.contains("tmp=0"), "{text}");
+}
+
+#[test]
+fn links_left_in_the_work_tree_are_not_followed() {
+    if !confinement_or_skip() {
+        return;
+    }
+    let w = World::new();
+    let passwd = std::fs::symlink_metadata("/etc/passwd").unwrap();
+    let secret_index = w.secret.join("index.sqlite");
+    let script = format!(
+        "ln -s /etc/passwd to-passwd; ln -s {} to-archive; mkdir d; chmod 4755 d; \
+         cp /bin/true suid; chmod 4755 suid; echo ok",
+        secret_index.display()
+    );
+    let untouched = Untouched::new(&w);
+    let out = run(&w, &w.spec(&script));
+    untouched.check();
+    assert!(out.success(), "{out:?}\n{}", w.text());
+    let after = std::fs::symlink_metadata("/etc/passwd").unwrap();
+    assert_eq!(
+        (after.uid(), after.gid(), after.mode()),
+        (passwd.uid(), passwd.gid(), passwd.mode())
+    );
+    // As root, handed back to root, the set-uid bit is gone (chown clears it).
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
+        let suid = std::fs::metadata(w.work.join("suid")).unwrap();
+        assert_eq!(suid.mode() & 0o4000, 0, "{:o}", suid.mode());
+    }
+}
+
+#[test]
+fn bad_confinement_is_refused() {
+    let w = World::new();
+    let mut spec = w.spec("true");
+    if let Some(c) = spec.confine.as_mut() {
+        c.writable.push(PathBuf::from("relative/dir"));
+    }
+    let err = sandbox::run(&spec).unwrap_err().to_string();
+    assert!(err.contains("relative/dir"), "{err}");
+
+    let mut spec = w.spec("true");
+    spec.cwd = w.secret.clone();
+    let err = sandbox::run(&spec).unwrap_err().to_string();
+    assert!(
+        err.contains("not among what the confined run sees"),
+        "{err}"
+    );
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Not root: the same confinement, from an unprivileged user (the command is root of its
+/// user namespace, which is that user outside). Re-runs this binary as `nobody`.
+#[test]
+fn confined_as_an_unprivileged_user() {
+    if !is_root() || !Path::new("/usr/bin/setpriv").exists() {
+        eprintln!("skipped: needs root (to become nobody) and setpriv");
+        return;
+    }
+    let as_nobody = ["--reuid=65534", "--regid=65534", "--clear-groups", "--"];
+    let allowed = std::process::Command::new("/usr/bin/setpriv")
+        .args(as_nobody)
+        .args(["/usr/bin/unshare", "--user", "--map-root-user", "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !allowed {
+        eprintln!("skipped: unprivileged user namespaces are not allowed here");
+        return;
+    }
+    let me = std::env::current_exe().unwrap();
+    let out = std::process::Command::new("/usr/bin/setpriv")
+        .args(as_nobody)
+        .arg(&me)
+        .args([
+            "helper_confined_nobody",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env("SWE_ARK_CONFINE_HELPER", "1")
+        .env("TMPDIR", "/tmp")
+        .env("HOME", "/nonexistent")
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("helper_confined_nobody: ok"), "{text}");
+}
+
+#[test]
+#[ignore = "run by confined_as_an_unprivileged_user"]
+fn helper_confined_nobody() {
+    if std::env::var_os("SWE_ARK_CONFINE_HELPER").is_none() {
+        return;
+    }
+    assert!(!is_root());
+    let w = World::new();
+    let script = "id -u; grep -E '^(CapEff|NoNewPrivs):' /proc/self/status; \
+                  echo x > made.txt; touch /etc/x 2>/dev/null || echo etc-read-only";
+    let untouched = Untouched::new(&w);
+    let out = run(&w, &w.spec(script));
+    untouched.check();
+    let text = w.text();
+    assert!(out.success(), "{out:?}\n{text}");
+    assert_eq!(
+        text,
+        "0\nCapEff:\t0000000000000000\nNoNewPrivs:\t1\netc-read-only\n"
+    );
+    let made = std::fs::symlink_metadata(w.work.join("made.txt")).unwrap();
+    assert_eq!(made.uid(), 65534);
+    eprintln!("helper_confined_nobody: ok");
+}
