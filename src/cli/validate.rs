@@ -44,6 +44,10 @@ pub struct RunArgs {
     /// Keep each instance's work directory (under <ark>/tmp) for inspection.
     #[arg(long)]
     pub keep_workdir: bool,
+    /// Run the commands without confinement: with the caller's rights on the whole
+    /// filesystem (each instance's results or report record it). docs/SANDBOX.md.
+    #[arg(long)]
+    pub unconfined: bool,
 }
 
 impl RunArgs {
@@ -53,6 +57,7 @@ impl RunArgs {
             allow_network: self.allow_network,
             memory_limit: None,
             keep_workdir: self.keep_workdir,
+            unconfined: self.unconfined,
         }
     }
 }

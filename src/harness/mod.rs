@@ -33,6 +33,9 @@ pub struct RunOptions {
     pub memory_limit: Option<u64>,
     /// Keep the work directory (under the archive's `tmp/`) for inspection.
     pub keep_workdir: bool,
+    /// Run without confinement ([`sandbox::Confine`]): the commands see the host's
+    /// filesystem with the caller's rights.
+    pub unconfined: bool,
 }
 
 impl Default for RunOptions {
@@ -42,6 +45,7 @@ impl Default for RunOptions {
             allow_network: false,
             memory_limit: None,
             keep_workdir: false,
+            unconfined: false,
         }
     }
 }
@@ -87,6 +91,54 @@ pub(crate) fn environment(
     Ok((built, venv))
 }
 
+/// What an instance's commands see when confined: its checkout, its environment copy and its
+/// services' directory, writable; the lock's wheelhouse (offline installs), the services'
+/// environments and the interpreter the environment was made from, read-only. Its logs
+/// (`work/logs`) are not among them: swe-ark reads them back, and the command cannot put a
+/// link in their place.
+fn confinement(work: &Path, src: &Path, built: &BuiltEnv, venv: &Venv) -> sandbox::Confine {
+    let mut c = sandbox::Confine::new();
+    c.writable = vec![src.to_path_buf(), venv.dir.clone()];
+    let services = work.join("services");
+    if services.is_dir() {
+        c.writable.push(services);
+    }
+    let interpreter_prefix = built
+        .interpreter
+        .parent()
+        .and_then(Path::parent)
+        .map(Path::to_path_buf);
+    c.read_only = std::iter::once(built.wheelhouse.clone())
+        .chain(built.services.values().cloned())
+        .chain(interpreter_prefix)
+        .filter(|p| p.is_absolute() && p.exists())
+        .collect();
+    // A file is bounded (a runaway test writing one endless file stops at SIGXFSZ).
+    c.file_size_limit = Some(FILE_SIZE_LIMIT);
+    c
+}
+
+/// The first `limit` bytes of a file a run wrote, opened without following a link (a link
+/// there is the run's, not ours); None when it is missing, a link or not a regular file.
+pub(crate) fn read_written(path: &Path, limit: u64) -> Option<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    file.take(limit).read_to_end(&mut bytes).ok()?;
+    Some(bytes)
+}
+
+/// RLIMIT_FSIZE of a confined command: 16 GiB.
+const FILE_SIZE_LIMIT: u64 = 16 << 30;
+
 /// The test command of an instance: the context's, followed by the test files its test patch
 /// touches (SWE-bench's directives), each quoted for the shell.
 pub fn test_command(ctx: &Context, test_patch: &str) -> (Vec<String>, String) {
@@ -115,6 +167,8 @@ pub(crate) struct Runner<'a> {
     binds: Vec<(PathBuf, PathBuf)>,
     /// The directory mounted over /tmp in every run (None: TMPDIR names it instead).
     private_tmp: Option<PathBuf>,
+    /// What every run of a confined instance sees (None: unconfined).
+    confine: Option<sandbox::Confine>,
 }
 
 impl<'a> Runner<'a> {
@@ -146,13 +200,15 @@ impl<'a> Runner<'a> {
         let hidden_by_mount = [work, built.dir.as_path()]
             .iter()
             .any(|p| std::fs::canonicalize(p).is_ok_and(|p| p.starts_with(&host_tmp)));
-        let private_tmp = if hidden_by_mount {
+        // Confined, the run's own root shows its paths after /tmp: nothing is hidden.
+        let private_tmp = if hidden_by_mount && opts.unconfined {
             env.insert("TMPDIR".into(), tmp.display().to_string());
             None
         } else {
             Some(tmp)
         };
         let services = services::Services::prepare(&ctx.services, built, work)?;
+        let confine = (!opts.unconfined).then(|| confinement(work, &src, built, venv));
         Ok(Runner {
             work,
             src,
@@ -164,7 +220,17 @@ impl<'a> Runner<'a> {
             services,
             binds: Vec::new(),
             private_tmp,
+            confine,
         })
+    }
+
+    /// `confined` or `unconfined`, as results and reports record it.
+    pub(crate) fn confinement(&self) -> &'static str {
+        if self.confine.is_some() {
+            "confined"
+        } else {
+            "unconfined"
+        }
     }
 
     /// Runs the test command `test` after `prelude`, with the services started first; a
@@ -241,7 +307,7 @@ impl<'a> Runner<'a> {
             hosts: self.services.hosts.clone(),
             binds: self.binds.clone(),
             tmp: self.private_tmp.clone(),
-            confine: None,
+            confine: self.confine.clone(),
         };
         let t = Instant::now();
         let outcome = sandbox::run(&spec).map_err(|e| Stop(Reason::Sandbox, e.to_string()))?;

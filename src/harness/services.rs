@@ -35,6 +35,8 @@ pub(crate) struct Services {
     /// One sentence per service, for the results.
     pub(crate) described: Vec<String>,
     failed: PathBuf,
+    /// Each listener's log: the only files [`Services::failure`] reads a tail of.
+    logs: Vec<PathBuf>,
     /// The run's CA certificate, and the checkout's bundles that get it added.
     ca: Option<PathBuf>,
     ca_files: Vec<String>,
@@ -60,15 +62,18 @@ impl Services {
         // The script runs in the checkout and the services in their own folders: absolute
         // paths only.
         let work = &std::path::absolute(work).map_err(|e| io(work, e))?;
+        // Everything the services write is in `work/services`, which a confined run may
+        // write (unlike `work/logs`); swe-ark reads it back without following links.
+        let root = work.join("services");
         let mut out = Services {
-            failed: work.join("logs").join("service-failed.txt"),
+            failed: root.join("logs").join("service-failed.txt"),
             ..Services::default()
         };
         if services.is_empty() {
             return Ok(out);
         }
-        let root = work.join("services");
-        std::fs::create_dir_all(&root).map_err(|e| io(&root, e))?;
+        let logs = root.join("logs");
+        std::fs::create_dir_all(&logs).map_err(|e| io(&logs, e))?;
         let tls = if services.iter().any(|s| !s.tls_ports.is_empty()) {
             let names: Vec<String> = services.iter().flat_map(|s| s.hosts.clone()).collect();
             Some(make_tls(&names, &root.join("tls"))?)
@@ -103,9 +108,8 @@ impl Services {
             }
             let venv = built.services.get(&s.name);
             for l in &listeners {
-                let log = work
-                    .join("logs")
-                    .join(format!("service-{}-{}.log", l.service, l.port));
+                let log = logs.join(format!("service-{}-{}.log", l.service, l.port));
+                out.logs.push(log.clone());
                 script.push_str(&launch_line(l, s, venv, tls.as_ref(), &dir, &log));
             }
             let first = plain.first().or(s.tls_ports.first()).copied().unwrap_or(0);
@@ -173,13 +177,18 @@ impl Services {
     /// Why the services of the last run did not start, with the end of the failed one's
     /// output; `None` when they did (the file is removed, for the next run).
     pub(crate) fn failure(&self) -> Option<String> {
-        let text = std::fs::read_to_string(&self.failed).ok()?;
+        // Written by the run: read without following a link it may have put there, a
+        // bounded amount, and only logs of ours.
+        let bytes = super::read_written(&self.failed, 64 << 10)?;
         let _ = std::fs::remove_file(&self.failed);
+        let text = String::from_utf8_lossy(&bytes).into_owned();
         let mut lines = text.lines();
         let reason = lines.next().unwrap_or("a service failed").to_string();
         let output = lines
             .next()
-            .and_then(|log| std::fs::read(log).ok())
+            .map(Path::new)
+            .filter(|log| self.logs.iter().any(|l| l == log))
+            .and_then(|log| super::read_written(log, 1 << 20))
             .map(|b| super::tail(&b, 10))
             .unwrap_or_default();
         Some(if output.trim().is_empty() {

@@ -64,6 +64,10 @@ pub struct InstanceReport {
     pub lock: String,
     /// `isolated` or `allowed`.
     pub network: String,
+    /// `confined`, or `unconfined` (`--unconfined`); empty in reports from before
+    /// confinement, and when the instance never ran.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub confinement: String,
     /// The services the tests ran with (stand-ins for hosts of the internet among them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub services: Vec<String>,
@@ -151,6 +155,7 @@ pub fn blank_report(p: &Prediction, bundle: &str) -> InstanceReport {
         bundle: bundle.to_string(),
         lock: String::new(),
         network: String::new(),
+        confinement: String::new(),
         services: Vec::new(),
         test_seconds: 0.0,
         overhead_seconds: 0.0,
@@ -377,6 +382,7 @@ fn run_steps(
     lap(report, "test");
     report.test_seconds = report.timings.get("test").copied().unwrap_or(0.0);
     report.network = runner.network.to_string();
+    report.confinement = runner.confinement().to_string();
     let (log, _) = result?;
     *output = log;
     report.grading = Some(GradingInputs {

@@ -367,7 +367,7 @@ fn child_plan(
     // A confined run is root of its user namespace, whose one id is SANDBOX_ID outside when
     // swe-ark runs as root, else the caller's own (who must then deny setgroups).
     let parent_maps = root.as_ref().map(|_| {
-        if euid() == 0 {
+        if sandbox_ids() {
             (
                 root_map(confine::SANDBOX_ID),
                 root_map(confine::SANDBOX_ID),
@@ -433,8 +433,27 @@ fn root_plan(
         filters: confine::seccomp_filters()?,
         file_size_limit: confine.file_size_limit,
         cpu_limit: confine.cpu_limit,
-        become_root: euid() == 0,
+        become_root: sandbox_ids(),
     })
+}
+
+/// Whether a confined command is [`SANDBOX_ID`] outside: when swe-ark runs as root and that
+/// id exists where it runs. Root of a user namespace that maps only itself (`unshare -r`, a
+/// rootless container) confines as an unprivileged user does, under its own id.
+fn sandbox_ids() -> bool {
+    let mapped = |file: &str| {
+        fs::read_to_string(file).is_ok_and(|text| {
+            text.lines().any(|line| {
+                let v: Vec<u64> = line
+                    .split_whitespace()
+                    .filter_map(|w| w.parse().ok())
+                    .collect();
+                let id = u64::from(confine::SANDBOX_ID);
+                v.len() == 3 && v[0] <= id && id < v[0].saturating_add(v[2])
+            })
+        })
+    };
+    euid() == 0 && mapped("/proc/self/uid_map") && mapped("/proc/self/gid_map")
 }
 
 /// The namespace mode the command ran in, once the helpers' report shows no error and the
@@ -485,7 +504,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, SandboxError> {
         .unwrap_or_default();
     // As root, what root owns in the writable trees is the sandbox uid's for the run.
     let handed_over = match &spec.confine {
-        Some(c) if euid() == 0 => {
+        Some(c) if sandbox_ids() => {
             let mut dirs = c.writable.clone();
             dirs.extend(spec.tmp.clone());
             confine::hand_over(&dirs, 0, confine::SANDBOX_ID)?;

@@ -104,6 +104,10 @@ pub struct Results {
     /// Seconds per step.
     pub timings: BTreeMap<String, f64>,
     pub network: String,
+    /// `confined`, or `unconfined` (`--unconfined`): what the commands could reach of the
+    /// host (docs/SANDBOX.md). Empty in results from before confinement.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub confinement: String,
     /// The services the tests ran with (stand-ins for hosts of the internet among them), one
     /// sentence each.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -220,6 +224,7 @@ pub fn validate(
         exit_codes: BTreeMap::new(),
         timings: BTreeMap::new(),
         network: String::new(),
+        confinement: String::new(),
         services: vec![],
         lock: String::new(),
         python: String::new(),
@@ -329,6 +334,7 @@ fn run_steps(
     results.exit_codes = std::mem::take(&mut runner.exit_codes);
     results.timings.extend(std::mem::take(&mut runner.timings));
     results.network = runner.network.to_string();
+    results.confinement = runner.confinement().to_string();
     outcome
 }
 
