@@ -471,6 +471,9 @@ fn validation_proves_instances_and_replay_grades_predictions_from_their_bundles(
     assert_eq!(there["resolved"].as_bool(), Some(true), "{there}");
     assert_eq!(there["tests_status"], here["tests_status"]);
     assert_eq!(there["network"].as_str(), Some("isolated"));
+    // Both ran confined (docs/SANDBOX.md): the predicted code saw a root of its own.
+    assert_eq!(here["confinement"].as_str(), Some("confined"), "{here}");
+    assert_eq!(there["confinement"].as_str(), Some("confined"), "{there}");
 }
 
 /// Two archivists validate the same instance independently — other archive paths, `HOME`,
