@@ -494,17 +494,7 @@ fn proc_file<'a>(buf: &'a mut [u8; 64], pid: pid_t, leaf: &[u8]) -> Option<&'a C
 /// the run: a confined command never runs half-confined.
 fn enter_root(plan: &Plan, root: &RootPlan) -> Result<(), (i32, i32)> {
     let fd = plan.report_fd;
-    // SAFETY: mount with C strings and null pointers where the call allows them.
-    if unsafe {
-        libc::mount(
-            std::ptr::null(),
-            c"/".as_ptr(),
-            std::ptr::null(),
-            libc::MS_REC | libc::MS_PRIVATE,
-            std::ptr::null(),
-        )
-    } != 0
-    {
+    if !make_private() {
         return Err((STEP_ROOT_PRIVATE, errno()));
     }
     // The host's sources first, while B still has the caller's identity (as root, its uid 0
@@ -778,17 +768,7 @@ fn set_attributes(path: &CStr, attrs: u64, recursive: bool) -> Result<(), i32> {
 /// effort: a failure is a note.
 fn set_up_mounts(plan: &Plan, attempt: Attempt, isolated: bool) {
     let fd = plan.report_fd;
-    // SAFETY: mount with static C strings and null pointers where the call allows them.
-    let private = unsafe {
-        libc::mount(
-            std::ptr::null(),
-            c"/".as_ptr(),
-            std::ptr::null(),
-            libc::MS_REC | libc::MS_PRIVATE,
-            std::ptr::null(),
-        )
-    };
-    if private != 0 {
+    if !make_private() {
         // Mounting anything now could show on the host: mount nothing.
         report(fd, REC_NOTE, NOTE_PRIVATE_MOUNTS, errno());
         return;
@@ -847,6 +827,21 @@ fn set_up_mounts(plan: &Plan, attempt: Attempt, isolated: bool) {
         && !bind_mount(tmp, c"/tmp")
     {
         report(fd, REC_NOTE, NOTE_TMP, errno());
+    }
+}
+
+/// Makes every mount of the namespace private, so that nothing mounted here shows on the
+/// host; whether it worked (errno says why not).
+fn make_private() -> bool {
+    // SAFETY: mount with a static C string and null pointers where the call allows them.
+    unsafe {
+        libc::mount(
+            std::ptr::null(),
+            c"/".as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        ) == 0
     }
 }
 
