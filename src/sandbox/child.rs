@@ -580,9 +580,10 @@ fn enter_root(plan: &Plan, root: &RootPlan) -> Result<(), (i32, i32)> {
         libc::rmdir(c"/.oldroot".as_ptr());
     }
     set_attributes(
+        libc::AT_FDCWD,
         c"/",
+        0,
         MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
-        false,
     )
     .map_err(|e| (STEP_ROOT_READ_ONLY, e))
 }
@@ -669,24 +670,14 @@ fn root_op(op: &RootOp, fds: &mut [c_int; MAX_BINDS]) -> Result<(), i32> {
             if *read_only {
                 attrs |= MOUNT_ATTR_RDONLY;
             }
-            let attr = MountAttr {
-                attr_set: attrs,
-                attr_clr: 0,
-                propagation: 0,
-                userns_fd: 0,
-            };
             let empty = c"";
-            let set = unsafe {
-                libc::syscall(
-                    libc::SYS_mount_setattr,
-                    tree,
-                    empty.as_ptr(),
-                    (libc::AT_EMPTY_PATH | libc::AT_RECURSIVE) as libc::c_uint,
-                    &attr as *const MountAttr,
-                    std::mem::size_of::<MountAttr>(),
-                )
-            };
-            let moved = set == 0
+            let set = set_attributes(
+                tree,
+                empty,
+                (libc::AT_EMPTY_PATH | libc::AT_RECURSIVE) as libc::c_uint,
+                attrs,
+            );
+            let moved = set.is_ok()
                 && unsafe {
                     libc::syscall(
                         libc::SYS_move_mount,
@@ -733,24 +724,20 @@ fn root_op(op: &RootOp, fds: &mut [c_int; MAX_BINDS]) -> Result<(), i32> {
 
 /// Sets mount attributes on `path` (and, when `recursive`, every mount below it) with
 /// `mount_setattr`, which only adds them: the flags a mount inherited from the host (locked
-/// in a user namespace) stay as they are.
-fn set_attributes(path: &CStr, attrs: u64, recursive: bool) -> Result<(), i32> {
+/// in a user namespace) stay as they are. `dirfd` and `path` name the mount as `openat`'s do
+/// (with `AT_EMPTY_PATH` in `flags`, a detached tree's descriptor).
+fn set_attributes(dirfd: c_int, path: &CStr, flags: libc::c_uint, attrs: u64) -> Result<(), i32> {
     let attr = MountAttr {
         attr_set: attrs,
         attr_clr: 0,
         propagation: 0,
         userns_fd: 0,
     };
-    let flags: libc::c_uint = if recursive {
-        libc::AT_RECURSIVE as libc::c_uint
-    } else {
-        0
-    };
     // SAFETY: mount_setattr with a C string and a struct of its documented layout and size.
     let r = unsafe {
         libc::syscall(
             libc::SYS_mount_setattr,
-            libc::AT_FDCWD,
+            dirfd,
             path.as_ptr(),
             flags,
             &attr as *const MountAttr,

@@ -448,18 +448,10 @@ pub(super) fn root_ops(
         b.ops
             .push(RootOp::Symlink(c_path(Path::new(target))?, inside));
     }
-    for (dir, op) in [("/dev/shm", true), ("/dev/pts", false)] {
-        let inside = b.inside(Path::new(dir))?;
-        b.ops.push(RootOp::Dir(inside.clone()));
-        b.ops.push(if op {
-            RootOp::Tmpfs {
-                to: inside,
-                options: tmpfs_options("1777", size)?,
-            }
-        } else {
-            RootOp::Devpts(inside)
-        });
-    }
+    b.tmpfs(Path::new("/dev/shm"), format!("mode=1777,size={size}"))?;
+    b.dirs(Path::new("/dev/pts"))?;
+    let pts = b.inside(Path::new("/dev/pts"))?;
+    b.ops.push(RootOp::Devpts(pts));
     match tmp {
         Some(dir) => b.bind(dir, Path::new("/tmp"), false, false)?,
         None => b.tmpfs(Path::new("/tmp"), format!("mode=1777,size={size}"))?,
@@ -486,11 +478,6 @@ pub(super) fn root_ops(
         )));
     }
     Ok(b.ops)
-}
-
-fn tmpfs_options(mode: &str, size: u64) -> Result<CString, SandboxError> {
-    CString::new(format!("mode={mode},size={size}"))
-        .map_err(|_| SandboxError::InvalidSpec("tmpfs options with a NUL byte".into()))
 }
 
 /// The system calls a test never needs, refused with EPERM: mounting and namespaces,
