@@ -393,3 +393,66 @@ fn manifests_come_from_the_folder_given_and_a_bad_one_is_named() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("no-such-manifests"));
 }
+
+/// `replay` and `validate` ask the sandbox first: where the kernel cannot give what the options
+/// ask (here a user namespace whose limits allow no namespace at all), they stop before any
+/// instance, exit 2, and name what is missing and the flag that goes without it.
+#[test]
+fn replay_and_validate_refuse_up_front_what_the_sandbox_cannot_give() {
+    if !std::path::Path::new("/usr/bin/unshare").exists() || !can_unshare() {
+        eprintln!("skipped: needs unshare and user namespaces");
+        return;
+    }
+    let t = TestContext::new();
+    pack_fixture(&t);
+    let preds = t.path("preds.jsonl");
+    fs::write(
+        &preds,
+        "{\"instance_id\": \"acme__widgets-42\", \"model_name_or_path\": \"m\", \"model_patch\": \"\"}\n",
+    )
+    .unwrap();
+    let forbid = "for f in user pid net mnt; do echo 0 > /proc/sys/user/max_${f}_namespaces \
+                  || exit 1; done; exec \"$@\"";
+    let without_namespaces = |args: &[&str]| {
+        let mut c = t.cmd();
+        let swe_ark = c.get_program().to_owned();
+        let mut full: Vec<std::ffi::OsString> = c.get_args().map(|a| a.to_owned()).collect();
+        full.extend(args.iter().map(std::ffi::OsString::from));
+        c = std::process::Command::new("/usr/bin/unshare");
+        c.args(["--user", "--map-root-user", "/bin/sh", "-c", forbid, "sh"])
+            .arg(swe_ark)
+            .args(full)
+            .current_dir(t.path(""));
+        c.output().unwrap()
+    };
+    let replay = ["replay", "--predictions", preds.to_str().unwrap()];
+    let out = without_namespaces(&replay);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("network isolation is not possible here (") && err.contains("--allow-network"),
+        "{err}"
+    );
+    let out = without_namespaces(&[&replay[..], &["--allow-network"]].concat());
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("confinement is not possible here (") && err.contains("--unconfined"),
+        "{err}"
+    );
+    let out = without_namespaces(&["validate", "--allow-network"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("confinement is not possible here ("));
+    assert!(
+        !t.path("ark/runs").exists(),
+        "a refused replay leaves no run behind"
+    );
+    // Both flags given, nothing is refused: the replay goes on to the instance.
+    let out = without_namespaces(&[&replay[..], &["--allow-network", "--unconfined"]].concat());
+    assert!(
+        !stderr(&out).contains("not possible here"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(t.path("ark/runs").exists(), "{}", stderr(&out));
+}

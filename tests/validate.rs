@@ -10,6 +10,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use common::widget::{ADD_TEST, GOLD, Widget, instance, offline_swe_ark, test_patch};
 use common::{TestContext, stderr, stdout};
@@ -633,6 +634,97 @@ fn two_archives_validate_the_same_instance_into_the_same_bundle_and_release() {
         problems.contains("tests/test_core.py::test_sub PASSED → FAILED"),
         "{problems}"
     );
+
+    // Another user, with no rights on root's files (pyenv's interpreters under /root among
+    // them), imports the release as one file and replays it: the lock carries its
+    // interpreter, and the environment is built from the archive alone.
+    let file = t.path("r1.ark");
+    let snapshot = t.path("bob-release.json");
+    let ark_b = t.path("elsewhere/bob/deeper/ark");
+    let out = w
+        .cmd_at(&t, &ark_b)
+        .args(["release", "create", "r2", "-o", snapshot.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = w
+        .cmd_at(&t, &ark_b)
+        .args(["export", "--release", snapshot.to_str().unwrap(), "-o"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    unprivileged_user_replays(&t, &w, &file);
+}
+
+/// As uid and gid 65534 (when the test runs as root and `setpriv` is here): `import-archive`
+/// of `file` into an archive of that user's, then `replay --gold` resolves every instance,
+/// from an environment whose interpreter is inside that archive.
+fn unprivileged_user_replays(t: &TestContext, w: &Widget, file: &Path) {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 || !Path::new("/usr/bin/setpriv").exists() {
+        eprintln!("skipped the unprivileged user: needs root and setpriv to become uid 65534");
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let mine = t.path("nobody");
+    std::fs::create_dir_all(mine.join("home")).unwrap();
+    for dir in [mine.as_path(), &mine.join("home")] {
+        std::os::unix::fs::chown(dir, Some(65534), Some(65534)).unwrap();
+    }
+    // The test's directory is root's (0700): the other user may pass through it only.
+    std::fs::set_permissions(t.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let as_nobody = |args: &[&str]| {
+        let c = w.cmd_at(t, &mine.join("ark"));
+        let mut n = Command::new("/usr/bin/setpriv");
+        n.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(c.get_program())
+            .args(c.get_args())
+            .args(args)
+            .current_dir(&mine)
+            .env("HOME", mine.join("home"));
+        for (k, v) in c.get_envs() {
+            match v {
+                Some(v) => n.env(k, v),
+                None => n.env_remove(k),
+            };
+        }
+        n.output().unwrap()
+    };
+    let probe = as_nobody(&["--version"]);
+    if !probe.status.success() {
+        eprintln!(
+            "skipped the unprivileged user: uid 65534 cannot run this test's swe-ark: {}",
+            stderr(&probe)
+        );
+        return;
+    }
+    let out = as_nobody(&["import-archive", file.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = as_nobody(&["replay", "--gold", "--run-id", "nobody", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        report[0]["resolved_instances"],
+        2,
+        "{report}\n{}",
+        stderr(&out)
+    );
+    let built: Vec<serde_json::Value> = std::fs::read_dir(mine.join("ark/envs"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .map(|e| serde_json::from_slice(&std::fs::read(e.path().join("env.json")).unwrap()))
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert!(!built.is_empty());
+    for env in built {
+        let interpreter = env["interpreter"].as_str().unwrap();
+        assert!(
+            Path::new(interpreter).starts_with(mine.join("ark/pythons")),
+            "{interpreter} is outside the archive"
+        );
+    }
 }
 
 /// `DIR/**/lib/python*/site-packages`, where an environment under DIR keeps its packages.

@@ -250,7 +250,7 @@ fn lock_objects(
     if python.packed.is_none() {
         g.notes.insert(format!(
             "lock {} carries no packed interpreter: the machine that replays it needs \
-             Python {} ({}) installed (lock with --pack-python to carry it)",
+             Python {} ({}) installed (lock it again without --no-pack-python to carry it)",
             lock_id.short(),
             python.version,
             python.implementation

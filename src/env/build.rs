@@ -23,7 +23,7 @@ pub struct BuildOptions {
     pub installer: Installer,
     /// Use this interpreter (it must be the lock's major.minor) instead of the exact one.
     pub python: Option<PathBuf>,
-    /// Use the interpreter packed in the lock even when the machine has the version.
+    /// Only the interpreter the lock carries: never the machine's, nor `python`.
     pub packed_python: bool,
     /// Rebuild even when the cache has the environment.
     pub force: bool,
@@ -54,7 +54,9 @@ pub struct BuiltEnv {
 
 const MARKER: &str = "env.json";
 
-/// The interpreter to build with: the exact version the lock names, else the packed one.
+/// The interpreter to build with: the one the lock carries, unpacked in the archive (so
+/// that the environment never points outside it, whoever builds it); else the machine's
+/// exact version. `--python` names another build of the version instead.
 fn interpreter(
     objects: &ObjectStore,
     ark_root: &Path,
@@ -69,31 +71,25 @@ fn interpreter(
         .take(2)
         .collect::<Vec<_>>()
         .join(".");
-    if !opts.packed_python {
-        if let Some(p) = &opts.python {
-            return Ok(python::find(&major_minor, Some(p))?.path);
-        }
-        match python::find_exact(&meta.version) {
-            Ok(i) => return Ok(i.path),
-            Err(e) if meta.packed.is_none() => {
-                let found = match python::find(&major_minor, None) {
-                    Ok(i) => format!("{} at {}", i.version, i.path.display()),
-                    Err(_) => e.to_string(),
-                };
-                return Err(EnvError::InterpreterMismatch {
-                    lock: lock_id.to_string(),
-                    wanted: meta.version.clone(),
-                    found,
-                });
-            }
-            Err(_) => {}
-        }
+    if let Some(p) = opts.python.as_ref().filter(|_| !opts.packed_python) {
+        return Ok(python::find(&major_minor, Some(p))?.path);
     }
     let Some(art) = &meta.packed else {
+        let found = if opts.packed_python {
+            "no packed interpreter in the lock (it was made with --no-pack-python)".to_string()
+        } else {
+            match python::find_exact(&meta.version) {
+                Ok(i) => return Ok(i.path),
+                Err(e) => match python::find(&major_minor, None) {
+                    Ok(i) => format!("{} at {}", i.version, i.path.display()),
+                    Err(_) => e.to_string(),
+                },
+            }
+        };
         return Err(EnvError::InterpreterMismatch {
             lock: lock_id.to_string(),
             wanted: meta.version.clone(),
-            found: "no packed interpreter in the lock (it was made without --pack-python)".into(),
+            found,
         });
     };
     packed::unpack_python(objects, ark_root, art, &major_minor)

@@ -1363,11 +1363,16 @@ fn python_meta(
 ) -> Result<PythonMeta, EnvError> {
     let packed_python = if opts.pack_python {
         say(&format!(
-            "packing Python {} ({})",
+            "the lock carries Python {} ({}), packed once per archive",
             interp.version,
             interp.prefix.display()
         ));
-        Some(packed::pack_python(&ark.objects(), work, interp)?)
+        Some(packed::pack_python_once(
+            &ark.objects(),
+            &ark.layout().packed_pythons(),
+            work,
+            interp,
+        )?)
     } else {
         None
     };

@@ -116,7 +116,7 @@ pub enum EnvError {
     #[error(
         "lock {lock} was made with Python {wanted}; this machine has {found}. Install Python \
          {wanted} (`pyenv install {wanted}`), pass --python PATH to use another build of it, or \
-         lock with --pack-python so the lock carries its interpreter"
+         lock again without --no-pack-python so that the lock carries its interpreter"
     )]
     InterpreterMismatch {
         lock: String,

@@ -1,5 +1,6 @@
-//! Interpreters carried by a lock (`env lock --pack-python`): the interpreter's prefix as one
-//! deterministic tar.zst object, unpacked by `env build` on a machine that lacks the version.
+//! Interpreters carried by a lock (by default; `env lock --no-pack-python` leaves them out):
+//! the interpreter's prefix as one deterministic tar.zst object, unpacked by `env build` into
+//! the archive, so that an environment never points outside it.
 //!
 //! Left out of the prefix: `site-packages` (third-party packages of the machine, which a
 //! virtual environment does not see), CPython's own test suite and `__pycache__` directories.
@@ -56,6 +57,42 @@ fn rewrite_runpath(bytes: &mut [u8], old: &str, new: &str) -> bool {
         }
     }
     changed
+}
+
+/// [`pack_python`], remembered under `cache_dir` by the executable's hash and the prefix's
+/// path: every lock of an archive carries its interpreter, and the prefix (tens of MB
+/// compressed) is packed once, not once per lock. A remembered object the store lost is
+/// packed again.
+pub fn pack_python_once(
+    objects: &ObjectStore,
+    cache_dir: &Path,
+    scratch: &Path,
+    interp: &Interpreter,
+) -> Result<Artifact, EnvError> {
+    let prefix_key = Sha256Digest::of(interp.prefix.as_os_str().as_encoded_bytes());
+    let entry = cache_dir.join(format!(
+        "{}-{}.json",
+        interp.sha256.hex(),
+        &prefix_key.hex()[..16]
+    ));
+    let remembered = std::fs::read(&entry)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Artifact>(&b).ok())
+        .filter(|art| art.sha256().is_ok_and(|id| objects.has(&id)));
+    if let Some(art) = remembered {
+        return Ok(art);
+    }
+    let art = pack_python(objects, scratch, interp)?;
+    // Only a cache: a failure to remember costs a later pack, not this lock.
+    if let Ok(bytes) = serde_json::to_vec(&art) {
+        let _ = std::fs::create_dir_all(cache_dir)
+            .and_then(|()| crate::fsutil::temp_file_in(cache_dir))
+            .and_then(|mut tmp| {
+                tmp.write_all(&bytes)?;
+                crate::fsutil::persist(tmp, &entry)
+            });
+    }
+    Ok(art)
 }
 
 /// Packs the prefix of `interp` into an object; returns it as an artifact.

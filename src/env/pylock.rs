@@ -133,7 +133,7 @@ pub struct PythonMeta {
     pub platform: String,
     /// sha256 of the interpreter's executable.
     pub sha256: String,
-    /// The object holding the interpreter's whole prefix (tar.zst), with --pack-python.
+    /// The object holding the interpreter's whole prefix (tar.zst); none with --no-pack-python.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub packed: Option<Artifact>,
     /// The prefix's path when it was packed, in locks made before swe-ark named interpreters

@@ -85,16 +85,26 @@ impl Venv {
     /// `.tox/py39/bin/`, and Python started that way would not see the venv's packages).
     /// CPython's own test suite (`test/`) and the interpreter's site-packages are left out.
     pub fn create_prefix(base_python: &Path, dir: &Path, with_pip: bool) -> Result<Venv, EnvError> {
-        run_venv(base_python, dir, with_pip, &["--copies"], "an environment")?;
+        // pip comes last: the copied binary of a shared-library build runs only once its
+        // libpython is beside it.
+        run_venv(base_python, dir, false, &["--copies"], "an environment")?;
         // Where the interpreter keeps its standard library and shared library.
         let mut cmd = Command::new(base_python);
         cmd.args([
             "-E",
             "-s",
             "-c",
-            "import sys, sysconfig; print(sysconfig.get_paths()['stdlib']); \
-             print(sysconfig.get_config_var('LIBDIR') or ''); \
-             print(sysconfig.get_config_var('LDLIBRARY') or '')",
+            // LIBDIR is a build variable: it names the prefix the interpreter was built for,
+            // which a packed interpreter no longer is (nor may this user be able to read it),
+            // so it is taken relative to the running interpreter's prefix.
+            "import platform, sys, sysconfig; print(sysconfig.get_paths()['stdlib']); \
+             libdir = sysconfig.get_config_var('LIBDIR') or ''; \
+             built = sysconfig.get_config_var('prefix') or ''; \
+             base = getattr(sys, 'base_prefix', sys.prefix); \
+             print(base + libdir[len(built):] if built and \
+             libdir.startswith(built) else libdir); \
+             print(sysconfig.get_config_var('LDLIBRARY') or ''); \
+             print(platform.python_version())",
         ]);
         clean_env(&mut cmd, None, &BTreeMap::new());
         let out = run(
@@ -103,8 +113,9 @@ impl Venv {
         )?;
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         let mut lines = text.lines();
-        let (stdlib, libdir, ldlibrary) = (
+        let (stdlib, libdir, ldlibrary, version) = (
             PathBuf::from(lines.next().unwrap_or("")),
+            lines.next().unwrap_or(""),
             lines.next().unwrap_or(""),
             lines.next().unwrap_or(""),
         );
@@ -142,13 +153,37 @@ impl Venv {
         let env = Venv {
             dir: dir.to_path_buf(),
         };
-        // The proof: the interpreter takes the environment for its prefix.
+        if with_pip {
+            let mut cmd = env.command(&BTreeMap::new());
+            cmd.args(["-E", "-s", "-m", "ensurepip", "--upgrade", "--default-pip"]);
+            run(&mut cmd, &format!("installing pip in {}", dir.display()))?;
+        }
+        // The proof: the interpreter takes the environment for its prefix, and is the same
+        // Python (a libpython missing from lib/ would have the loader take the system's).
         let mut cmd = env.command(&BTreeMap::new());
-        cmd.args(["-E", "-s", "-c", "import sys; print(sys.prefix)"]);
+        cmd.args([
+            "-E",
+            "-s",
+            "-c",
+            "import platform, sys; print(sys.prefix); print(platform.python_version())",
+        ]);
         let out = run(&mut cmd, "starting the environment's interpreter")?;
-        let prefix = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let mut lines = text.lines();
+        let (prefix, runs_as) = (lines.next().unwrap_or(""), lines.next().unwrap_or(""));
+        if runs_as != version {
+            return Err(EnvError::Command {
+                step: format!("creating an environment in {}", dir.display()),
+                status: "wrong interpreter".into(),
+                output: format!(
+                    "its interpreter runs as Python {runs_as}, not {version} (the Python of {}): \
+                     its shared library was not found beside it",
+                    base_python.display()
+                ),
+            });
+        }
         let want = std::path::absolute(dir).map_err(io_err(dir))?;
-        if Path::new(&prefix) != want {
+        if Path::new(prefix) != want {
             return Err(EnvError::Command {
                 step: format!("creating an environment in {}", dir.display()),
                 status: "wrong prefix".into(),

@@ -50,6 +50,24 @@ impl Default for RunOptions {
     }
 }
 
+/// Whether the sandbox can give every command what `opts` asks (an isolated network unless
+/// allowed, confinement unless `--unconfined`): checked once, before any instance, so that
+/// untrusted code is refused up front with what is missing, not instance by instance.
+pub fn sandbox_ready(opts: &RunOptions) -> Result<(), sandbox::SandboxError> {
+    let network = if opts.allow_network {
+        Network::Allowed
+    } else {
+        sandbox::isolation_available().map_err(|e| sandbox::SandboxError::NoIsolation {
+            reason: e.to_string(),
+        })?;
+        Network::Isolated
+    };
+    if opts.unconfined {
+        return Ok(());
+    }
+    sandbox::confinement_available(network)
+}
+
 /// A reason to stop working on an instance, and its sentence.
 #[derive(Debug)]
 pub(crate) struct Stop(pub(crate) Reason, pub(crate) String);

@@ -72,6 +72,9 @@ pub enum ReplayError {
     NoObjects,
     #[error(transparent)]
     Selection(#[from] SelectionError),
+    /// The sandbox cannot give the commands what the options ask (checked before any work).
+    #[error(transparent)]
+    Sandbox(#[from] crate::sandbox::SandboxError),
     #[error(transparent)]
     Ark(#[from] ArkError),
     #[error(transparent)]
@@ -194,6 +197,7 @@ pub fn run(
         (Predictions::Gold, None) => return Err(ReplayError::NoPredictions),
     };
     let preds = opts.selection.pick(preds, among)?;
+    crate::harness::sandbox_ready(&opts.run)?;
     let jobs = match_bundles(ark.as_ref(), &opts.bundles, preds, progress)?;
     let objects = match (&opts.objects, &ark) {
         (Some(dir), _) => ObjectStore::new(dir),

@@ -225,6 +225,47 @@ pub fn isolation_available() -> Result<(), IsolationError> {
     PROBE.get_or_init(probe).clone()
 }
 
+/// Whether confined runs ([`Spec::confine`]) with `network` can be made here: `Err` is
+/// [`SandboxError::NoConfinement`] naming what failed. Checked once per process and network
+/// by confining a real `/bin/sh -c :` (the same root, ids, seccomp filter and limits a run
+/// gets), so that a caller refuses untrusted code up front rather than instance by instance.
+pub fn confinement_available(network: Network) -> Result<(), SandboxError> {
+    static PROBES: [OnceLock<Result<(), String>>; 2] = [OnceLock::new(), OnceLock::new()];
+    let slot = match network {
+        Network::Isolated => &PROBES[0],
+        Network::Allowed => &PROBES[1],
+    };
+    slot.get_or_init(|| probe_confinement(network))
+        .clone()
+        .map_err(|reason| SandboxError::NoConfinement { reason })
+}
+
+fn probe_confinement(network: Network) -> Result<(), String> {
+    let dir = tempfile::Builder::new()
+        .prefix("swe-ark-confine-probe-")
+        .tempdir()
+        .map_err(|e| format!("cannot make a directory for the probe: {e}"))?;
+    let output = dir.path().join("output.log");
+    let mut spec = Spec::new("/bin/sh", dir.path(), &output);
+    spec.args = vec![OsString::from("-c"), OsString::from(":")];
+    spec.network = network;
+    spec.timeout = Some(Duration::from_secs(60));
+    let mut confine = Confine::new();
+    confine.writable.push(dir.path().to_path_buf());
+    spec.confine = Some(confine);
+    match run(&spec) {
+        Ok(o) if o.success() => Ok(()),
+        Ok(o) => Err(format!(
+            "a confined `/bin/sh -c :` ended with exit code {:?}, signal {:?}: {}",
+            o.exit_code,
+            o.signal,
+            String::from_utf8_lossy(&fs::read(&output).unwrap_or_default()).trim()
+        )),
+        Err(SandboxError::NoConfinement { reason }) => Err(reason),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// Why runs cannot have their own namespaces here (cloneable: the probe's answer is kept).
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum IsolationError {

@@ -55,6 +55,9 @@ impl Layout {
         envs = "envs";
         /// Packed interpreters, unpacked once, `pythons/<sha256>/` (a cache).
         pythons = "pythons";
+        /// Which object packs which interpreter, `cache/packed-pythons/<key>.json` (a cache:
+        /// packing a prefix again gives the same object, only slower).
+        packed_pythons = "cache/packed-pythons";
         /// uv's cache of unpacked wheels.
         uv_cache = "cache/uv";
         /// Optional settings (`git_base`).

@@ -49,6 +49,9 @@ pub enum ManyError {
     NoJobs,
     #[error(transparent)]
     Selection(#[from] SelectionError),
+    /// The sandbox cannot give the commands what the options ask (checked before any work).
+    #[error(transparent)]
+    Sandbox(#[from] crate::sandbox::SandboxError),
     #[error(transparent)]
     Ark(#[from] ArkError),
     #[error(transparent)]
@@ -88,6 +91,7 @@ pub fn run_many(
             ..ManyReport::default()
         });
     }
+    crate::harness::sandbox_ready(&opts.validate.run)?;
     progress.start_items("validating", total as u64);
     let counter = std::sync::atomic::AtomicUsize::new(0);
     let (ended, workers) = crate::workers::run(

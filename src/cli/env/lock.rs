@@ -40,7 +40,7 @@ pub(super) fn lock_cmd(ctx: &Context, a: LockArgs) -> anyhow::Result<ExitCode> {
         python: a.python,
         index_url: a.index_url,
         exclude_newer,
-        pack_python: a.pack_python,
+        pack_python: !a.no_pack_python,
         allow_yanked: a.allow_yanked,
         installer: a.installer,
     };

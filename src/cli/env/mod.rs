@@ -53,8 +53,13 @@ pub struct LockArgs {
     /// Resolve as of this instant (RFC 3339, or YYYY-MM-DD) instead of the commit's date.
     #[arg(long, value_name = "WHEN")]
     pub exclude_newer: Option<String>,
-    /// Keep the interpreter's prefix as an object too, for machines without this Python.
+    /// Do not carry the interpreter: by default its prefix is kept as an object (once per
+    /// Python build), so that any user of any machine builds this lock from the archive alone;
+    /// without it, a machine needs this exact Python installed where its user can run it.
     #[arg(long)]
+    pub no_pack_python: bool,
+    /// The default (kept so that scripts which pass it still run).
+    #[arg(long, hide = true, conflicts_with = "no_pack_python")]
     pub pack_python: bool,
     /// Offer and lock releases the index marks as yanked, instead of refusing them (the index
     /// says what is yanked today, not what was yanked as of the commit).
@@ -79,7 +84,8 @@ pub struct BuildArgs {
     /// Use this interpreter instead of the exact version the lock names.
     #[arg(long, value_name = "PATH")]
     pub python: Option<PathBuf>,
-    /// Use the interpreter packed in the lock even if this machine has the version.
+    /// Only the interpreter the lock carries (the default when it carries one): never this
+    /// machine's, even with --python.
     #[arg(long)]
     pub packed_python: bool,
     /// Rebuild even if the cache has it.
