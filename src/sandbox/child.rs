@@ -27,7 +27,7 @@ use std::os::fd::RawFd;
 
 use libc::{c_int, pid_t};
 
-use super::confine::{MAX_BINDS, RootOp, RootPlan};
+use super::confine::{MAX_BINDS, MAX_TASKS, RootOp, RootPlan};
 
 /// A helper step failed: a = step (`STEP_*`), b = errno.
 pub(super) const REC_FAIL: u32 = 1;
@@ -960,6 +960,9 @@ struct CapData {
 /// `SECBIT_NOROOT`); `no_new_privs`; its working directory again, inside the new root; and
 /// last the seccomp filters.
 fn confine_command(root: &RootPlan) -> Result<(), (i32, i32)> {
+    // Never above MAX_TASKS (a lower limit set before stays: `set_limit` only lowers). It
+    // counts the tasks of this uid in the run's own user namespace: this run's alone.
+    set_limit(libc::RLIMIT_NPROC, MAX_TASKS).map_err(|e| (STEP_RLIMIT_NPROC, e))?;
     if let Some(n) = root.file_size_limit {
         set_limit(libc::RLIMIT_FSIZE, n).map_err(|e| (STEP_RLIMIT_FSIZE, e))?;
     }

@@ -24,6 +24,12 @@ use super::{SandboxError, c_path, prepare};
 /// root: `nobody` and `nogroup`'s. (Run by any other user, it is that user's own.)
 pub const SANDBOX_ID: u32 = 65534;
 
+/// RLIMIT_NPROC of every confined command, whatever else is asked: the tasks (processes and
+/// threads) its one uid may have in its user namespace. Without it, a fork bomb in a run with
+/// no `Spec::max_processes` (replay and validate give none) takes every pid of the machine
+/// (tests/hostile.rs). Generous for a test suite: pytest-xdist's workers, thread pools.
+pub(super) const MAX_TASKS: u64 = 4096;
+
 /// [`Confine::tmpfs_size`] of [`Confine::new`]: 1 GiB.
 pub const DEFAULT_TMPFS_SIZE: u64 = 1 << 30;
 
