@@ -442,6 +442,10 @@ fn validation_proves_instances_and_replay_grades_predictions_from_their_bundles(
             shas.push(b["hashes"]["sha256"].as_str().unwrap().to_string());
         }
     }
+    // The interpreter the lock carries travels with it too.
+    if let Some(packed) = lock["tool"]["swe-ark"]["python"].get("packed") {
+        shas.push(packed["hashes"]["sha256"].as_str().unwrap().to_string());
+    }
     for sha in &shas {
         let rel = format!("sha256/{}/{}", &sha[..2], &sha[2..]);
         std::fs::create_dir_all(objects.join(&rel).parent().unwrap()).unwrap();
