@@ -9,8 +9,22 @@ The fixture is generated: a Python project built with the `tinybuild` backend
 tests, one instance whose test patch adds a failing test and whose gold patch fixes the bug.
 It is mirrored, its context locked from a local package index on 127.0.0.1 (tinybuild and the
 pytest wheels that scripts/fetch-test-wheels.sh keeps in .tools/test-wheels), validated and
-packed; then `replay --gold --force` runs --runs times (after one untimed warm-up that fills
-the environment cache) and each report's `timings` give the figures. No network is used.
+packed; then `replay --gold --force` runs --runs times confined (the default) and --runs times
+with `--unconfined`, interleaved (confined, unconfined, confined, ...), after one untimed
+warm-up of each (the first fills the environment cache), and each report's `timings` give the
+figures: the overhead of the confined runs, and the confinement's cost (issue 21) per
+instance and per command that went through the sandbox (target: at most 50 ms per command):
+the difference of the medians, confined less unconfined, of the time of the steps that hold
+those commands (install, test; setup when the context has a pre-install), shown beside the
+difference of the medians of the instance's total (test command and overhead), which carries
+the noise of the steps that run the same code in both modes. No network is used.
+
+The commands are counted in the warm-ups' work directories (kept with --keep-workdir): the
+harness writes one logs/<step>.log per command it runs through the sandbox (pre-install when
+the context has one, install when it has one, test); replay's report.json records no exit
+codes. As root (with uid 65534 mapped) the cost includes swe-ark's hand-over walks (the
+writable trees given to uid 65534 before each command and taken back after it); as any other
+user, `unshare -r` included, there is no walk.
 
 Exit 0 when the measurement completed (a missed target prints TARGET MISSED), 1 when a
 command or check failed. Standard library only.
@@ -35,6 +49,8 @@ import benchlib
 from benchlib import BenchError, log, run
 
 TARGET = 2.0  # seconds of overhead per instance, median
+CONFINE_TARGET = 0.050  # seconds the confinement costs per sandboxed command, from the medians
+SANDBOX_ID = 65534  # who a confined command is outside when swe-ark runs as root
 DATE = "2021-06-01T00:00:00Z"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -57,6 +73,33 @@ def python311():
     root = os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv"))
     found = sorted(glob.glob(os.path.join(root, "versions", "3.11*", "bin", "python3.11")))
     return found[-1] if found else None
+
+
+def hands_over():
+    """Whether swe-ark hands the writable trees to SANDBOX_ID around each confined command: as
+    root with that id mapped in its user namespace (`sandbox_ids` in src/sandbox/mod.rs); not
+    as another user, nor as root of a namespace that maps only itself (`unshare -r`)."""
+    def mapped(path):
+        try:
+            lines = open(path).read().splitlines()
+        except OSError:
+            return False
+        for line in lines:
+            v = [int(w) for w in line.split()]
+            if len(v) == 3 and v[0] <= SANDBOX_ID < v[0] + v[2]:
+                return True
+        return False
+    return os.geteuid() == 0 and mapped("/proc/self/uid_map") and mapped("/proc/self/gid_map")
+
+
+def sandboxed_steps(work_root, before):
+    """The commands that went through the sandbox in the one work directory under `work_root`
+    that is not in `before` (a replay kept it): the names of its logs/<step>.log."""
+    kept = sorted(set(os.listdir(work_root)) - before)
+    if len(kept) != 1:
+        raise BenchError(f"expected one kept work directory in {work_root}, found {kept}")
+    logs = os.path.join(work_root, kept[0], "logs")
+    return sorted(f[:-len(".log")] for f in os.listdir(logs) if f.endswith(".log"))
 
 
 class Index(http.server.ThreadingHTTPServer):
@@ -183,16 +226,40 @@ def main():
         raise BenchError(f"the fixture instance was not kept: {rows}")
     run(sa + ["pack", "--all-validated"], "pack", env=env)
 
-    samples = []
-    for k in range(args.runs + 1):
-        run_id = f"bench-{k}"
-        run(sa + ["replay", "--gold", "--run-id", run_id, "--force"], "replay", env=env)
+    modes = [("confined", []), ("unconfined", ["--unconfined"])]
+
+    def replay(run_id, mode, flags):
+        run(sa + ["replay", "--gold", "--run-id", run_id, "--force"] + flags, "replay", env=env)
         rep = os.path.join(ark, "runs", run_id, "gold", "acme__bench-1", "report.json")
         r = json.load(open(rep))["acme__bench-1"]
         if not r["resolved"]:
-            raise BenchError(f"the gold patch did not resolve: {r}")
-        if k > 0:  # the first fills the environment cache
-            samples.append(r)
+            raise BenchError(f"the gold patch did not resolve ({mode}): {r}")
+        if r.get("confinement") != mode:
+            raise BenchError(f"a replay meant {mode} reports confinement "
+                             f"{r.get('confinement')!r}")
+        return r
+
+    # Untimed warm-ups, one per mode (the first fills the environment cache), their work
+    # directories kept to count the commands that went through the sandbox.
+    work_root = os.path.join(ark, "tmp")
+    os.makedirs(work_root, exist_ok=True)
+    commands = {}
+    for mode, flags in modes:
+        before = set(os.listdir(work_root))
+        replay(f"bench-warm-{mode}", mode, flags + ["--keep-workdir"])
+        commands[mode] = sandboxed_steps(work_root, before)
+    if commands["confined"] != commands["unconfined"] or not commands["confined"]:
+        raise BenchError(f"the modes ran different commands: {commands}")
+    commands = commands["confined"]
+    # Interleaved run by run, so that the machine's noise hits both alike.
+    runs = {mode: [] for mode, _ in modes}
+    for k in range(args.runs):
+        for mode, flags in modes:
+            r = replay(f"bench-{k + 1}-{mode}", mode, flags)
+            runs[mode].append(r)
+            log(f"run {k + 1}/{args.runs} {mode}: total "
+                f"{r['test_seconds'] + r['overhead_seconds']:.2f} s")
+    samples = runs["confined"]
     med = lambda key: statistics.median(s["timings"].get(key, 0.0) for s in samples)
     overhead = statistics.median(s["overhead_seconds"] for s in samples)
     test = statistics.median(s["test_seconds"] for s in samples)
@@ -201,7 +268,7 @@ def main():
              "test-patch", "parse"]
     files = sum(len(fs) for d, _, fs in os.walk(repo) if "/.git" not in d + "/")
     print(f"replay of one instance, codebase of {files} files, warm environment cache, "
-          f"median of {len(samples)}:")
+          f"median of {len(samples)} (confined, the default):")
     print(f"  test command        {test:6.2f} s")
     print(f"  overhead            {overhead:6.2f} s   (target <= {TARGET:.1f} s: "
           f"{'PASS' if overhead <= TARGET else 'TARGET MISSED'})")
@@ -210,9 +277,66 @@ def main():
         print(f"{indent}{s:<20}  {med(s):6.2f} s")
     no_install = overhead - med("install")
     print(f"  overhead without the context's install  {no_install:6.2f} s")
+
+    # The confinement's cost. Everything but the commands through the sandbox runs the same
+    # code in both modes, so the cost lies in the timings of the steps that hold them (the
+    # `setup` step holds the pre-install, when the context has one): their sum is what is
+    # judged. The instance's total (test command and overhead: the wall time of its replay)
+    # is shown beside it, but its difference carries the noise of the unpack and the copies,
+    # which on a busy machine is larger than the cost itself.
+    lap = {"pre-install": "setup", "install": "install", "test": "test"}
+    unknown = [c for c in commands if c not in lap]
+    if unknown:
+        raise BenchError(f"commands through the sandbox of no known step: {unknown}")
+    figures = {
+        "total": lambda r: r["test_seconds"] + r["overhead_seconds"],
+        "overhead": lambda r: r["overhead_seconds"],
+        "sandboxed steps": lambda r: sum(r["timings"].get(lap[c], 0.0) for c in commands),
+    }
+    for c in commands:
+        figures[lap[c]] = lambda r, step=lap[c]: r["timings"].get(step, 0.0)
+    medians = {mode: {name: statistics.median(f(r) for r in runs[mode])
+                      for name, f in figures.items()} for mode, _ in modes}
+    diff = {name: medians["confined"][name] - medians["unconfined"][name] for name in figures}
+    cost = diff["sandboxed steps"]
+    per_command = cost / len(commands)
+    walks = hands_over()
+    if walks:
+        who = ("root: the cost includes the hand-over walks (the writable trees to uid "
+               f"{SANDBOX_ID} before each command, back after it)")
+    elif os.geteuid() == 0:
+        who = ("root of a user namespace that maps only itself (as `unshare -r`): "
+               "no hand-over walk")
+    else:
+        who = f"uid {os.geteuid()}, not root: no hand-over walk"
+    print(f"confinement, median of {args.runs} runs each, interleaved confined/unconfined, "
+          f"same warm cache:")
+    print(f"  swe-ark ran as {who}")
+    print(f"  {'':<18}  {'confined':>9}  {'unconfined':>10}  {'difference':>10}")
+    for name in figures:
+        c, u = medians["confined"][name], medians["unconfined"][name]
+        indent = "  " if name in ("total", "sandboxed steps") else "    "
+        print(f"{indent}{name:<{20 - len(indent)}}  {c:7.3f} s  {u:8.3f} s  {diff[name]:+8.3f} s")
+    print(f"  commands through the sandbox per instance: {len(commands)} "
+          f"({', '.join(commands)}; the logs/<step>.log of the warm-ups' kept work directories)")
+    print(f"  confinement's cost  {cost * 1000:6.0f} ms per instance (sandboxed steps; "
+          f"{diff['total'] * 1000:.0f} ms by the totals), {per_command * 1000:.0f} ms per command"
+          f"   (target <= {CONFINE_TARGET * 1000:.0f} ms per command: "
+          f"{'PASS' if per_command <= CONFINE_TARGET else 'TARGET MISSED'})")
     summary = {"files": files, "runs": len(samples), "test_seconds": test,
                "overhead_seconds": overhead, "overhead_without_install": no_install,
-               "steps": {s: med(s) for s in steps}, "target": TARGET}
+               "steps": {s: med(s) for s in steps}, "target": TARGET,
+               "confinement": {
+                   "runs": args.runs, "euid": os.geteuid(), "hand_over": walks,
+                   "commands": len(commands), "sandboxed_steps": commands,
+                   "confined": medians["confined"], "unconfined": medians["unconfined"],
+                   "difference": diff, "cost_per_instance_seconds": cost,
+                   "cost_per_instance_by_totals_seconds": diff["total"],
+                   "cost_per_command_seconds": per_command,
+                   "target_per_command_seconds": CONFINE_TARGET,
+                   "target_met": per_command <= CONFINE_TARGET,
+                   "per_run": {mode: {name: [f(r) for r in runs[mode]]
+                                      for name, f in figures.items()} for mode, _ in modes}}}
     if args.json:
         with open(args.json, "w") as f:
             json.dump(summary, f, indent=2)
