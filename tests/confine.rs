@@ -4,6 +4,8 @@
 //! Each test checks the host after the run: the directories it must not touch are hashed
 //! before and after.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::os::unix::fs::MetadataExt;
@@ -357,23 +359,13 @@ fn is_root() -> bool {
 /// user namespace, which is that user outside). Re-runs this binary as `nobody`.
 #[test]
 fn confined_as_an_unprivileged_user() {
-    if !is_root() || !Path::new("/usr/bin/setpriv").exists() {
-        eprintln!("skipped: needs root (to become nobody) and setpriv");
-        return;
-    }
-    let as_nobody = ["--reuid=65534", "--regid=65534", "--clear-groups", "--"];
-    let allowed = std::process::Command::new("/usr/bin/setpriv")
-        .args(as_nobody)
-        .args(["/usr/bin/unshare", "--user", "--map-root-user", "true"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !allowed {
-        eprintln!("skipped: unprivileged user namespaces are not allowed here");
+    if let Some(why) = common::nobody_with_namespaces_unavailable() {
+        eprintln!("skipped: {why}");
         return;
     }
     let me = std::env::current_exe().unwrap();
-    let out = std::process::Command::new("/usr/bin/setpriv")
-        .args(as_nobody)
+    let out = std::process::Command::new(common::AS_NOBODY[0])
+        .args(&common::AS_NOBODY[1..])
         .arg(&me)
         .args([
             "helper_confined_nobody",

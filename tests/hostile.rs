@@ -682,18 +682,8 @@ fn hostile_predictions_are_contained() {
 /// tests/confine.rs does.
 #[test]
 fn hostile_predictions_are_contained_for_an_unprivileged_user() {
-    if euid() != 0 || !Path::new("/usr/bin/setpriv").exists() {
-        eprintln!("skipped: needs root (to become nobody) and setpriv");
-        return;
-    }
-    let as_nobody = ["--reuid=65534", "--regid=65534", "--clear-groups", "--"];
-    let allowed = std::process::Command::new("/usr/bin/setpriv")
-        .args(as_nobody)
-        .args(["/usr/bin/unshare", "--user", "--map-root-user", "true"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !allowed {
-        eprintln!("skipped: unprivileged user namespaces are not allowed here");
+    if let Some(why) = common::nobody_with_namespaces_unavailable() {
+        eprintln!("skipped: {why}");
         return;
     }
     // The interpreter the suite runs with as root: nobody must reach it to build the same
@@ -702,8 +692,8 @@ fn hostile_predictions_are_contained_for_an_unprivileged_user() {
         eprintln!("skipped: no Python 3.9-3.13 on this machine");
         return;
     };
-    let reachable = std::process::Command::new("/usr/bin/setpriv")
-        .args(as_nobody)
+    let reachable = std::process::Command::new(common::AS_NOBODY[0])
+        .args(&common::AS_NOBODY[1..])
         .arg("/usr/bin/test")
         .arg("-x")
         .arg(&python)
@@ -723,12 +713,12 @@ fn hostile_predictions_are_contained_for_an_unprivileged_user() {
         .nth(4)
         .filter(|r| r.join("versions").is_dir())
         .map(Path::to_path_buf);
-    let mut helper = std::process::Command::new("/usr/bin/setpriv");
+    let mut helper = std::process::Command::new(common::AS_NOBODY[0]);
     if let Some(root) = pyenv_root {
         helper.env("PYENV_ROOT", root);
     }
     let out = helper
-        .args(as_nobody)
+        .args(&common::AS_NOBODY[1..])
         .arg(std::env::current_exe().unwrap())
         .args([
             "helper_hostile_as_nobody",

@@ -665,9 +665,8 @@ fn two_archives_validate_the_same_instance_into_the_same_bundle_and_release() {
 /// of `file` into an archive of that user's, then `replay --gold` resolves every instance,
 /// from an environment whose interpreter is inside that archive.
 fn unprivileged_user_replays(t: &TestContext, w: &Widget, file: &Path) {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 || !Path::new("/usr/bin/setpriv").exists() {
-        eprintln!("skipped the unprivileged user: needs root and setpriv to become uid 65534");
+    if let Some(why) = common::nobody_with_namespaces_unavailable() {
+        eprintln!("skipped the unprivileged user: {why}");
         return;
     }
     use std::os::unix::fs::PermissionsExt;
@@ -680,8 +679,8 @@ fn unprivileged_user_replays(t: &TestContext, w: &Widget, file: &Path) {
     std::fs::set_permissions(t.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let as_nobody = |args: &[&str]| {
         let c = w.cmd_at(t, &mine.join("ark"));
-        let mut n = Command::new("/usr/bin/setpriv");
-        n.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        let mut n = Command::new(common::AS_NOBODY[0]);
+        n.args(&common::AS_NOBODY[1..])
             .arg(c.get_program())
             .args(c.get_args())
             .args(args)

@@ -447,3 +447,28 @@ pub fn can_unshare() -> bool {
         .output()
         .is_ok_and(|o| o.status.success())
 }
+
+/// `setpriv`'s arguments that run what follows as uid and gid 65534 with no groups.
+pub const AS_NOBODY: [&str; 5] = [
+    "/usr/bin/setpriv",
+    "--reuid=65534",
+    "--regid=65534",
+    "--clear-groups",
+    "--",
+];
+
+/// Why this test cannot run a command as an unprivileged user (65534) that makes user
+/// namespaces of its own, as confinement needs; None when it can: the test runs as root (to
+/// become that user), `setpriv` is here, and the kernel lets an unprivileged user unshare.
+pub fn nobody_with_namespaces_unavailable() -> Option<&'static str> {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 || !Path::new(AS_NOBODY[0]).exists() {
+        return Some("needs root (to become nobody) and setpriv");
+    }
+    let allowed = Command::new(AS_NOBODY[0])
+        .args(&AS_NOBODY[1..])
+        .args(["/usr/bin/unshare", "--user", "--map-root-user", "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    (!allowed).then_some("unprivileged user namespaces are not allowed here")
+}
