@@ -22,9 +22,11 @@ the noise of the steps that run the same code in both modes. No network is used.
 The commands are counted in the warm-ups' work directories (kept with --keep-workdir): the
 harness writes one logs/<step>.log per command it runs through the sandbox (pre-install when
 the context has one, install when it has one, test); replay's report.json records no exit
-codes. As root (with uid 65534 mapped) the cost includes swe-ark's hand-over walks (the
-writable trees given to uid 65534 before each command and taken back after it); as any other
-user, `unshare -r` included, there is no walk.
+codes. As root (with uid 65534 mapped) the writable trees are shown to uid 65534 through
+idmapped mounts; where the filesystem cannot be idmapped (the confined warm-up's debug log
+says so) the cost includes swe-ark's hand-over walks (the trees given to uid 65534 before each
+command and taken back after it), and the output says which. As any other user, `unshare -r`
+included, there is neither.
 
 Exit 0 when the measurement completed (a missed target prints TARGET MISSED), 1 when a
 command or check failed. Standard library only.
@@ -41,6 +43,7 @@ import http.server
 import json
 import os
 import statistics
+import shlex
 import subprocess
 import sys
 import threading
@@ -75,10 +78,12 @@ def python311():
     return found[-1] if found else None
 
 
-def hands_over():
-    """Whether swe-ark hands the writable trees to SANDBOX_ID around each confined command: as
-    root with that id mapped in its user namespace (`sandbox_ids` in src/sandbox/mod.rs); not
-    as another user, nor as root of a namespace that maps only itself (`unshare -r`)."""
+def maps_sandbox_id():
+    """Whether a confined command is SANDBOX_ID outside, the writable trees root's: as root
+    with that id mapped in its user namespace (`sandbox_ids` in src/sandbox/mod.rs); not as
+    another user, nor as root of a namespace that maps only itself (`unshare -r`). swe-ark then
+    idmaps the trees, or walks them where the filesystem cannot be idmapped (its debug log says
+    so)."""
     def mapped(path):
         try:
             lines = open(path).read().splitlines()
@@ -228,8 +233,21 @@ def main():
 
     modes = [("confined", []), ("unconfined", ["--unconfined"])]
 
-    def replay(run_id, mode, flags):
-        run(sa + ["replay", "--gold", "--run-id", run_id, "--force"] + flags, "replay", env=env)
+    walked = []
+
+    def replay(run_id, mode, flags, verbose=False):
+        argv = sa + (["-v"] if verbose else []) + ["replay", "--gold", "--run-id", run_id,
+                                                   "--force"] + flags
+        if verbose:
+            # Its debug log names each writable tree the kernel could not idmap (walked).
+            p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+            if p.returncode != 0:
+                raise BenchError(f"replay failed (exit {p.returncode}): {shlex.join(argv)}\n"
+                                 f"{p.stderr.decode(errors='replace').strip()}")
+            walked.extend(line for line in p.stderr.decode(errors="replace").splitlines()
+                          if "cannot idmap" in line)
+        else:
+            run(argv, "replay", env=env)
         rep = os.path.join(ark, "runs", run_id, "gold", "acme__bench-1", "report.json")
         r = json.load(open(rep))["acme__bench-1"]
         if not r["resolved"]:
@@ -246,7 +264,8 @@ def main():
     commands = {}
     for mode, flags in modes:
         before = set(os.listdir(work_root))
-        replay(f"bench-warm-{mode}", mode, flags + ["--keep-workdir"])
+        replay(f"bench-warm-{mode}", mode, flags + ["--keep-workdir"],
+               verbose=mode == "confined")
         commands[mode] = sandboxed_steps(work_root, before)
     if commands["confined"] != commands["unconfined"] or not commands["confined"]:
         raise BenchError(f"the modes ran different commands: {commands}")
@@ -300,10 +319,15 @@ def main():
     diff = {name: medians["confined"][name] - medians["unconfined"][name] for name in figures}
     cost = diff["sandboxed steps"]
     per_command = cost / len(commands)
-    walks = hands_over()
+    as_sandbox_id = maps_sandbox_id()
+    walks = as_sandbox_id and bool(walked)
     if walks:
-        who = ("root: the cost includes the hand-over walks (the writable trees to uid "
-               f"{SANDBOX_ID} before each command, back after it)")
+        who = ("root, but the filesystem cannot be idmapped: the cost includes the hand-over "
+               f"walks (the writable trees to uid {SANDBOX_ID} before each command, back "
+               f"after it): {walked[0].strip()}")
+    elif as_sandbox_id:
+        who = (f"root: the writable trees are shown to uid {SANDBOX_ID} through idmapped "
+               "mounts, no walk")
     elif os.geteuid() == 0:
         who = ("root of a user namespace that maps only itself (as `unshare -r`): "
                "no hand-over walk")
@@ -327,7 +351,8 @@ def main():
                "overhead_seconds": overhead, "overhead_without_install": no_install,
                "steps": {s: med(s) for s in steps}, "target": TARGET,
                "confinement": {
-                   "runs": args.runs, "euid": os.geteuid(), "hand_over": walks,
+                   "runs": args.runs, "euid": os.geteuid(),
+                   "idmapped": as_sandbox_id and not walks, "hand_over": walks,
                    "commands": len(commands), "sandboxed_steps": commands,
                    "confined": medians["confined"], "unconfined": medians["unconfined"],
                    "difference": diff, "cost_per_instance_seconds": cost,

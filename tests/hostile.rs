@@ -7,8 +7,8 @@
 //! after, no process outlives the replay, and a listener of the test's gets no connection.
 //!
 //! The cases are predictions of one validated instance under models of their own, replayed
-//! by one `replay` (two at a time). As root (the normal case) and, re-run as `nobody`, as an
-//! unprivileged user.
+//! by one `replay` (two at a time). As the caller (root, the normal case), and as an
+//! unprivileged user (65534) to whom root hands the archive it made.
 
 mod common;
 
@@ -204,15 +204,61 @@ impl CaseRun {
     }
 }
 
-/// The whole suite, as whoever runs it: a validated instance, another whose gold patch holds
-/// a secret, the hostile predictions replayed, and the host checked. False when it skipped
-/// (it said why).
-fn hostile_suite() -> bool {
-    let base_dir = if euid() == 0 {
-        PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-    } else {
-        // `nobody` may not write the target directory; not /tmp either, which is checked.
-        PathBuf::from("/var/tmp")
+/// Who replays the hostile predictions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Replayer {
+    /// The user running the test, who made the archive.
+    Caller,
+    /// uid and gid 65534, to whom root hands the archive it made (as a cluster user gets a
+    /// release another user built): the command is root of a user namespace that is that
+    /// unprivileged user outside.
+    Nobody,
+}
+
+/// The uid that owns what a replay leaves behind.
+fn replayer_uid(replayer: Replayer) -> u32 {
+    match replayer {
+        Replayer::Caller => euid(),
+        Replayer::Nobody => 65534,
+    }
+}
+
+/// `cmd` as `replayer` runs it: as nobody through `setpriv`, with the same environment.
+fn as_replayer(cmd: std::process::Command, replayer: Replayer) -> std::process::Command {
+    if replayer == Replayer::Caller {
+        return cmd;
+    }
+    let mut n = std::process::Command::new(common::AS_NOBODY[0]);
+    n.args(&common::AS_NOBODY[1..])
+        .arg(cmd.get_program())
+        .args(cmd.get_args());
+    if let Some(dir) = cmd.get_current_dir() {
+        n.current_dir(dir);
+    }
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => n.env(k, v),
+            None => n.env_remove(k),
+        };
+    }
+    n
+}
+
+/// Gives everything under `dir` (links not followed) to uid and gid 65534.
+fn give_to_nobody(dir: &Path) {
+    for p in walk(dir) {
+        std::os::unix::fs::lchown(&p, Some(65534), Some(65534)).unwrap();
+    }
+}
+
+/// The whole suite: a validated instance, another whose gold patch holds a secret (both
+/// made by the caller), the hostile predictions replayed by `replayer`, and the host checked.
+/// False when it skipped (it said why).
+fn hostile_suite(replayer: Replayer) -> bool {
+    let base_dir = match replayer {
+        Replayer::Caller => PathBuf::from(env!("CARGO_TARGET_TMPDIR")),
+        // Where `nobody` may pass; not /tmp, which is checked.
+        Replayer::Nobody => PathBuf::from("/var/tmp"),
     };
     let t = TestContext {
         dir: tempfile::Builder::new()
@@ -285,6 +331,14 @@ fn hostile_suite() -> bool {
         index_holds_secret,
         "the index does not hold the secret: reading it would prove nothing"
     );
+    if replayer == Replayer::Nobody {
+        // The archive (with the interpreter its lock carries) and the HOME are nobody's now;
+        // the test's directory (0700) it may pass through only.
+        use std::os::unix::fs::PermissionsExt;
+        give_to_nobody(&ark);
+        give_to_nobody(&home);
+        std::fs::set_permissions(t.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
 
     // What the hostile code reaches for on the host.
     let listener = TcpListener::bind("0.0.0.0:0").unwrap();
@@ -302,13 +356,9 @@ fn hostile_suite() -> bool {
         .unwrap();
     std::fs::write(marker.path().join("kept"), "the host's /tmp\n").unwrap();
     let passwd_before = std::fs::symlink_metadata("/etc/passwd").unwrap();
-    // The installation the environment was made from, shown to the run read-only.
-    let interpreter = w
-        .python
-        .parent()
-        .and_then(Path::parent)
-        .unwrap()
-        .to_path_buf();
+    // The installation the environment was made from (the one the lock carries, inside the
+    // archive), shown to the run read-only.
+    let interpreter = env_interpreter_prefix(&ark);
     let interpreter_named_before = named_with(&interpreter, &token);
 
     let preds: String = CASES
@@ -360,11 +410,12 @@ fn hostile_suite() -> bool {
         let children: Vec<_> = pair
             .iter()
             .map(|f| {
-                w.cmd(&t)
-                    .env("HOME", &home)
+                let mut c = w.cmd(&t);
+                c.env("HOME", &home)
                     .args(["replay", "--predictions"])
                     .arg(f)
-                    .args(["--run-id", "hostile", "--timeout", "300", "--keep-workdir"])
+                    .args(["--run-id", "hostile", "--timeout", "300", "--keep-workdir"]);
+                as_replayer(c, replayer)
                     .stdout(std::process::Stdio::piped())
                     .stderr(std::process::Stdio::piped())
                     .spawn()
@@ -483,8 +534,31 @@ fn hostile_suite() -> bool {
     }
 
     check_cases(&runs_of, &token);
-    check_kept_work_dirs(&ark.join("tmp"));
+    check_kept_work_dirs(&ark.join("tmp"), replayer_uid(replayer));
     true
+}
+
+/// The prefix of the interpreter the archive's one environment was built from.
+fn env_interpreter_prefix(ark: &Path) -> PathBuf {
+    let envs: Vec<PathBuf> = std::fs::read_dir(ark.join("envs"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("env.json"))
+        .filter(|p| p.is_file())
+        .collect();
+    assert_eq!(envs.len(), 1, "{envs:?}");
+    let env: serde_json::Value = serde_json::from_slice(&std::fs::read(&envs[0]).unwrap()).unwrap();
+    let python = PathBuf::from(env["interpreter"].as_str().unwrap());
+    assert!(
+        python.starts_with(ark.join("pythons")),
+        "{}",
+        python.display()
+    );
+    python
+        .parent()
+        .and_then(Path::parent)
+        .unwrap()
+        .to_path_buf()
 }
 
 /// Every path below `dir`, links not followed.
@@ -605,6 +679,17 @@ fn check_cases(runs: &BTreeMap<&str, CaseRun>, token: &str) {
 
     // Mount, namespaces, chroot and ptrace are refused; no capability, no_new_privs, seccomp.
     let s = r("syscalls");
+    // No set-id bit gets onto a file, however asked (what it writes may be root's on disk).
+    for label in [
+        "suid-chmod-work",
+        "suid-chmod-tmp",
+        "suid-chmod-env",
+        "suid-open",
+        "suid-mknod",
+    ] {
+        assert_eq!(s.result("syscalls", label), "refused EPERM", "{label}");
+    }
+    assert!(s.result("syscalls", "suid-ran").ends_with("NoNewPrivs: 1"));
     for label in [
         "mount",
         "unshare-user",
@@ -615,6 +700,7 @@ fn check_cases(runs: &BTreeMap<&str, CaseRun>, token: &str) {
     ] {
         assert_eq!(s.result("syscalls", label), "refused EPERM", "{label}");
     }
+    assert!(s.result("syscalls", "suid-ran").ends_with("NoNewPrivs: 1"));
     s.refused("syscalls", "setns");
     assert_ne!(s.result("syscalls", "unshare-command"), "exit 0");
     assert_ne!(s.result("syscalls", "mount-command"), "exit 0");
@@ -646,15 +732,14 @@ fn check_cases(runs: &BTreeMap<&str, CaseRun>, token: &str) {
     }
 }
 
-/// The work directories kept (`--keep-workdir`): as root, everything in them is root's again
-/// and nothing is set-uid or set-gid; not root, everything is the caller's own.
-fn check_kept_work_dirs(tmp: &Path) {
-    let me = euid();
+/// The work directories kept (`--keep-workdir`): everything in them is the replaying user's
+/// (as root, stored as root's through the idmapped mounts), and nothing is set-uid or set-gid.
+fn check_kept_work_dirs(tmp: &Path, me: u32) {
     let mut set_id = Vec::new();
     let mut foreign = Vec::new();
     for p in walk(tmp) {
         let m = std::fs::symlink_metadata(&p).unwrap();
-        if m.is_file() && m.mode() & 0o6000 != 0 && (me == 0 || m.uid() != me) {
+        if m.is_file() && m.mode() & 0o6000 != 0 {
             set_id.push(format!("{} {:o} {}", p.display(), m.mode(), m.uid()));
         }
         if m.uid() != me {
@@ -674,84 +759,16 @@ fn hostile_predictions_are_contained() {
     if !confinement_or_skip() {
         return;
     }
-    hostile_suite();
+    hostile_suite(Replayer::Caller);
 }
 
-/// Not root: the same suite from an unprivileged user (the command is root of its user
-/// namespace, which is that user outside). Re-runs this binary as `nobody`, as
-/// tests/confine.rs does.
+/// Not root: the archive root made, handed to uid 65534, and replayed by it (the command is
+/// root of its user namespace, which is that unprivileged user outside).
 #[test]
 fn hostile_predictions_are_contained_for_an_unprivileged_user() {
     if let Some(why) = common::nobody_with_namespaces_unavailable() {
         eprintln!("skipped: {why}");
         return;
     }
-    // The interpreter the suite runs with as root: nobody must reach it to build the same
-    // environment (pyenv's live under /root, mode 700, until a release carries its own).
-    let Some((_, python)) = common::pyfix::python() else {
-        eprintln!("skipped: no Python 3.9-3.13 on this machine");
-        return;
-    };
-    let reachable = std::process::Command::new(common::AS_NOBODY[0])
-        .args(&common::AS_NOBODY[1..])
-        .arg("/usr/bin/test")
-        .arg("-x")
-        .arg(&python)
-        .status()
-        .is_ok_and(|s| s.success());
-    if !reachable {
-        eprintln!(
-            "skipped: uid 65534 cannot reach the interpreter this suite uses, {} (a path \
-             under a directory it may not search: pyenv's under /root, mode 700); the other \
-             Python it would find here is not the lock's and may not build the environment",
-            python.display()
-        );
-        return;
-    }
-    let pyenv_root = python
-        .ancestors()
-        .nth(4)
-        .filter(|r| r.join("versions").is_dir())
-        .map(Path::to_path_buf);
-    let mut helper = std::process::Command::new(common::AS_NOBODY[0]);
-    if let Some(root) = pyenv_root {
-        helper.env("PYENV_ROOT", root);
-    }
-    let out = helper
-        .args(&common::AS_NOBODY[1..])
-        .arg(std::env::current_exe().unwrap())
-        .args([
-            "helper_hostile_as_nobody",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-        ])
-        .env("SWE_ARK_HOSTILE_HELPER", "1")
-        .env("TMPDIR", "/tmp")
-        .env("HOME", "/nonexistent")
-        .output()
-        .unwrap();
-    let text = format!("{}{}", stdout(&out), stderr(&out));
-    assert!(out.status.success(), "{text}");
-    // The helper says why it skipped (no interpreter nobody may run, no confinement).
-    if let Some(why) = text.lines().find(|l| l.starts_with("skipped:")) {
-        eprintln!("skipped as nobody: {why}");
-        return;
-    }
-    assert!(text.contains("helper_hostile_as_nobody: ok"), "{text}");
-}
-
-#[test]
-#[ignore = "run by hostile_predictions_are_contained_for_an_unprivileged_user"]
-fn helper_hostile_as_nobody() {
-    if std::env::var_os("SWE_ARK_HOSTILE_HELPER").is_none() {
-        return;
-    }
-    assert_ne!(euid(), 0);
-    if !confinement_or_skip() {
-        return;
-    }
-    if hostile_suite() {
-        eprintln!("helper_hostile_as_nobody: ok");
-    }
+    hostile_suite(Replayer::Nobody);
 }

@@ -959,6 +959,20 @@ fn a_run_can_have_its_own_tmp() {
     assert_eq!(s.text(), "absent\n");
     run(&with_tmp(&format!("cat /tmp/{name}"), &one));
     assert_eq!(s.text(), "private\n");
+    // Its HOME is not in the host's /tmp, which it no longer sees (sqlfluff lists HOME's
+    // parent): it is in its own, and gone after it.
+    let out = run(&with_tmp(
+        "test -d \"$HOME\" && ls \"$HOME/..\" >/dev/null && touch \"$HOME/x\" && echo \"$HOME\"",
+        &one,
+    ));
+    assert!(out.success(), "{out:?} {}", s.text());
+    assert!(s.text().starts_with("/tmp/.swe-ark-home-"), "{}", s.text());
+    let left: Vec<_> = std::fs::read_dir(&one)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(left, vec![std::ffi::OsString::from(&name)]);
 
     // Not a directory: refused before anything runs.
     let e = sandbox::run(&with_tmp("true", &s.output())).unwrap_err();

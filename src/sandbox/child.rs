@@ -509,7 +509,12 @@ fn enter_root(plan: &Plan, root: &RootPlan) -> Result<(), (i32, i32)> {
             ..
         } = op
         {
-            match (open_tree(from), fds.get_mut(*slot)) {
+            // A tree swe-ark idmapped before the fork is this process's copy of its descriptor.
+            let opened = match root.prepared.get(*slot) {
+                Some(&prepared) if prepared >= 0 => Ok(prepared),
+                _ => open_tree(from),
+            };
+            match (opened, fds.get_mut(*slot)) {
                 (Ok(fd), Some(place)) => *place = fd,
                 (Err(e), _) => {
                     report(fd, REC_ROOT_OP, index, e);
@@ -656,6 +661,7 @@ fn root_op(op: &RootOp, fds: &mut [c_int; MAX_BINDS]) -> Result<(), i32> {
             devices,
             early,
             slot,
+            idmapped,
         } => {
             let tree = if *early {
                 let place = fds.get_mut(*slot).ok_or(libc::E2BIG)?;
@@ -671,12 +677,17 @@ fn root_op(op: &RootOp, fds: &mut [c_int; MAX_BINDS]) -> Result<(), i32> {
                 attrs |= MOUNT_ATTR_RDONLY;
             }
             let empty = c"";
-            let set = set_attributes(
-                tree,
-                empty,
-                (libc::AT_EMPTY_PATH | libc::AT_RECURSIVE) as libc::c_uint,
-                attrs,
-            );
+            // An idmapped tree's attributes were set with its mapping, by swe-ark.
+            let set = if *idmapped {
+                Ok(())
+            } else {
+                set_attributes(
+                    tree,
+                    empty,
+                    (libc::AT_EMPTY_PATH | libc::AT_RECURSIVE) as libc::c_uint,
+                    attrs,
+                )
+            };
             let moved = set.is_ok()
                 && unsafe {
                     libc::syscall(

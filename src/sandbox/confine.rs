@@ -10,6 +10,7 @@
 use std::collections::BTreeSet;
 use std::ffi::CString;
 use std::fs;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::{MetadataExt, lchown};
 use std::path::{Component, Path, PathBuf};
 
@@ -78,8 +79,9 @@ const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
 #[derive(Debug, Clone)]
 pub struct Confine {
     /// Directories the command may write, seen at their own paths (a work tree, an
-    /// environment copy). As root, swe-ark gives what root owns in them to [`SANDBOX_ID`] for
-    /// the run, and takes it back after.
+    /// environment copy). As root, swe-ark shows what root owns in them as [`SANDBOX_ID`]'s
+    /// through idmapped mounts (or, where a filesystem has none, gives it to that uid for the
+    /// run and takes it back after).
     pub writable: Vec<PathBuf>,
     /// Directories or files it may read, at their own paths (an interpreter's installation,
     /// a wheelhouse).
@@ -168,7 +170,8 @@ pub(super) enum RootOp {
     /// A bind mount (recursive); read-only when `read_only`, never set-uid or device files
     /// unless `devices`. A host source (`early`) is opened (`open_tree`) before B takes the
     /// namespace's own uid, which may not reach it, into slot `slot`; a source inside the new
-    /// root is opened when the step comes.
+    /// root is opened when the step comes. An `idmapped` source was opened (and its
+    /// attributes set) by swe-ark before the fork: [`RootPlan::prepared`] holds it.
     Bind {
         from: CString,
         to: CString,
@@ -176,6 +179,7 @@ pub(super) enum RootOp {
         devices: bool,
         early: bool,
         slot: usize,
+        idmapped: bool,
     },
     /// A tmpfs with these options.
     Tmpfs { to: CString, options: CString },
@@ -228,6 +232,58 @@ pub(super) struct RootPlan {
     /// Whether C must switch to root of its user namespace (when swe-ark runs as root, B's
     /// own uid is not mapped there).
     pub become_root: bool,
+    /// The idmapped trees swe-ark prepared, by slot (-1: none); their descriptors are held
+    /// open by `held` until the fork has copied them.
+    pub prepared: Vec<RawFd>,
+    pub held: Vec<OwnedFd>,
+}
+
+impl RootPlan {
+    /// Shows each of `dirs` (writable trees of a run as root) through an idmapped mount
+    /// where the kernel and its filesystem allow it ([`super::idmap`]); returns those it
+    /// could not, whose owner must then be changed for the run ([`hand_over`]).
+    pub(super) fn idmap_writable(
+        &mut self,
+        dirs: &[PathBuf],
+    ) -> Result<Vec<PathBuf>, SandboxError> {
+        let mut walked = Vec::new();
+        for dir in dirs {
+            let host = c_path(dir)?;
+            let mut done = false;
+            for op in &mut self.ops {
+                let RootOp::Bind {
+                    from,
+                    read_only: false,
+                    early: true,
+                    slot,
+                    idmapped,
+                    ..
+                } = op
+                else {
+                    continue;
+                };
+                if *from != host || *idmapped {
+                    continue;
+                }
+                let Some(tree) = super::idmap::idmapped_tree(dir) else {
+                    break;
+                };
+                if self.prepared.len() <= *slot {
+                    self.prepared.resize(slot.saturating_add(1), -1);
+                }
+                if let Some(place) = self.prepared.get_mut(*slot) {
+                    *place = tree.as_raw_fd();
+                }
+                self.held.push(tree);
+                *idmapped = true;
+                done = true;
+            }
+            if !done {
+                walked.push(dir.clone());
+            }
+        }
+        Ok(walked)
+    }
 }
 
 /// The files the run's name lookups use, when it has its own.
@@ -332,6 +388,7 @@ impl RootBuilder {
             devices,
             early: true,
             slot: self.slots,
+            idmapped: false,
         });
         self.slots = self.slots.saturating_add(1);
     }
@@ -418,6 +475,7 @@ pub(super) fn root_ops(
             devices: false,
             early: false,
             slot: 0,
+            idmapped: false,
         });
     }
     // /sys read-only, the host's cgroups hidden (see docs/SANDBOX.md).
@@ -533,11 +591,30 @@ const REFUSED: &[i64] = &[
     libc::SYS_ioperm,
     libc::SYS_vhangup,
     libc::SYS_lookup_dcookie,
+    // io_uring's operations (openat among them) bypass seccomp's view of the arguments.
+    libc::SYS_io_uring_setup,
+    libc::SYS_io_uring_enter,
+    libc::SYS_io_uring_register,
+];
+
+/// The calls that create a file or set its mode, and which argument is the mode: refused
+/// when it has a set-uid or set-gid bit.
+const SET_ID_MODE_ARGS: &[(i64, u8)] = &[
+    (libc::SYS_chmod, 1),
+    (libc::SYS_fchmod, 1),
+    (libc::SYS_fchmodat, 2),
+    (libc::SYS_fchmodat2, 2),
+    (libc::SYS_open, 2),
+    (libc::SYS_openat, 3),
+    (libc::SYS_creat, 1),
+    (libc::SYS_mknod, 1),
+    (libc::SYS_mknodat, 2),
 ];
 
 /// The seccomp programs of a confined run: the refused calls above, `clone` with any
-/// namespace flag, and `clone3` answered ENOSYS (its flags cannot be read by a filter; the C
-/// library then falls back to `clone`, as under Docker's default profile).
+/// namespace flag, a mode with a set-id bit ([`SET_ID_MODE_ARGS`]), and `clone3` and
+/// `openat2` answered ENOSYS (their arguments are structures a filter cannot read; the C
+/// library then falls back to `clone` and `openat`, as under Docker's default profile).
 pub(super) fn seccomp_filters() -> Result<Vec<BpfProgram>, SandboxError> {
     let arch = std::env::consts::ARCH.try_into().map_err(|e| {
         SandboxError::InvalidSpec(format!("no seccomp filter for this machine: {e}"))
@@ -568,6 +645,23 @@ pub(super) fn seccomp_filters() -> Result<Vec<BpfProgram>, SandboxError> {
         ns_rules.push(SeccompRule::new(vec![cond]).map_err(bad)?);
     }
     rules.insert(libc::SYS_clone, ns_rules);
+    // No set-uid or set-gid bit, on any file it makes or changes: what it writes may be
+    // root's on disk (idmapped trees), where a set-uid file would be a host's set-uid root
+    // program. One rule per bit and per call (any may match).
+    for (nr, mode_arg) in SET_ID_MODE_ARGS {
+        let mut mode_rules = Vec::new();
+        for bit in [libc::S_ISUID, libc::S_ISGID] {
+            let cond = SeccompCondition::new(
+                *mode_arg,
+                SeccompCmpArgLen::Dword,
+                SeccompCmpOp::MaskedEq(u64::from(bit)),
+                u64::from(bit),
+            )
+            .map_err(bad)?;
+            mode_rules.push(SeccompRule::new(vec![cond]).map_err(bad)?);
+        }
+        rules.insert(*nr, mode_rules);
+    }
     let refuse = SeccompFilter::new(
         rules,
         SeccompAction::Allow,
@@ -576,7 +670,12 @@ pub(super) fn seccomp_filters() -> Result<Vec<BpfProgram>, SandboxError> {
     )
     .map_err(bad)?;
     let clone3 = SeccompFilter::new(
-        [(libc::SYS_clone3, Vec::new())].into_iter().collect(),
+        [
+            (libc::SYS_clone3, Vec::new()),
+            (libc::SYS_openat2, Vec::new()),
+        ]
+        .into_iter()
+        .collect(),
         SeccompAction::Allow,
         SeccompAction::Errno(libc::ENOSYS as u32),
         arch,
@@ -589,7 +688,8 @@ pub(super) fn seccomp_filters() -> Result<Vec<BpfProgram>, SandboxError> {
 }
 
 /// Gives what `from` owns in each of `dirs` to `to` (uid and gid), links not followed: the
-/// writable trees of a run as root, before (`0` → [`SANDBOX_ID`]) and after it (back).
+/// writable trees of a run as root that cannot be idmapped, before (`0` → [`SANDBOX_ID`]) and
+/// after it (back).
 pub(super) fn hand_over(dirs: &[PathBuf], from: u32, to: u32) -> Result<(), SandboxError> {
     for dir in dirs {
         let mut stack = vec![dir.clone()];

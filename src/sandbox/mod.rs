@@ -15,6 +15,7 @@
 mod cgroup;
 mod child;
 mod confine;
+mod idmap;
 
 pub use confine::{Confine, DEFAULT_TMPFS_SIZE, SANDBOX_ID};
 
@@ -475,6 +476,8 @@ fn root_plan(
         file_size_limit: confine.file_size_limit,
         cpu_limit: confine.cpu_limit,
         become_root: sandbox_ids(),
+        prepared: Vec::new(),
+        held: Vec::new(),
     })
 }
 
@@ -532,10 +535,26 @@ pub fn run(spec: &Spec) -> Result<Outcome, SandboxError> {
         .prefix("swe-ark-sandbox-")
         .tempdir()
         .map_err(|e| prepare("creating a temporary directory", e))?;
-    let home = rundir.path().join("home");
-    fs::create_dir(&home).map_err(|e| prepare("creating the temporary HOME", e))?;
+    // Its HOME: in the run's directory (a confined run's is a tmpfs there). An unconfined run
+    // with a /tmp of its own no longer sees the host's /tmp: its HOME is a hidden directory
+    // of its own /tmp, named by the path it has there (removed with the guard).
+    let (home, _own_tmp_home) = match (&spec.confine, &spec.tmp) {
+        (None, Some(tmp)) => {
+            let dir = tempfile::Builder::new()
+                .prefix(".swe-ark-home-")
+                .tempdir_in(tmp)
+                .map_err(|e| prepare("creating the temporary HOME", e))?;
+            let name = dir.path().file_name().unwrap_or_default().to_owned();
+            (Path::new("/tmp").join(name), Some(dir))
+        }
+        _ => {
+            let home = rundir.path().join("home");
+            fs::create_dir(&home).map_err(|e| prepare("creating the temporary HOME", e))?;
+            (home, None)
+        }
+    };
     let mounts = mounts(spec, rundir.path())?;
-    let root = match &spec.confine {
+    let mut root = match &spec.confine {
         Some(c) => Some(root_plan(spec, c, &mounts, rundir.path(), &home)?),
         None => None,
     };
@@ -543,13 +562,15 @@ pub fn run(spec: &Spec) -> Result<Outcome, SandboxError> {
         .as_ref()
         .map(|r| r.ops.iter().map(confine::RootOp::describe).collect())
         .unwrap_or_default();
-    // As root, what root owns in the writable trees is the sandbox uid's for the run.
-    let handed_over = match &spec.confine {
-        Some(c) if sandbox_ids() => {
+    // As root, what root owns in the writable trees is the sandbox uid's for the run: shown
+    // so by idmapped mounts, or, where a filesystem has none, given to it and taken back.
+    let handed_over = match (&spec.confine, root.as_mut()) {
+        (Some(c), Some(plan)) if sandbox_ids() => {
             let mut dirs = c.writable.clone();
             dirs.extend(spec.tmp.clone());
-            confine::hand_over(&dirs, 0, confine::SANDBOX_ID)?;
-            dirs
+            let walked = plan.idmap_writable(&dirs)?;
+            confine::hand_over(&walked, 0, confine::SANDBOX_ID)?;
+            walked
         }
         _ => Vec::new(),
     };
