@@ -223,25 +223,12 @@ fn replayer_uid(replayer: Replayer) -> u32 {
     }
 }
 
-/// `cmd` as `replayer` runs it: as nobody through `setpriv`, with the same environment.
+/// `cmd` as `replayer` runs it.
 fn as_replayer(cmd: std::process::Command, replayer: Replayer) -> std::process::Command {
-    if replayer == Replayer::Caller {
-        return cmd;
+    match replayer {
+        Replayer::Caller => cmd,
+        Replayer::Nobody => common::as_nobody(&cmd),
     }
-    let mut n = std::process::Command::new(common::AS_NOBODY[0]);
-    n.args(&common::AS_NOBODY[1..])
-        .arg(cmd.get_program())
-        .args(cmd.get_args());
-    if let Some(dir) = cmd.get_current_dir() {
-        n.current_dir(dir);
-    }
-    for (k, v) in cmd.get_envs() {
-        match v {
-            Some(v) => n.env(k, v),
-            None => n.env_remove(k),
-        };
-    }
-    n
 }
 
 /// Gives everything under `dir` (links not followed) to uid and gid 65534.

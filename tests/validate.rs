@@ -10,7 +10,6 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use common::widget::{ADD_TEST, GOLD, Widget, instance, offline_swe_ark, test_patch};
 use common::{TestContext, stderr, stdout};
@@ -678,21 +677,11 @@ fn unprivileged_user_replays(t: &TestContext, w: &Widget, file: &Path) {
     // The test's directory is root's (0700): the other user may pass through it only.
     std::fs::set_permissions(t.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let as_nobody = |args: &[&str]| {
-        let c = w.cmd_at(t, &mine.join("ark"));
-        let mut n = Command::new(common::AS_NOBODY[0]);
-        n.args(&common::AS_NOBODY[1..])
-            .arg(c.get_program())
-            .args(c.get_args())
-            .args(args)
+        let mut c = w.cmd_at(t, &mine.join("ark"));
+        c.args(args)
             .current_dir(&mine)
             .env("HOME", mine.join("home"));
-        for (k, v) in c.get_envs() {
-            match v {
-                Some(v) => n.env(k, v),
-                None => n.env_remove(k),
-            };
-        }
-        n.output().unwrap()
+        common::as_nobody(&c).output().unwrap()
     };
     let probe = as_nobody(&["--version"]);
     if !probe.status.success() {

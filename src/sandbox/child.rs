@@ -594,8 +594,9 @@ fn enter_root(plan: &Plan, root: &RootPlan) -> Result<(), (i32, i32)> {
 }
 
 const MOUNT_ATTR_RDONLY: u64 = 0x1;
-const MOUNT_ATTR_NOSUID: u64 = 0x2;
-const MOUNT_ATTR_NODEV: u64 = 0x4;
+pub(super) const MOUNT_ATTR_NOSUID: u64 = 0x2;
+pub(super) const MOUNT_ATTR_NODEV: u64 = 0x4;
+pub(super) const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
 
 /// `struct mount_attr` of `mount_setattr(2)`.
 #[repr(C)]
@@ -610,7 +611,7 @@ const OPEN_TREE_CLONE: libc::c_uint = 1;
 const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 4;
 
 /// A detached copy of the mount tree at `path` (`open_tree(OPEN_TREE_CLONE | AT_RECURSIVE)`).
-fn open_tree(path: &CStr) -> Result<c_int, i32> {
+pub(super) fn open_tree(path: &CStr) -> Result<c_int, i32> {
     let flags =
         OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | libc::AT_RECURSIVE as libc::c_uint;
     // SAFETY: open_tree with a C string and integer flags.
@@ -738,11 +739,23 @@ fn root_op(op: &RootOp, fds: &mut [c_int; MAX_BINDS]) -> Result<(), i32> {
 /// in a user namespace) stay as they are. `dirfd` and `path` name the mount as `openat`'s do
 /// (with `AT_EMPTY_PATH` in `flags`, a detached tree's descriptor).
 fn set_attributes(dirfd: c_int, path: &CStr, flags: libc::c_uint, attrs: u64) -> Result<(), i32> {
+    set_attributes_mapped(dirfd, path, flags, attrs, 0)
+}
+
+/// [`set_attributes`] with the user namespace `userns_fd` names, which `MOUNT_ATTR_IDMAP` in
+/// `attrs` maps the mount's owners through (ignored without it).
+pub(super) fn set_attributes_mapped(
+    dirfd: c_int,
+    path: &CStr,
+    flags: libc::c_uint,
+    attrs: u64,
+    userns_fd: u64,
+) -> Result<(), i32> {
     let attr = MountAttr {
         attr_set: attrs,
         attr_clr: 0,
         propagation: 0,
-        userns_fd: 0,
+        userns_fd,
     };
     // SAFETY: mount_setattr with a C string and a struct of its documented layout and size.
     let r = unsafe {

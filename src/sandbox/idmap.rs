@@ -19,21 +19,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
+use super::child;
 use super::confine::SANDBOX_ID;
-
-const OPEN_TREE_CLONE: libc::c_uint = 1;
-const MOUNT_ATTR_NOSUID: u64 = 0x2;
-const MOUNT_ATTR_NODEV: u64 = 0x4;
-const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
-
-/// `struct mount_attr` of `mount_setattr(2)`.
-#[repr(C)]
-struct MountAttr {
-    attr_set: u64,
-    attr_clr: u64,
-    propagation: u64,
-    userns_fd: u64,
-}
 
 /// A user namespace whose only uid and gid, 0, is [`SANDBOX_ID`] outside: the mapping of every
 /// idmapped tree. Made once per process (a short-lived `/bin/sh` unshares it; its descriptor
@@ -99,35 +86,16 @@ pub(super) fn idmapped_tree(dir: &Path) -> Option<OwnedFd> {
 
 fn idmap(dir: &Path, ns: &OwnedFd) -> io::Result<OwnedFd> {
     let path = super::c_path(dir).map_err(|e| io::Error::other(e.to_string()))?;
-    let flags =
-        OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | libc::AT_RECURSIVE as libc::c_uint;
-    // SAFETY: open_tree with a C string and integer flags.
-    let fd = unsafe { libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, path.as_ptr(), flags) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let raw = i32::try_from(fd).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
+    let raw = child::open_tree(&path).map_err(io::Error::from_raw_os_error)?;
     // SAFETY: open_tree returned this descriptor, owned by nothing else.
     let tree = unsafe { OwnedFd::from_raw_fd(raw) };
-    let attr = MountAttr {
-        attr_set: MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
-        attr_clr: 0,
-        propagation: 0,
-        userns_fd: u64::try_from(ns.as_raw_fd()).unwrap_or(u64::MAX),
-    };
-    // SAFETY: mount_setattr with an empty C string and a struct of its documented layout.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_mount_setattr,
-            tree.as_raw_fd(),
-            c"".as_ptr(),
-            (libc::AT_EMPTY_PATH | libc::AT_RECURSIVE) as libc::c_uint,
-            &attr as *const MountAttr,
-            std::mem::size_of::<MountAttr>(),
-        )
-    };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    child::set_attributes_mapped(
+        tree.as_raw_fd(),
+        c"",
+        (libc::AT_EMPTY_PATH | libc::AT_RECURSIVE) as libc::c_uint,
+        child::MOUNT_ATTR_IDMAP | child::MOUNT_ATTR_NOSUID | child::MOUNT_ATTR_NODEV,
+        u64::try_from(ns.as_raw_fd()).unwrap_or(u64::MAX),
+    )
+    .map_err(io::Error::from_raw_os_error)?;
     Ok(tree)
 }

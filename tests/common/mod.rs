@@ -457,6 +457,25 @@ pub const AS_NOBODY: [&str; 5] = [
     "--",
 ];
 
+/// `cmd` as uid and gid 65534 run it, through `setpriv` ([`AS_NOBODY`]): its program,
+/// arguments, working directory and environment.
+pub fn as_nobody(cmd: &Command) -> Command {
+    let mut n = Command::new(AS_NOBODY[0]);
+    n.args(&AS_NOBODY[1..])
+        .arg(cmd.get_program())
+        .args(cmd.get_args());
+    if let Some(dir) = cmd.get_current_dir() {
+        n.current_dir(dir);
+    }
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => n.env(k, v),
+            None => n.env_remove(k),
+        };
+    }
+    n
+}
+
 /// Why this test cannot run a command as an unprivileged user (65534) that makes user
 /// namespaces of its own, as confinement needs; None when it can: the test runs as root (to
 /// become that user), `setpriv` is here, and the kernel lets an unprivileged user unshare.
