@@ -363,6 +363,95 @@ fn bad_confinement_is_refused() {
     );
 }
 
+/// As root, on a filesystem without idmapped mounts (NFS, an old kernel), the writable trees
+/// are given to the sandbox uid for the run and taken back after it (`Confine::idmap` false
+/// forces that path here, where every filesystem has them): the command owns what it finds
+/// and makes, links are not followed, and afterwards everything is root's again, set-id bits
+/// never kept.
+#[test]
+fn without_idmapped_mounts_the_trees_are_handed_over_and_back() {
+    if !is_root() {
+        eprintln!("skipped: the hand-over is what swe-ark does as root");
+        return;
+    }
+    if !confinement_or_skip() {
+        return;
+    }
+    let w = World::new();
+    std::fs::create_dir(w.work.join("sub")).unwrap();
+    std::fs::write(
+        w.work.join("sub/deep.txt"),
+        "deep
+",
+    )
+    .unwrap();
+    let passwd = std::fs::symlink_metadata("/etc/passwd").unwrap();
+    let mut spec = w.spec(
+        "until [ -e go ]; do sleep 0.05; done; rm go; \
+         echo owner=$(stat -c %u given.txt); echo more >> sub/deep.txt && echo wrote; \
+         ln -s /etc/passwd to-passwd; mkdir made; echo new > made/new.txt; \
+         chmod 4755 made/new.txt || echo chmod-refused",
+    );
+    if let Some(c) = spec.confine.as_mut() {
+        c.idmap = false;
+    }
+    let untouched = Untouched::new(&w);
+    // While the command runs (it waits for the file `go`), the tree is nobody's on disk.
+    let given = w.work.join("given.txt");
+    let go = w.work.join("go");
+    let out = std::thread::scope(|s| {
+        let watcher = s.spawn(|| {
+            let mut seen = None;
+            for _ in 0..600 {
+                let m = std::fs::symlink_metadata(&given).unwrap();
+                if m.uid() != 0 {
+                    seen = Some(m.uid());
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            std::fs::write(&go, "").unwrap();
+            seen
+        });
+        let out = run(&w, &spec);
+        (out, watcher.join().unwrap())
+    });
+    let (out, owner_during) = out;
+    assert_eq!(
+        owner_during,
+        Some(sandbox::SANDBOX_ID),
+        "the tree was not handed over"
+    );
+    untouched.check();
+    let text = w.text();
+    assert!(out.success(), "{out:?}\n{text}");
+    for said in ["owner=0", "wrote", "chmod-refused"] {
+        assert!(text.contains(said), "{said}:\n{text}");
+    }
+    let after = std::fs::symlink_metadata("/etc/passwd").unwrap();
+    assert_eq!(
+        (after.uid(), after.gid(), after.mode()),
+        (passwd.uid(), passwd.gid(), passwd.mode())
+    );
+    for rel in [
+        "",
+        "given.txt",
+        "sub",
+        "sub/deep.txt",
+        "to-passwd",
+        "made",
+        "made/new.txt",
+    ] {
+        let m = std::fs::symlink_metadata(w.work.join(rel)).unwrap();
+        assert_eq!((m.uid(), m.gid()), (0, 0), "{rel} was not taken back");
+        assert_eq!(m.mode() & 0o6000, 0, "{rel}: {:o}", m.mode());
+    }
+    assert_eq!(
+        std::fs::read_to_string(w.work.join("sub/deep.txt")).unwrap(),
+        "deep\nmore\n"
+    );
+}
+
 fn is_root() -> bool {
     // SAFETY: geteuid cannot fail.
     unsafe { libc::geteuid() == 0 }

@@ -678,6 +678,15 @@ fn a_packed_interpreter_runs_from_the_archive() {
         py(&venv, "import alpha, json, ssl; print(alpha.VERSION)"),
         "1.0"
     );
+    // Its build variables name where it is unpacked, not the locker's prefix: a C extension
+    // built offline finds Python.h there.
+    let include = py(
+        &venv,
+        "import sysconfig; print(sysconfig.get_config_var('INCLUDEPY'))",
+    );
+    let include = std::fs::canonicalize(&include).unwrap_or_else(|e| panic!("{include}: {e}"));
+    assert!(include.starts_with(&base), "{}", include.display());
+    assert!(include.join("Python.h").is_file(), "{}", include.display());
     // The packed executable does not lean on the original prefix for its libpython.
     let exe = std::fs::read_dir(Path::new(&base).join("bin"))
         .unwrap()
@@ -1186,5 +1195,124 @@ fn a_conda_environment_file_is_locked_as_pip_requirements() {
     assert!(
         e.contains("conda environment file `environment.yml`: `dependencies` is not a list"),
         "{e}"
+    );
+}
+
+/// The installs of `env lock` run the context's own code (its `install`, its dependencies'
+/// builds): confined by the sandbox unless `--unconfined`. Confined, an install that writes
+/// outside its work directory leaves nothing there; the lock reaches the index (its proxy), and
+/// the offline proof runs with no network at all, so a probe of the index from the install
+/// arrives once (the lock's install), not twice. `--unconfined` writes there and reaches the
+/// index from both. Where the kernel cannot confine, `env lock` and `env build` refuse up front
+/// (exit 2, naming `--unconfined`), leaving no lock.
+#[test]
+fn the_installs_of_a_lock_are_confined_unless_told_otherwise() {
+    let outside = std::env::temp_dir().join(format!("swe-ark-env-outside-{}", std::process::id()));
+    std::fs::create_dir_all(&outside).unwrap();
+    let escaped = outside.join("escaped");
+    // Filled in once the index's port is known: a placeholder the manifest is rewritten from.
+    let extra = format!(
+        "\n[versions.\"0.7\"]\nrequirements = []\npip_packages = []\n\
+         install = '''python -m pip install -e . && {{ python -c \"import urllib.request as u; \
+         u.urlopen('INDEX/install-probe/', timeout=5)\" >/dev/null 2>&1; \
+         touch '{}' 2>/dev/null; true; }}'''\n",
+        escaped.display()
+    );
+    let Some(f) = Fixture::new(&extra) else {
+        let _ = std::fs::remove_dir_all(&outside);
+        return;
+    };
+    let manifest_path = f.t.path("manifests/acme__widget.toml");
+    let text = std::fs::read_to_string(&manifest_path).unwrap();
+    std::fs::write(&manifest_path, text.replace("INDEX", &f.index.url())).unwrap();
+    let probes = || {
+        f.index
+            .requests()
+            .iter()
+            .filter(|r| r.contains("/install-probe/"))
+            .count()
+    };
+
+    let report: serde_json::Value = serde_json::from_str(&f.ok(&[
+        "env",
+        "lock",
+        "acme/widget",
+        "0.7",
+        "--commit",
+        &f.commit,
+        "--json",
+    ]))
+    .unwrap();
+    assert_eq!(report["confinement"], "confined", "{report}");
+    assert!(
+        !escaped.exists(),
+        "a confined install wrote {}",
+        escaped.display()
+    );
+    assert_eq!(
+        probes(),
+        1,
+        "the lock's install reaches the index, the offline proof does not"
+    );
+
+    let report: serde_json::Value = serde_json::from_str(&f.ok(&[
+        "env",
+        "lock",
+        "acme/widget",
+        "0.7",
+        "--commit",
+        &f.commit,
+        "--json",
+        "--unconfined",
+    ]))
+    .unwrap();
+    assert_eq!(report["confinement"], "unconfined", "{report}");
+    assert!(
+        escaped.exists(),
+        "an unconfined install runs with the caller's rights"
+    );
+    assert_eq!(
+        probes(),
+        3,
+        "unconfined, the offline proof reached the index too"
+    );
+    let id = report["id"].as_str().unwrap().to_string();
+    let _ = std::fs::remove_dir_all(&outside);
+
+    // Where the kernel cannot confine: refused before any work, naming the flag.
+    if !Path::new("/usr/bin/unshare").exists() || !common::can_unshare() {
+        eprintln!("skipped the refusal: needs unshare and user namespaces");
+        return;
+    }
+    let locks_before = f.locks_json().len();
+    let forbid = "for f in user pid net mnt; do echo 0 > /proc/sys/user/max_${f}_namespaces \
+                  || exit 1; done; exec \"$@\"";
+    for args in [
+        &["env", "lock", "acme/widget", "0.7", "--commit", &f.commit][..],
+        &["env", "build", &id, "--force"][..],
+    ] {
+        let c = f.cmd(args);
+        let mut wrapped = Command::new("/usr/bin/unshare");
+        wrapped
+            .args(["--user", "--map-root-user", "/bin/sh", "-c", forbid, "sh"])
+            .arg(c.get_program())
+            .args(c.get_args());
+        for (k, v) in c.get_envs() {
+            if let Some(v) = v {
+                wrapped.env(k, v);
+            }
+        }
+        let out = wrapped.output().unwrap();
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("confinement is not possible here (") && err.contains("--unconfined"),
+            "{args:?}: {err}"
+        );
+    }
+    assert_eq!(
+        f.locks_json().len(),
+        locks_before,
+        "a refused lock leaves no lock"
     );
 }

@@ -12,10 +12,12 @@ use std::time::Instant;
 pub use super::install::{Installer, find_uv};
 use super::install::{choose_installer, install_wheels};
 use super::pylock::{PyLock, Role, normalize, same_version};
+use super::steps::StepRunner;
 use super::venv::{self, Venv};
 use super::{ArtifactError, EnvError, io_err, packed, python};
 use crate::digest::Sha256Digest;
 use crate::fsutil;
+use crate::sandbox::Network;
 use crate::store::{ObjectError, ObjectStore};
 
 #[derive(Debug, Clone, Default)]
@@ -27,6 +29,9 @@ pub struct BuildOptions {
     pub packed_python: bool,
     /// Rebuild even when the cache has the environment.
     pub force: bool,
+    /// Run the installer and the environment's interpreter with the caller's rights, not
+    /// confined by the sandbox (`--unconfined`).
+    pub unconfined: bool,
 }
 
 /// A built environment in the cache.
@@ -169,13 +174,14 @@ fn expected_dists(lock: &PyLock) -> BTreeMap<String, String> {
 
 /// Compares what is installed in `venv` with the lock's runtime set (leaving out `project`).
 pub fn check_installed(
+    steps: &StepRunner,
     lock_id: &str,
     lock: &PyLock,
     venv: &Venv,
     project: Option<&str>,
 ) -> Result<usize, EnvError> {
     let expected = expected_dists(lock);
-    let found = venv.installed()?;
+    let found = venv.installed(steps)?;
     let mut problems = Vec::new();
     let mut seen = BTreeSet::new();
     for d in &found {
@@ -235,12 +241,14 @@ pub fn build(
         built.seconds = start.elapsed().as_secs_f64();
         return Ok(built);
     }
+    // Refused up front, before the old build is removed, when confinement is impossible.
+    let steps = StepRunner::new(opts.unconfined, Network::Isolated)?;
     // A directory without its marker is a build that did not finish.
     if dir.exists() {
         std::fs::remove_dir_all(&dir).map_err(io_err(&dir))?;
     }
     std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
-    let result = build_into(objects, ark_root, &id, lock, opts, &dir, &venv_dir);
+    let result = build_into(&steps, objects, ark_root, &id, lock, opts, &dir, &venv_dir);
     match result {
         Ok(mut built) => {
             built.seconds = start.elapsed().as_secs_f64();
@@ -258,7 +266,9 @@ pub fn build(
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn build_into(
+    steps: &StepRunner,
     objects: &ObjectStore,
     ark_root: &Path,
     id: &str,
@@ -274,6 +284,15 @@ fn build_into(
     // ensurepip only when the lock keeps what it brings; otherwise the lock's own pip wheel.
     let with_pip = !lock.tool.swe_ark.bundled.is_empty() || installer == Installer::Pip;
     let venv = Venv::create_prefix(&python, venv_dir, with_pip)?;
+    // The installer writes the environment (and uv its cache) and reads the wheelhouse; what
+    // the installed packages run at the interpreter's start sees nothing else.
+    let uv_cache = crate::store::Layout::new(ark_root).uv_cache();
+    let mut steps = steps
+        .read_only(&wheelhouse)
+        .read_only(&python::prefix_of(&python));
+    if uv.is_some() {
+        steps = steps.writable(&uv_cache)?;
+    }
     let mut files = Vec::new();
     for p in lock.packages.iter().filter(|p| p.role() == Role::Runtime) {
         let art = p.install_wheel().ok_or_else(|| EnvError::BadLock {
@@ -282,22 +301,25 @@ fn build_into(
         })?;
         files.push(wheelhouse.join(&art.name));
     }
+    let env_steps = steps.writable(venv_dir)?;
     install_wheels(
+        &env_steps,
         &venv,
         installer,
         uv.as_deref(),
-        &crate::store::Layout::new(ark_root).uv_cache(),
+        &uv_cache,
         &files,
     )?;
-    let installed = check_installed(id, lock, &venv, None)?;
+    let installed = check_installed(&env_steps, id, lock, &venv, None)?;
     let services = super::services::build(
+        &steps,
         lock,
         id,
         &wheelhouse,
         &python,
         installer,
         uv.as_deref(),
-        &crate::store::Layout::new(ark_root).uv_cache(),
+        &uv_cache,
         dir,
     )?;
     Ok(BuiltEnv {
@@ -307,7 +329,7 @@ fn build_into(
         wheelhouse,
         installer: match installer {
             Installer::Uv => "uv".into(),
-            _ => venv.pip_version().unwrap_or_else(|| "pip".into()),
+            _ => venv.pip_version(&env_steps).unwrap_or_else(|| "pip".into()),
         },
         python: lock.tool.swe_ark.python.version.clone(),
         interpreter: python.clone(),

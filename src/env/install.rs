@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::EnvError;
+use super::steps::StepRunner;
 use super::venv::{self, Venv};
 
 /// Which installer puts the locked wheels in place.
@@ -68,8 +69,10 @@ pub(super) fn choose_installer(
     }
 }
 
-/// Installs the wheels at `files` into `venv` with no index and no dependency resolution.
+/// Installs the wheels at `files` into `venv` with no index and no dependency resolution,
+/// through `steps`, which must let it write `venv` and `uv_cache` and read `files`.
 pub(super) fn install_wheels(
+    steps: &StepRunner,
     venv: &Venv,
     installer: Installer,
     uv: Option<&Path>,
@@ -108,6 +111,6 @@ pub(super) fn install_wheels(
         }
     };
     cmd.args(files);
-    venv::run(&mut cmd, "installing the locked wheels")?;
+    steps.run(&mut cmd, "installing the locked wheels")?;
     Ok(())
 }

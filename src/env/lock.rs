@@ -28,12 +28,14 @@ use super::pylock::{
     PyLock, PythonMeta, Role, ServiceMeta, Tool, normalize, parse_filename, same_version,
 };
 use super::services::Locked;
+use super::steps::StepRunner;
 use super::venv::{self, InstalledDist, Venv};
 use super::{EnvError, io_err, packed, python};
 use crate::digest::Sha256Digest;
 use crate::manifest::Context;
 use crate::mirror::Mirror;
 use crate::mirror::RepoName;
+use crate::sandbox::Network;
 use crate::store::Ark;
 
 pub const DEFAULT_INDEX: &str = "https://pypi.org/simple";
@@ -49,6 +51,9 @@ pub struct LockOptions {
     pub pack_python: bool,
     pub allow_yanked: bool,
     pub installer: build::Installer,
+    /// Run the installs with the caller's rights, not confined by the sandbox
+    /// (`--unconfined`).
+    pub unconfined: bool,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -73,6 +78,8 @@ pub struct LockReport {
     pub downloaded: usize,
     pub built_wheels: Vec<String>,
     pub notes: Vec<String>,
+    /// `confined`, or `unconfined` (`--unconfined`): how the installs ran.
+    pub confinement: String,
     pub env: BuiltEnv,
 }
 
@@ -328,6 +335,8 @@ pub fn checkout(mirror: &Path, commit: &str, dest: &Path) -> Result<(), EnvError
 struct Step<'a> {
     proxy: &'a LockProxy,
     cutoff: &'a Cutoff,
+    /// Where the install commands run: confined, seeing the lock's work directory.
+    steps: &'a StepRunner,
 }
 
 impl Step<'_> {
@@ -342,7 +351,7 @@ impl Step<'_> {
         const ATTEMPTS: usize = 50;
         let mut attempt = 0;
         let e = loop {
-            let e = match venv::run(&mut cmd(), step) {
+            let e = match self.steps.run(&mut cmd(), step) {
                 Ok(_) => return Ok(()),
                 Err(e) => e,
             };
@@ -1254,6 +1263,7 @@ struct Resolution {
 
 /// Steps 1 to 5: the context installed for real in a fresh virtual environment, online, every
 /// file through the proxy; then what it took, as the lock's packages.
+#[allow(clippy::too_many_arguments)]
 fn install_through_proxy(
     ark: &Ark,
     ctx: &Context,
@@ -1261,6 +1271,7 @@ fn install_through_proxy(
     target: &Target,
     work: &Path,
     files: &SourceFiles,
+    steps: &StepRunner,
     say: &dyn Fn(&str),
 ) -> Result<Resolution, EnvError> {
     let Target {
@@ -1282,6 +1293,7 @@ fn install_through_proxy(
         step: Step {
             proxy: &proxy,
             cutoff,
+            steps,
         },
         venv: &venv,
         env: &env,
@@ -1291,13 +1303,14 @@ fn install_through_proxy(
     };
 
     install_era_installers(&ins)?;
-    let resolver = venv.pip_version().unwrap_or_else(|| "pip".into());
+    let resolver = venv.pip_version(steps).unwrap_or_else(|| "pip".into());
     let mut notes = Vec::new();
     let pre = install_context(&ins, ctx, files, commit, &mut notes)?;
 
     // 2a. The services' own environments, apart from the tests' (src/env/services.rs): a
     // proxy of their own, whose pins are theirs.
     let services = super::services::install(
+        steps,
         &ctx.services,
         &interp.path,
         work,
@@ -1315,7 +1328,7 @@ fn install_through_proxy(
         built.insert(sdist.clone(), (wheel.clone(), *id, *size));
     }
 
-    let installed = venv.installed()?;
+    let installed = venv.installed(steps)?;
     let fetched = all_fetched(&proxy, &services);
     let by_dist = by_distribution(&fetched);
     let matched = match_installed(&installed, &by_dist, &src)?;
@@ -1424,14 +1437,15 @@ fn build_and_prove(
             python: opts.python.clone(),
             packed_python: false,
             force: true,
+            unconfined: opts.unconfined,
         },
     )?;
     if let Err(e) = prove_install(
+        opts.unconfined,
         ctx,
         &built_env,
         &stored.lock,
-        &target.mirror.path,
-        &target.commit,
+        target,
         work,
         say,
     ) {
@@ -1458,10 +1472,18 @@ pub fn lock(
         .prefix(".tmp-lock-")
         .tempdir_in(&tmp_root)
         .map_err(io_err(&tmp_root))?;
+    // The installs see the work directory (checkouts, environments, pip's cache, their
+    // `/tmp`), the interpreter and the mirror the checkouts borrow their objects from; the
+    // network, for the proxy on loopback. Refused up front if confinement is impossible.
+    let steps = StepRunner::new(opts.unconfined, Network::Allowed)?
+        .writable(work.path())?
+        .tmp(&work.path().join("tmp"))?
+        .read_only(&target.interp.prefix)
+        .read_only(&target.mirror.path);
     let src = work.path().join("src");
     checkout(&target.mirror.path, &target.commit, &src)?;
     let files = read_source_files(ctx, &src)?;
-    let found = install_through_proxy(ark, ctx, opts, &target, work.path(), &files, say)?;
+    let found = install_through_proxy(ark, ctx, opts, &target, work.path(), &files, &steps, say)?;
 
     let python = python_meta(ark, opts, &target.interp, work.path(), say)?;
     let lock = lock_document(
@@ -1507,6 +1529,7 @@ pub fn lock(
         downloaded: found.downloaded,
         built_wheels: found.built_wheels,
         notes: found.notes,
+        confinement: steps.confinement().to_string(),
         env: built_env,
     })
 }
@@ -1514,14 +1537,15 @@ pub fn lock(
 /// Runs the repository's install in a copy of the built environment with no index at all:
 /// the lock must hold everything it needs (build backends included).
 fn prove_install(
+    unconfined: bool,
     ctx: &Context,
     built_env: &BuiltEnv,
     lock: &PyLock,
-    mirror: &Path,
-    commit: &str,
+    target: &Target,
     work: &Path,
     say: &dyn Fn(&str),
 ) -> Result<(), EnvError> {
+    let (mirror, commit) = (target.mirror.path.as_path(), target.commit.as_str());
     if ctx.install.is_empty() {
         return Ok(());
     }
@@ -1529,15 +1553,23 @@ fn prove_install(
     let copy = build::instance_copy(built_env, &work.join("proof-venv"))?;
     let src = work.join("proof-src");
     checkout(mirror, commit, &src)?;
+    // As a replay's install runs: confined, with no network at all.
+    let steps = StepRunner::new(unconfined, Network::Isolated)?
+        .writable(&copy.dir)?
+        .writable(&src)?
+        .tmp(&work.join("proof-tmp"))?
+        .read_only(&built_env.wheelhouse)
+        .read_only(&python::prefix_of(&built_env.interpreter))
+        .read_only(mirror);
     let mut env = ctx.env.clone();
     env.extend(build::offline_install_env(built_env));
     for cmd in &lock.tool.swe_ark.context.pre_install {
-        venv::run(
+        steps.run(
             &mut copy.shell(cmd, &src, &env),
             &format!("pre_install `{cmd}` offline"),
         )?;
     }
-    venv::run(
+    steps.run(
         &mut copy.shell(&ctx.install, &src, &env),
         &format!(
             "the install `{}` with no index (the lock lacks something it needs)",

@@ -9,7 +9,8 @@
 //!   environment files as pip requirements;
 //! - [`build`]: the offline build into `envs/<lock id>/` and per-instance copies;
 //! - [`services`]: the services' own environments, locked with the context and built apart;
-//! - [`venv`]: running Python and its installers with a clean environment.
+//! - [`venv`]: running Python and its installers with a clean environment;
+//! - [`steps`]: the dataset's commands of this stage, confined by the sandbox or not.
 
 pub mod asof;
 pub mod build;
@@ -22,6 +23,7 @@ pub mod proxy;
 pub mod pylock;
 pub mod python;
 pub mod services;
+pub mod steps;
 pub mod venv;
 
 use std::path::PathBuf;
@@ -71,6 +73,11 @@ pub enum EnvError {
     },
     #[error("{step} failed: {failure}")]
     Fetch { step: String, failure: String },
+    #[error(
+        "confinement is not possible here ({reason}); pass --unconfined to run the installs \
+         with your own rights on the whole filesystem"
+    )]
+    NoConfinement { reason: String },
     #[error("{step} failed: {}\n{output}", .reasons.join("\n"))]
     Excluded {
         step: String,

@@ -225,6 +225,7 @@ pub fn unpack_python(
     let mut rest = archive.into_inner();
     let mut sink = Vec::new();
     rest.read_to_end(&mut sink).map_err(io_err(&dest))?;
+    relocate_build_files(staging.path(), &dest)?;
     let mut marker =
         std::fs::File::create(staging.path().join(".complete")).map_err(io_err(&dest))?;
     marker
@@ -240,9 +241,142 @@ pub fn unpack_python(
     Ok(exe)
 }
 
+/// The prefix an interpreter was built for, as its `_sysconfigdata` module names it.
+fn built_prefix(sysconfigdata: &str) -> Option<&str> {
+    let start = sysconfigdata.find("'prefix': '")? + "'prefix': '".len();
+    let len = sysconfigdata[start..].find('\'')?;
+    Some(&sysconfigdata[start..start + len])
+}
+
+/// The build files of the interpreter unpacked in `unpacked`, rewritten to name `dest` (where
+/// it is moved next) instead of the prefix it was built for: `_sysconfigdata` (where
+/// `INCLUDEPY`, `LIBDIR` and friends come from: setuptools' distutils looks for `Python.h` in
+/// `INCLUDEPY`, so a C extension built offline from another user's archive would look in the
+/// locker's home), the `config-*/Makefile`, `pythonX.Y-config` and the `pkg-config` files. A
+/// system prefix (`/usr`) is left alone: its paths are not the interpreter's alone.
+fn relocate_build_files(unpacked: &Path, dest: &Path) -> Result<(), EnvError> {
+    let lib = unpacked.join("lib");
+    let stdlibs: Vec<PathBuf> = std::fs::read_dir(&lib)
+        .map_err(io_err(&lib))?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.is_dir()
+                && p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("python"))
+        })
+        .collect();
+    let mut files = Vec::new();
+    for stdlib in &stdlibs {
+        for e in std::fs::read_dir(stdlib).map_err(io_err(stdlib))?.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with("_sysconfigdata") && name.ends_with(".py") {
+                files.push(e.path());
+            } else if name.starts_with("config-") && e.path().is_dir() {
+                files.push(e.path().join("Makefile"));
+            }
+        }
+    }
+    let Some(old) = files
+        .iter()
+        .filter_map(|f| std::fs::read_to_string(f).ok())
+        .find_map(|text| built_prefix(&text).map(str::to_string))
+    else {
+        return Ok(());
+    };
+    if ["", "/", "/usr", "/usr/local"].contains(&old.trim_end_matches('/')) {
+        return Ok(());
+    }
+    for dir in [unpacked.join("bin"), lib.join("pkgconfig")] {
+        if let Ok(rd) = std::fs::read_dir(&dir) {
+            files.extend(rd.flatten().map(|e| e.path()).filter(|p| {
+                p.file_name().is_some_and(|n| {
+                    let n = n.to_string_lossy();
+                    n.ends_with("-config") || n.ends_with(".pc")
+                })
+            }));
+        }
+    }
+    let new = dest.to_string_lossy();
+    for f in files {
+        let Ok(meta) = std::fs::symlink_metadata(&f) else {
+            continue;
+        };
+        if !meta.is_file() {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(&f) else {
+            continue;
+        };
+        if text.contains(&old) {
+            std::fs::write(&f, text.replace(&old, &new)).map_err(io_err(&f))?;
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn build_files_name_where_the_interpreter_is_unpacked() {
+        let top = tempfile::tempdir().unwrap();
+        let u = top.path();
+        let stdlib = u.join("lib/python3.9");
+        std::fs::create_dir_all(stdlib.join("config-3.9-x86_64-linux-gnu")).unwrap();
+        std::fs::create_dir_all(u.join("bin")).unwrap();
+        let data = "build_time_vars = {'prefix': '/home/locker/.pyenv/versions/3.9.18',\n                     'INCLUDEPY': '/home/locker/.pyenv/versions/3.9.18/include/python3.9',\n                     'CC': 'gcc -pthread'}\n";
+        std::fs::write(
+            stdlib.join("_sysconfigdata__linux_x86_64-linux-gnu.py"),
+            data,
+        )
+        .unwrap();
+        std::fs::write(
+            stdlib.join("config-3.9-x86_64-linux-gnu/Makefile"),
+            "prefix=\t\t/home/locker/.pyenv/versions/3.9.18\n",
+        )
+        .unwrap();
+        std::fs::write(
+            u.join("bin/python3.9-config"),
+            "#!/bin/sh\nprefix_real=/home/locker/.pyenv/versions/3.9.18\n",
+        )
+        .unwrap();
+        std::fs::write(
+            u.join("bin/pip3"),
+            "#!/home/locker/.pyenv/versions/3.9.18/bin/py\n",
+        )
+        .unwrap();
+        relocate_build_files(u, Path::new("/ark/pythons/abc")).unwrap();
+        let read = |p: &str| std::fs::read_to_string(u.join(p)).unwrap();
+        let data = read("lib/python3.9/_sysconfigdata__linux_x86_64-linux-gnu.py");
+        assert!(
+            data.contains("'INCLUDEPY': '/ark/pythons/abc/include/python3.9'"),
+            "{data}"
+        );
+        assert!(data.contains("'CC': 'gcc -pthread'"), "{data}");
+        assert!(
+            read("lib/python3.9/config-3.9-x86_64-linux-gnu/Makefile")
+                .contains("/ark/pythons/abc\n")
+        );
+        assert!(read("bin/python3.9-config").contains("prefix_real=/ark/pythons/abc\n"));
+        // Scripts other than the -config ones are not build files: left as they were.
+        assert!(read("bin/pip3").contains("/home/locker/"));
+
+        // A system prefix names more than the interpreter: nothing is rewritten.
+        let sys = "build_time_vars = {'prefix': '/usr', 'INCLUDEPY': '/usr/include/python3.9'}\n";
+        std::fs::write(
+            stdlib.join("_sysconfigdata__linux_x86_64-linux-gnu.py"),
+            sys,
+        )
+        .unwrap();
+        std::fs::remove_file(stdlib.join("config-3.9-x86_64-linux-gnu/Makefile")).unwrap();
+        relocate_build_files(u, Path::new("/ark/pythons/abc")).unwrap();
+        assert_eq!(
+            read("lib/python3.9/_sysconfigdata__linux_x86_64-linux-gnu.py"),
+            sys
+        );
+    }
 
     #[test]
     fn runpaths_are_rewritten_in_place() {

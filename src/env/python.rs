@@ -45,6 +45,16 @@ pub struct Interpreter {
     pub sha256: Sha256Digest,
 }
 
+/// The installation the interpreter executable `exe` belongs to (`<prefix>/bin/python3.9`'s
+/// prefix, links resolved): what a confined command that runs it must see.
+pub fn prefix_of(exe: &Path) -> PathBuf {
+    let real = std::fs::canonicalize(exe).unwrap_or_else(|_| exe.to_path_buf());
+    real.parent()
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .unwrap_or(real)
+}
+
 /// Works on every Python from 2.7 on: what the lock needs to know, as one JSON line.
 const PROBE: &str = "import json, platform, sys, sysconfig; \
     sys.stdout.write(json.dumps({'version': platform.python_version(), \

@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use super::install::{self, Installer};
 use super::proxy::{Fetched, LockProxy, ProxyConfig};
 use super::pylock::{Bundled, PyLock, ServiceMeta, normalize, parse_filename, same_version};
+use super::steps::StepRunner;
 use super::venv::Venv;
 use super::{EnvError, asof, io_err};
 use crate::digest::Sha256Digest;
@@ -57,6 +58,7 @@ pub(super) struct Locked {
 /// with their pins as its pins, so that they pass the cutoff for the services alone and never
 /// change what the tests' environment resolves to.
 pub(super) fn install(
+    steps: &StepRunner,
     services: &[Service],
     python: &Path,
     work: &Path,
@@ -110,7 +112,7 @@ pub(super) fn install(
                 .arg(&wheels)
                 .args(&s.packages);
             let step = format!("resolving the packages of service {}", s.name);
-            if let Err(e) = super::venv::run(&mut cmd, &step) {
+            if let Err(e) = steps.run(&mut cmd, &step) {
                 return Err(match proxy.failures().first() {
                     Some(f) => EnvError::Fetch {
                         step,
@@ -316,6 +318,7 @@ pub fn venv_dir(env_dir: &Path, service: &str) -> PathBuf {
 /// from the wheelhouse, with no index; returns name → virtual environment.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn build(
+    steps: &StepRunner,
     lock: &PyLock,
     lock_id: &str,
     wheelhouse: &Path,
@@ -363,8 +366,9 @@ pub(super) fn build(
         // pip needs itself in the environment (ensurepip); uv does not.
         let with_pip = installer != Installer::Uv;
         let venv = Venv::create(python, &venv_path, with_pip)?;
-        install::install_wheels(&venv, installer, uv, uv_cache, &files)?;
-        check_built(lock_id, s, &venv, with_pip)?;
+        let steps = steps.writable(&venv_path)?;
+        install::install_wheels(&steps, &venv, installer, uv, uv_cache, &files)?;
+        check_built(&steps, lock_id, s, &venv, with_pip)?;
         out.insert(s.name.clone(), venv_path);
     }
     Ok(out)
@@ -373,6 +377,7 @@ pub(super) fn build(
 /// A service's environment must hold exactly its distributions (and ensurepip's own pip and
 /// setuptools, when pip installed it).
 fn check_built(
+    steps: &StepRunner,
     lock_id: &str,
     service: &ServiceMeta,
     venv: &Venv,
@@ -385,7 +390,7 @@ fn check_built(
         .collect();
     let mut problems = Vec::new();
     let mut seen = BTreeSet::new();
-    for d in venv.installed()? {
+    for d in venv.installed(steps)? {
         let n = normalize(&d.name);
         match expected.get(&n) {
             Some(v) if same_version(v, &d.version) => {}

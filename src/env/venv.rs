@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use super::steps::StepRunner;
 use super::{EnvError, io_err};
 
 /// The variables a step may see from the caller's environment; everything else is dropped so
@@ -63,8 +64,11 @@ for d in dirs:
                 except ValueError:
                     url = None
         out.append({"name": m["Name"], "version": m["Version"], "path": p, "direct_url": url})
-sys.stdout.write(json.dumps(out))
+sys.stdout.write("\n" + "swe-ark-dists: " + json.dumps(out) + "\n")
 "#;
+
+/// What starts [`LIST_DISTS`]'s line of output.
+const LISTED: &str = "swe-ark-dists: ";
 
 impl Venv {
     /// `python -m venv DIR`, with the interpreter's own pip (ensurepip, offline) unless
@@ -219,33 +223,42 @@ impl Venv {
         cmd
     }
 
-    pub fn installed(&self) -> Result<Vec<InstalledDist>, EnvError> {
+    /// The distributions in the environment, read by its own interpreter (which runs what
+    /// its packages' `.pth` files say: through `steps`).
+    pub fn installed(&self, steps: &StepRunner) -> Result<Vec<InstalledDist>, EnvError> {
         let mut cmd = self.command(&BTreeMap::new());
         cmd.args(["-E", "-s", "-c", LIST_DISTS]);
-        let out = run(&mut cmd, "listing the installed distributions")?;
+        let out = steps.run(&mut cmd, "listing the installed distributions")?;
+        // The last line: a confined run's stderr comes in the same stream.
+        let text = String::from_utf8_lossy(&out.stdout);
+        let line = text
+            .lines()
+            .rev()
+            .find_map(|l| l.strip_prefix(LISTED))
+            .unwrap_or("");
         let mut dists: Vec<InstalledDist> =
-            serde_json::from_slice(&out.stdout).map_err(|e| EnvError::Command {
+            serde_json::from_str(line).map_err(|e| EnvError::Command {
                 step: "listing the installed distributions".into(),
                 status: "unreadable output".into(),
-                output: e.to_string(),
+                output: format!("{e}:\n{}", last_lines(&text, 20).join("\n")),
             })?;
         dists.sort_by_key(|d| d.name.to_lowercase());
         Ok(dists)
     }
 
     /// pip's version in this environment (`pip 24.0`), or None when it has no pip.
-    pub fn pip_version(&self) -> Option<String> {
-        let out = self
-            .command(&BTreeMap::new())
-            .args(["-m", "pip", "--version"])
-            .output()
-            .ok()?;
+    pub fn pip_version(&self, steps: &StepRunner) -> Option<String> {
+        let mut cmd = self.command(&BTreeMap::new());
+        cmd.args(["-m", "pip", "--version"]);
+        let out = steps.run(&mut cmd, "asking pip its version").ok()?;
         let text = String::from_utf8_lossy(&out.stdout);
-        let mut words = text.split_whitespace();
-        match (words.next(), words.next()) {
-            (Some("pip"), Some(v)) if out.status.success() => Some(format!("pip {v}")),
-            _ => None,
-        }
+        text.lines().rev().find_map(|l| {
+            let mut words = l.split_whitespace();
+            match (words.next(), words.next(), words.next()) {
+                (Some("pip"), Some(v), Some("from")) => Some(format!("pip {v}")),
+                _ => None,
+            }
+        })
     }
 }
 
@@ -322,6 +335,11 @@ pub fn run(cmd: &mut Command, step: &str) -> Result<Output, EnvError> {
         status: "could not start".into(),
         output: format!("{:?}: {e}", cmd.get_program()),
     })?;
+    finish(out, step)
+}
+
+/// `out` when its command exited 0, else [`EnvError::Command`] with the end of what it printed.
+pub(super) fn finish(out: Output, step: &str) -> Result<Output, EnvError> {
     if out.status.success() {
         return Ok(out);
     }

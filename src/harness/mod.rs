@@ -94,17 +94,22 @@ pub(crate) fn work_dir(root: &Path, prefix: &str) -> Result<tempfile::TempDir, S
 }
 
 /// The environment of lock `lock_id` built (or found built) under `cache_root` from `objects`
-/// alone, and the instance's own copy of it in `work/venv`.
+/// alone (its installer confined unless `unconfined`), and the instance's own copy of it in
+/// `work/venv`.
 pub(crate) fn environment(
     objects: &ObjectStore,
     cache_root: &Path,
     lock_id: &Sha256Digest,
     lock: &PyLock,
     work: &Path,
+    unconfined: bool,
 ) -> Result<(BuiltEnv, Venv), Stop> {
     let fail = |e: &dyn std::fmt::Display| Stop(Reason::EnvBuildFailed, e.to_string());
-    let built = build::build(objects, cache_root, lock_id, lock, &BuildOptions::default())
-        .map_err(|e| fail(&e))?;
+    let opts = BuildOptions {
+        unconfined,
+        ..BuildOptions::default()
+    };
+    let built = build::build(objects, cache_root, lock_id, lock, &opts).map_err(|e| fail(&e))?;
     let venv = build::instance_copy(&built, &work.join("venv")).map_err(|e| fail(&e))?;
     Ok((built, venv))
 }
@@ -187,6 +192,9 @@ pub(crate) struct Runner<'a> {
     private_tmp: Option<PathBuf>,
     /// What every run of a confined instance sees (None: unconfined).
     confine: Option<sandbox::Confine>,
+    /// The tmpfs on `private_tmp` for the instance's lifetime (confined, as root), unmounted
+    /// when the runner is dropped.
+    _tmpfs: Option<sandbox::InstanceTmp>,
 }
 
 impl<'a> Runner<'a> {
@@ -227,6 +235,13 @@ impl<'a> Runner<'a> {
         };
         let services = services::Services::prepare(&ctx.services, built, work)?;
         let confine = (!opts.unconfined).then(|| confinement(work, &src, built, venv));
+        // Confined, the instance's /tmp is a tmpfs of a bounded size where swe-ark can mount
+        // one (as root); else the directory on disk, bounded per file.
+        let tmpfs = match (&confine, &private_tmp) {
+            (Some(c), Some(tmp)) => sandbox::InstanceTmp::mount(tmp, c.tmpfs_size)
+                .map_err(|e| Stop(Reason::Sandbox, e.to_string()))?,
+            _ => None,
+        };
         Ok(Runner {
             work,
             src,
@@ -239,6 +254,7 @@ impl<'a> Runner<'a> {
             binds: Vec::new(),
             private_tmp,
             confine,
+            _tmpfs: tmpfs,
         })
     }
 

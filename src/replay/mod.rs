@@ -291,9 +291,15 @@ fn tree_and_environment(
             (built, t.elapsed().as_secs_f64())
         });
         let t = Instant::now();
-        let env =
-            harness::environment(inputs.objects, inputs.cache_root, &b.lock_id, &b.lock, work)
-                .map(|(built, venv)| (built, venv, t.elapsed().as_secs_f64()));
+        let env = harness::environment(
+            inputs.objects,
+            inputs.cache_root,
+            &b.lock_id,
+            &b.lock,
+            work,
+            inputs.opts.unconfined,
+        )
+        .map(|(built, venv)| (built, venv, t.elapsed().as_secs_f64()));
         let tree = tree.join().unwrap_or_else(|_| {
             let panicked = Stop(Reason::Io, "the git work tree thread panicked".into());
             (Err(panicked), 0.0)

@@ -94,6 +94,10 @@ pub struct Confine {
     pub file_size_limit: Option<u64>,
     /// RLIMIT_CPU: the CPU seconds each of its processes may use.
     pub cpu_limit: Option<u64>,
+    /// As root, show the writable trees through idmapped mounts where the filesystem has
+    /// them (true, the default); false gives them to [`SANDBOX_ID`] for the run and back
+    /// after it by walking them, as on a filesystem without idmapped mounts.
+    pub idmap: bool,
 }
 
 impl Confine {
@@ -123,19 +127,24 @@ impl Confine {
                 )));
             }
         }
-        let seen = self
-            .writable
-            .iter()
-            .chain(&self.read_only)
-            .map(PathBuf::as_path)
-            .chain(SYSTEM_DIRS.iter().map(Path::new));
-        if !seen.clone().any(|p| cwd.starts_with(p)) {
+        if !self.sees(cwd) {
             return Err(SandboxError::InvalidSpec(format!(
                 "the working directory {} is not among what the confined run sees",
                 cwd.display()
             )));
         }
         Ok(())
+    }
+
+    /// Whether a confined run sees `path` (absolute): under a writable or read-only path, or
+    /// under one of the system's directories.
+    pub fn sees(&self, path: &Path) -> bool {
+        self.writable
+            .iter()
+            .chain(&self.read_only)
+            .map(PathBuf::as_path)
+            .chain(SYSTEM_DIRS.iter().map(Path::new))
+            .any(|p| path.starts_with(p))
     }
 
     /// Nothing writable or readable beyond the system, [`DEFAULT_TMPFS_SIZE`], no limits.
@@ -147,6 +156,7 @@ impl Confine {
             tmpfs_size: DEFAULT_TMPFS_SIZE,
             file_size_limit: None,
             cpu_limit: None,
+            idmap: true,
         }
     }
 }

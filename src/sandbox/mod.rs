@@ -16,8 +16,10 @@ mod cgroup;
 mod child;
 mod confine;
 mod idmap;
+mod tmpfs;
 
 pub use confine::{Confine, DEFAULT_TMPFS_SIZE, SANDBOX_ID};
+pub use tmpfs::InstanceTmp;
 
 use std::collections::BTreeMap;
 use std::ffi::{CString, OsString};
@@ -568,7 +570,11 @@ pub fn run(spec: &Spec) -> Result<Outcome, SandboxError> {
         (Some(c), Some(plan)) if sandbox_ids() => {
             let mut dirs = c.writable.clone();
             dirs.extend(spec.tmp.clone());
-            let walked = plan.idmap_writable(&dirs)?;
+            let walked = if c.idmap {
+                plan.idmap_writable(&dirs)?
+            } else {
+                dirs
+            };
             confine::hand_over(&walked, 0, confine::SANDBOX_ID)?;
             walked
         }

@@ -322,7 +322,14 @@ fn run_steps(
     let (lock_id, lock) = chosen_lock(ark, &ctx, opts)?;
     results.lock = lock_id.hex();
     results.python = lock.tool.swe_ark.python.version.clone();
-    let (built, venv) = harness::environment(&ark.objects(), ark.root(), &lock_id, &lock, work)?;
+    let (built, venv) = harness::environment(
+        &ark.objects(),
+        ark.root(),
+        &lock_id,
+        &lock,
+        work,
+        opts.run.unconfined,
+    )?;
     results.paths = Some(run_paths(ark, work, &src, &venv.dir));
     results
         .timings

@@ -17,6 +17,7 @@ pub(super) fn build_cmd(ctx: &Context, a: BuildArgs) -> anyhow::Result<ExitCode>
         python: a.python,
         packed_python: a.packed_python,
         force: a.force,
+        unconfined: a.unconfined,
     };
     let built = build::build(&ark.objects(), ark.root(), &id, &lock, &opts)?;
     let copy = match &a.copy_to {

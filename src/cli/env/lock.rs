@@ -43,6 +43,7 @@ pub(super) fn lock_cmd(ctx: &Context, a: LockArgs) -> anyhow::Result<ExitCode> {
         pack_python: !a.no_pack_python,
         allow_yanked: a.allow_yanked,
         installer: a.installer,
+        unconfined: a.unconfined,
     };
     let report = lock::lock(&mut ark, &context, &opts, &|m| ctx.note(m)).map_err(|e| {
         // A conda-only context that fails to install: say why it may.

@@ -68,6 +68,10 @@ pub struct LockArgs {
     /// The installer of the offline proof build.
     #[arg(long, value_enum, default_value_t = Installer::Auto)]
     pub installer: Installer,
+    /// Run the installs (the context's and its dependencies' own code) with your rights on
+    /// the whole filesystem, not confined by the sandbox (docs/SANDBOX.md); the report says so.
+    #[arg(long)]
+    pub unconfined: bool,
     #[arg(long)]
     pub json: bool,
 }
@@ -94,6 +98,10 @@ pub struct BuildArgs {
     /// Also make a per-instance copy of the environment at DIR (a new directory).
     #[arg(long, value_name = "DIR")]
     pub copy_to: Option<PathBuf>,
+    /// Run the installer and the environment's interpreter with your rights on the whole
+    /// filesystem, not confined by the sandbox (docs/SANDBOX.md).
+    #[arg(long)]
+    pub unconfined: bool,
     #[arg(long)]
     pub json: bool,
 }
