@@ -55,7 +55,15 @@ pub struct BuiltEnv {
     /// Each service's own environment (`services/<name>/`), by name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub services: BTreeMap<String, PathBuf>,
+    /// [`BUILD_FORMAT`] of the swe-ark that built it (0: before there was one).
+    #[serde(default)]
+    pub format: u32,
 }
+
+/// What a build makes, as a number: a cached build of another format is built again. 1: a
+/// carried interpreter's build files (and so the environment's copy of its standard
+/// library) name where it is unpacked, not the locker's prefix.
+pub const BUILD_FORMAT: u32 = 1;
 
 const MARKER: &str = "env.json";
 
@@ -236,6 +244,7 @@ pub fn build(
     if !opts.force
         && let Ok(bytes) = std::fs::read(&marker)
         && let Ok(mut built) = serde_json::from_slice::<BuiltEnv>(&bytes)
+        && built.format == BUILD_FORMAT
     {
         built.cached = true;
         built.seconds = start.elapsed().as_secs_f64();
@@ -337,6 +346,7 @@ fn build_into(
         cached: false,
         seconds: 0.0,
         services,
+        format: BUILD_FORMAT,
     })
 }
 

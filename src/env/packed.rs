@@ -196,6 +196,14 @@ pub fn unpack_python(
     let dest = root.join(id.hex());
     let exe = dest.join("bin").join(format!("python{major_minor}"));
     if dest.join(".complete").is_file() {
+        // Unpacked by a swe-ark that left the build files naming the locker's prefix: best
+        // effort (another user's unpacked interpreter may not be this user's to change).
+        if let Err(e) = relocate_build_files(&dest, &dest) {
+            tracing::debug!(
+                "the build files of {} name another prefix: {e}",
+                dest.display()
+            );
+        }
         return Ok(exe);
     }
     std::fs::create_dir_all(&root).map_err(io_err(&root))?;
@@ -284,7 +292,8 @@ fn relocate_build_files(unpacked: &Path, dest: &Path) -> Result<(), EnvError> {
     else {
         return Ok(());
     };
-    if ["", "/", "/usr", "/usr/local"].contains(&old.trim_end_matches('/')) {
+    let new = dest.to_string_lossy();
+    if ["", "/", "/usr", "/usr/local"].contains(&old.trim_end_matches('/')) || old == new {
         return Ok(());
     }
     for dir in [unpacked.join("bin"), lib.join("pkgconfig")] {
@@ -297,7 +306,6 @@ fn relocate_build_files(unpacked: &Path, dest: &Path) -> Result<(), EnvError> {
             }));
         }
     }
-    let new = dest.to_string_lossy();
     for f in files {
         let Ok(meta) = std::fs::symlink_metadata(&f) else {
             continue;
@@ -309,7 +317,10 @@ fn relocate_build_files(unpacked: &Path, dest: &Path) -> Result<(), EnvError> {
             continue;
         };
         if text.contains(&old) {
-            std::fs::write(&f, text.replace(&old, &new)).map_err(io_err(&f))?;
+            // Atomic: another build may be starting this interpreter (permissions kept).
+            crate::fsutil::write_atomic(&f, text.replace(&old, &new).as_bytes())
+                .map_err(io_err(&f))?;
+            std::fs::set_permissions(&f, meta.permissions()).map_err(io_err(&f))?;
         }
     }
     Ok(())
@@ -347,6 +358,8 @@ mod tests {
             "#!/home/locker/.pyenv/versions/3.9.18/bin/py\n",
         )
         .unwrap();
+        relocate_build_files(u, Path::new("/ark/pythons/abc")).unwrap();
+        // Again (an interpreter unpacked before): nothing left to change.
         relocate_build_files(u, Path::new("/ark/pythons/abc")).unwrap();
         let read = |p: &str| std::fs::read_to_string(u.join(p)).unwrap();
         let data = read("lib/python3.9/_sysconfigdata__linux_x86_64-linux-gnu.py");
