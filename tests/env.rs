@@ -1233,16 +1233,14 @@ fn the_installs_of_a_lock_are_confined_unless_told_otherwise() {
             .count()
     };
 
-    let report: serde_json::Value = serde_json::from_str(&f.ok(&[
-        "env",
-        "lock",
-        "acme/widget",
-        "0.7",
-        "--commit",
-        &f.commit,
-        "--json",
-    ]))
-    .unwrap();
+    let lock_json = |extra: &[&str]| -> serde_json::Value {
+        let mut args = vec!["env", "lock", "acme/widget", "0.7", "--commit", &f.commit];
+        args.push("--json");
+        args.extend(extra);
+        serde_json::from_str(&f.ok(&args)).unwrap()
+    };
+
+    let report = lock_json(&[]);
     assert_eq!(report["confinement"], "confined", "{report}");
     assert!(
         !escaped.exists(),
@@ -1255,17 +1253,7 @@ fn the_installs_of_a_lock_are_confined_unless_told_otherwise() {
         "the lock's install reaches the index, the offline proof does not"
     );
 
-    let report: serde_json::Value = serde_json::from_str(&f.ok(&[
-        "env",
-        "lock",
-        "acme/widget",
-        "0.7",
-        "--commit",
-        &f.commit,
-        "--json",
-        "--unconfined",
-    ]))
-    .unwrap();
+    let report = lock_json(&["--unconfined"]);
     assert_eq!(report["confinement"], "unconfined", "{report}");
     assert!(
         escaped.exists(),

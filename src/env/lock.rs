@@ -28,7 +28,7 @@ use super::pylock::{
     PyLock, PythonMeta, Role, ServiceMeta, Tool, normalize, parse_filename, same_version,
 };
 use super::services::Locked;
-use super::steps::StepRunner;
+use super::steps::{self, StepRunner};
 use super::venv::{self, InstalledDist, Venv};
 use super::{EnvError, io_err, packed, python};
 use crate::digest::Sha256Digest;
@@ -322,7 +322,7 @@ pub fn checkout(mirror: &Path, commit: &str, dest: &Path) -> Result<(), EnvError
         if let Some(d) = cwd {
             cmd.current_dir(d);
         }
-        venv::run(&mut cmd, &format!("checking out {commit}")).map(|_| ())
+        steps::run(&mut cmd, &format!("checking out {commit}")).map(|_| ())
     };
     let (m, d) = (mirror.to_string_lossy(), dest.to_string_lossy());
     git(

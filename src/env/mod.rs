@@ -10,7 +10,8 @@
 //! - [`build`]: the offline build into `envs/<lock id>/` and per-instance copies;
 //! - [`services`]: the services' own environments, locked with the context and built apart;
 //! - [`venv`]: running Python and its installers with a clean environment;
-//! - [`steps`]: the dataset's commands of this stage, confined by the sandbox or not.
+//! - [`steps`]: running the stage's commands: the dataset's confined by the sandbox (or not),
+//!   swe-ark's own directly, output captured.
 
 pub mod asof;
 pub mod build;

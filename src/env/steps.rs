@@ -10,7 +10,8 @@
 //! them with the caller's rights, as before.
 //!
 //! What swe-ark itself runs with a trusted interpreter (`python -m venv`, asking an
-//! interpreter where its standard library is) and git's checkouts are not confined.
+//! interpreter where its standard library is) and git's checkouts are not confined: [`run`]
+//! runs them directly, and turns a failure into an error that ends with what they printed.
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
@@ -18,10 +19,10 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Output};
 
-use super::{EnvError, io_err, venv};
+use super::{EnvError, io_err};
 use crate::sandbox::{self, Confine, Network, Spec};
 
-/// The caller's variables that [`venv::clean_env`] passes and a confined command must not
+/// The caller's variables that `venv::clean_env` passes and a confined command must not
 /// get: it has a `HOME` and `/tmp` of its own, and is not the caller.
 const NOT_PASSED: &[&str] = &["HOME", "TMPDIR", "USER", "LOGNAME", "SHELL"];
 
@@ -122,12 +123,12 @@ impl StepRunner {
         Ok(next)
     }
 
-    /// Runs `cmd` (made with [`venv::clean_env`]: every variable it gets is set on it),
+    /// Runs `cmd` (made with `venv::clean_env`: every variable it gets is set on it),
     /// confined or not; a failure is [`EnvError::Command`] with the end of what it printed.
     /// Confined, stdout and stderr come back together in [`Output::stdout`].
     pub fn run(&self, cmd: &mut Command, step: &str) -> Result<Output, EnvError> {
         let Some(confine) = &self.confine else {
-            return venv::run(cmd, step);
+            return run(cmd, step);
         };
         let log = tempfile::Builder::new()
             .prefix("swe-ark-step-")
@@ -153,7 +154,7 @@ impl StepRunner {
             (None, Some(signal)) => ExitStatus::from_raw(signal & 0x7f),
             (None, None) => ExitStatus::from_raw(0xff << 8),
         };
-        venv::finish(
+        finish(
             Output {
                 status,
                 stdout: bytes,
@@ -189,4 +190,51 @@ impl StepRunner {
         spec.confine = Some(confine);
         spec
     }
+}
+
+/// Runs `cmd`, capturing its output; a failure becomes [`EnvError::Command`] with the end of
+/// what it printed.
+pub fn run(cmd: &mut Command, step: &str) -> Result<Output, EnvError> {
+    tracing::debug!("{step}: {cmd:?}");
+    let out = cmd.output().map_err(|e| EnvError::Command {
+        step: step.to_string(),
+        status: "could not start".into(),
+        output: format!("{:?}: {e}", cmd.get_program()),
+    })?;
+    finish(out, step)
+}
+
+/// `out` when its command exited 0, else [`EnvError::Command`] with the end of what it printed.
+fn finish(out: Output, step: &str) -> Result<Output, EnvError> {
+    if out.status.success() {
+        return Ok(out);
+    }
+    Err(EnvError::Command {
+        step: step.to_string(),
+        status: match out.status.code() {
+            Some(c) => format!("exit code {c}"),
+            None => "killed by a signal".into(),
+        },
+        output: tail(&out, 40),
+    })
+}
+
+/// The last `lines` lines of stdout then stderr.
+pub fn tail(out: &Output, lines: usize) -> String {
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    last_lines(&text, lines)
+        .iter()
+        .map(|l| format!("  | {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The last `n` lines of `text`.
+pub fn last_lines(text: &str, n: usize) -> Vec<&str> {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(n)..].to_vec()
 }

@@ -4,9 +4,9 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
-use super::steps::StepRunner;
+use super::steps::{StepRunner, last_lines, run};
 use super::{EnvError, io_err};
 
 /// The variables a step may see from the caller's environment; everything else is dropped so
@@ -324,53 +324,6 @@ pub fn reproducible_build_env(
         ("CFLAGS".to_string(), flags("CFLAGS")),
         ("CXXFLAGS".to_string(), flags("CXXFLAGS")),
     ])
-}
-
-/// Runs `cmd`, capturing its output; a failure becomes [`EnvError::Command`] with the end of
-/// what it printed.
-pub fn run(cmd: &mut Command, step: &str) -> Result<Output, EnvError> {
-    tracing::debug!("{step}: {cmd:?}");
-    let out = cmd.output().map_err(|e| EnvError::Command {
-        step: step.to_string(),
-        status: "could not start".into(),
-        output: format!("{:?}: {e}", cmd.get_program()),
-    })?;
-    finish(out, step)
-}
-
-/// `out` when its command exited 0, else [`EnvError::Command`] with the end of what it printed.
-pub(super) fn finish(out: Output, step: &str) -> Result<Output, EnvError> {
-    if out.status.success() {
-        return Ok(out);
-    }
-    Err(EnvError::Command {
-        step: step.to_string(),
-        status: match out.status.code() {
-            Some(c) => format!("exit code {c}"),
-            None => "killed by a signal".into(),
-        },
-        output: tail(&out, 40),
-    })
-}
-
-/// The last `lines` lines of stdout then stderr.
-pub fn tail(out: &Output, lines: usize) -> String {
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    last_lines(&text, lines)
-        .iter()
-        .map(|l| format!("  | {l}"))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-/// The last `n` lines of `text`.
-pub fn last_lines(text: &str, n: usize) -> Vec<&str> {
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(n)..].to_vec()
 }
 
 /// Copies `src` to `dest` (a new directory), rewriting `old` to `new` in the text files of

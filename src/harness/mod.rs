@@ -409,5 +409,5 @@ pub(crate) fn eval_prelude(ctx: &Context) -> String {
 }
 
 pub(crate) fn tail(bytes: &[u8], lines: usize) -> String {
-    crate::env::venv::last_lines(&String::from_utf8_lossy(bytes), lines).join("\n")
+    crate::env::steps::last_lines(&String::from_utf8_lossy(bytes), lines).join("\n")
 }

@@ -10,7 +10,7 @@
 use std::collections::BTreeSet;
 use std::ffi::CString;
 use std::fs;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{OwnedFd, RawFd};
 use std::os::unix::fs::{MetadataExt, lchown};
 use std::path::{Component, Path, PathBuf};
 
@@ -246,54 +246,6 @@ pub(super) struct RootPlan {
     /// open by `held` until the fork has copied them.
     pub prepared: Vec<RawFd>,
     pub held: Vec<OwnedFd>,
-}
-
-impl RootPlan {
-    /// Shows each of `dirs` (writable trees of a run as root) through an idmapped mount
-    /// where the kernel and its filesystem allow it ([`super::idmap`]); returns those it
-    /// could not, whose owner must then be changed for the run ([`hand_over`]).
-    pub(super) fn idmap_writable(
-        &mut self,
-        dirs: &[PathBuf],
-    ) -> Result<Vec<PathBuf>, SandboxError> {
-        let mut walked = Vec::new();
-        for dir in dirs {
-            let host = c_path(dir)?;
-            let mut done = false;
-            for op in &mut self.ops {
-                let RootOp::Bind {
-                    from,
-                    read_only: false,
-                    early: true,
-                    slot,
-                    idmapped,
-                    ..
-                } = op
-                else {
-                    continue;
-                };
-                if *from != host || *idmapped {
-                    continue;
-                }
-                let Some(tree) = super::idmap::idmapped_tree(dir) else {
-                    break;
-                };
-                if self.prepared.len() <= *slot {
-                    self.prepared.resize(slot.saturating_add(1), -1);
-                }
-                if let Some(place) = self.prepared.get_mut(*slot) {
-                    *place = tree.as_raw_fd();
-                }
-                self.held.push(tree);
-                *idmapped = true;
-                done = true;
-            }
-            if !done {
-                walked.push(dir.clone());
-            }
-        }
-        Ok(walked)
-    }
 }
 
 /// The files the run's name lookups use, when it has its own.

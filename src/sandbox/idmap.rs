@@ -15,12 +15,13 @@ use std::fs::{self, File};
 use std::io::{self, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
 use super::child;
-use super::confine::SANDBOX_ID;
+use super::confine::{RootOp, RootPlan, SANDBOX_ID};
+use super::{SandboxError, c_path};
 
 /// A user namespace whose only uid and gid, 0, is [`SANDBOX_ID`] outside: the mapping of every
 /// idmapped tree. Made once per process (a short-lived `/bin/sh` unshares it; its descriptor
@@ -65,6 +66,51 @@ fn make_mapping_namespace() -> io::Result<OwnedFd> {
     }
     let _ = child.wait();
     Ok(OwnedFd::from(opened?))
+}
+/// Shows each of `dirs` (writable trees of a run as root) through an idmapped mount where the
+/// kernel and its filesystem allow it, in `plan`'s binds; returns those it could not, whose
+/// owner must then be changed for the run ([`super::confine::hand_over`]).
+pub(super) fn idmap_writable(
+    plan: &mut RootPlan,
+    dirs: &[PathBuf],
+) -> Result<Vec<PathBuf>, SandboxError> {
+    let mut walked = Vec::new();
+    for dir in dirs {
+        let host = c_path(dir)?;
+        let mut done = false;
+        for op in &mut plan.ops {
+            let RootOp::Bind {
+                from,
+                read_only: false,
+                early: true,
+                slot,
+                idmapped,
+                ..
+            } = op
+            else {
+                continue;
+            };
+            if *from != host || *idmapped {
+                continue;
+            }
+            let Some(tree) = idmapped_tree(dir) else {
+                break;
+            };
+            if plan.prepared.len() <= *slot {
+                plan.prepared.resize(slot.saturating_add(1), -1);
+            }
+            if let Some(place) = plan.prepared.get_mut(*slot) {
+                *place = tree.as_raw_fd();
+            }
+            plan.held.push(tree);
+            *idmapped = true;
+            done = true;
+        }
+        if !done {
+            walked.push(dir.clone());
+        }
+    }
+    Ok(walked)
 }
 
 /// A detached copy of the tree at `dir` (its mounts below included) in which what root owns

@@ -571,7 +571,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, SandboxError> {
             let mut dirs = c.writable.clone();
             dirs.extend(spec.tmp.clone());
             let walked = if c.idmap {
-                plan.idmap_writable(&dirs)?
+                idmap::idmap_writable(plan, &dirs)?
             } else {
                 dirs
             };
