@@ -671,13 +671,16 @@ fn the_same_release_exports_to_the_same_bytes_from_two_archives() {
     let names = stdout(&out);
     let names: Vec<&str> = names.lines().collect();
     assert_eq!(
-        names[..3],
-        ["swe-ark-archive.json", "release.json", "index.json"]
+        names[..4],
+        [
+            "swe-ark-archive.json",
+            "release.json",
+            "index.json",
+            "pieces.bin"
+        ]
     );
-    assert_eq!(
-        names.iter().filter(|n| n.starts_with("bundles/")).count(),
-        2
-    );
+    assert!(names.iter().any(|n| n.starts_with("packs/")), "{names:?}");
+    assert!(!names.iter().any(|n| n.starts_with("bundles/")));
     // Two wheels, the lock, and each validation's two logs and results.
     assert_eq!(
         names.iter().filter(|n| n.starts_with("objects/")).count(),
@@ -762,14 +765,14 @@ fn a_release_crosses_the_air_gap_and_replays_there_with_no_network() {
         "a refused import left {}",
         target.display()
     );
-    let bundle_at = member_offset(&a, "bundles/") as usize;
+    let pack_at = member_offset(&a, "packs/") as usize;
     let mut altered = bytes.clone();
-    altered[bundle_at + 100] ^= 0x01;
+    altered[pack_at + 100] ^= 0x01;
     let bad = t.path("altered.ark");
     fs::write(&bad, &altered).unwrap();
     let e = refused_into(&target, &bad);
     assert!(
-        e.contains("(`bundles/") && e.contains("hashes to") && e.contains("altered"),
+        e.contains("(`packs/") && e.contains("hashes to") && e.contains("altered"),
         "{e}"
     );
     assert!(!target.exists());
@@ -987,4 +990,292 @@ fn a_release_crosses_the_air_gap_and_replays_there_with_no_network() {
         "{text}"
     );
     assert!(text.contains("BAD root"), "{text}");
+}
+
+/// Every member of an archive file, in order (the manifest first).
+fn members_of(file: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut a = tar::Archive::new(fs::File::open(file).unwrap());
+    a.entries()
+        .unwrap()
+        .map(|e| {
+            let mut e = e.unwrap();
+            let path = e.path().unwrap().to_string_lossy().into_owned();
+            let mut bytes = Vec::new();
+            std::io::Read::read_to_end(&mut e, &mut bytes).unwrap();
+            (path, bytes)
+        })
+        .collect()
+}
+
+/// Writes `members` as an archive file whose manifest agrees with them (sizes, hashes, and
+/// each pack named by its sha256): what a careful forger makes, so that only the deeper
+/// checks can refuse it.
+fn write_consistent(members: &[(String, Vec<u8>)], out: &Path) {
+    let mut manifest: serde_json::Value = serde_json::from_slice(&members[0].1).unwrap();
+    let mut listed = Vec::new();
+    let mut renamed = Vec::new();
+    for (path, bytes) in &members[1..] {
+        let sha = Sha256Digest::of(bytes).hex();
+        let path = if path.starts_with("packs/") {
+            format!("packs/{sha}.pack")
+        } else {
+            path.clone()
+        };
+        listed.push(serde_json::json!({"path": path, "size": bytes.len(), "sha256": sha}));
+        renamed.push((path, bytes.clone()));
+    }
+    manifest["members"] = serde_json::Value::Array(listed);
+    let mut b = tar::Builder::new(fs::File::create(out).unwrap());
+    let mut add = |path: &str, bytes: &[u8]| {
+        let mut h = tar::Header::new_ustar();
+        h.set_size(bytes.len() as u64);
+        h.set_mode(0o644);
+        h.set_cksum();
+        b.append_data(&mut h, path, bytes).unwrap();
+    };
+    add(
+        "swe-ark-archive.json",
+        &serde_json::to_vec_pretty(&manifest).unwrap(),
+    );
+    for (path, bytes) in &renamed {
+        add(path, bytes);
+    }
+    b.finish().unwrap();
+}
+
+/// The file with its piece table changed by `change`, consistent otherwise.
+fn with_table(file: &Path, out: &Path, change: impl FnOnce(&mut Vec<Vec<swe_ark::store::Frame>>)) {
+    let mut members = members_of(file);
+    let packs = members
+        .iter()
+        .filter(|(p, _)| p.starts_with("packs/"))
+        .count();
+    let table = members.iter_mut().find(|(p, _)| p == "pieces.bin").unwrap();
+    let mut frames = swe_ark::archive::decode_piece_table(&table.1, packs).unwrap();
+    change(&mut frames);
+    let refs: Vec<&[swe_ark::store::Frame]> = frames.iter().map(|f| &f[..]).collect();
+    table.1 = swe_ark::archive::encode_piece_table(&refs);
+    write_consistent(&members, out);
+}
+
+#[test]
+fn a_release_file_carries_the_store_and_imports_all_or_nothing() {
+    use swe_ark::store::{FrameBase, FrameHolds};
+    let t = TestContext::new();
+    let snapshot = build_fixture_release(&t);
+    let snap = snapshot.to_str().unwrap();
+    let export = |ark: &Path, out: &Path, extra: &[&str]| {
+        let mut args = vec!["export", "--release", snap, "-o", out.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let o = t.cmd_at(ark).args(&args).output().unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+    };
+    let import = |ark: &Path, file: &Path| {
+        t.cmd_at(ark)
+            .arg("import-archive")
+            .arg(file)
+            .output()
+            .unwrap()
+    };
+    let store = t.path("store.ark");
+    let whole = t.path("whole.ark");
+    export(&t.ark(), &store, &[]);
+    export(&t.ark(), &whole, &["--self-contained"]);
+    let (n_store, n_whole) = (
+        fs::metadata(&store).unwrap().len(),
+        fs::metadata(&whole).unwrap().len(),
+    );
+    assert!(n_store < n_whole, "{n_store} vs {n_whole}");
+    let first = &members_of(&whole)[0].1;
+    assert!(String::from_utf8_lossy(first).contains("\"version\": 1"));
+
+    // Imported into an empty archive, it reads, verifies, and exports again to the same bytes.
+    let x = t.path("x");
+    let out = import(&x, &store);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let ok_at = |ark: &Path, args: &[&str]| {
+        let o = t.cmd_at(ark).args(args).output().unwrap();
+        assert!(
+            o.status.success(),
+            "{:?}: {}{}",
+            args,
+            stdout(&o),
+            stderr(&o)
+        );
+        stdout(&o)
+    };
+    ok_at(&x, &["verify"]);
+    ok_at(&x, &["release", "verify", snap]);
+    let again = t.path("again.ark");
+    export(&x, &again, &[]);
+    assert!(
+        fs::read(&again).unwrap() == fs::read(&store).unwrap(),
+        "a round trip changed the file"
+    );
+    // Imported again: nothing to add.
+    let out = import(&x, &store);
+    assert!(
+        stderr(&out).contains("bundles 0 new, 2 already here"),
+        "{}",
+        stderr(&out)
+    );
+
+    // The old form still imports; then the store form adds only what is missing.
+    let y = t.path("y");
+    assert!(import(&y, &whole).status.success());
+    ok_at(&y, &["release", "rm", "fixture", "--keep-bundles"]);
+    let out = import(&y, &store);
+    assert!(out.status.success(), "{}", stderr(&out));
+    ok_at(&y, &["verify"]);
+    ok_at(&y, &["release", "verify", snap]);
+
+    // Incremental: a release of instance 1, then the whole one on top of it.
+    let old = t.path("old.json");
+    let ids: Vec<String> = serde_json::from_slice::<serde_json::Value>(
+        &fs::read(&snapshot).unwrap(),
+    )
+    .unwrap()["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["instance_id"].as_str().unwrap().to_string())
+        .collect();
+    t.run_expect(
+        &[
+            "release",
+            "create",
+            "old",
+            "--instance-ids",
+            &ids[0],
+            "-o",
+            old.to_str().unwrap(),
+        ],
+        0,
+    );
+    let old_file = t.path("old.ark");
+    let old_snap = old.to_str().unwrap();
+    let o = t
+        .cmd()
+        .args([
+            "export",
+            "--release",
+            old_snap,
+            "-o",
+            old_file.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let inc = t.path("inc.ark");
+    export(&t.ark(), &inc, &["--incremental", "--since", old_snap]);
+    let n_inc = fs::metadata(&inc).unwrap().len();
+    assert!(n_inc < n_store, "{n_inc} vs {n_store}");
+    // Its base missing: refused, nothing made.
+    let z = t.path("z");
+    let out = import(&z, &inc);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("incremental") && stderr(&out).contains("old"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!z.exists());
+    assert!(import(&z, &old_file).status.success());
+    let out = import(&z, &inc);
+    assert!(out.status.success(), "{}", stderr(&out));
+    ok_at(&z, &["verify"]);
+    ok_at(&z, &["release", "verify", snap]);
+    assert_eq!(
+        t.cmd_at(&z)
+            .args([
+                "export",
+                "--release",
+                snap,
+                "--self-contained",
+                "--incremental",
+                "--since",
+                old_snap,
+                "-o",
+                "/dev/null"
+            ])
+            .output()
+            .unwrap()
+            .status
+            .code(),
+        Some(2)
+    );
+
+    // Bad input: refused naming what is wrong (exit 2), nothing added.
+    let refused = |file: &Path, want: &[&str]| {
+        let target = t.path("target");
+        let out = import(&target, file);
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        for w in want {
+            assert!(stderr(&out).contains(w), "{w}: {}", stderr(&out));
+        }
+        assert!(
+            !target.exists(),
+            "a refused import left {}",
+            target.display()
+        );
+        // Into an archive with the release's base: refused too, and the archive unchanged.
+        let before = ok_at(&z, &["ls", "--json"]);
+        let out = import(&z, file);
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        assert_eq!(ok_at(&z, &["ls", "--json"]), before);
+    };
+    let bytes = fs::read(&store).unwrap();
+    let cut = t.path("cut.ark");
+    fs::write(&cut, &bytes[..bytes.len() - 700]).unwrap();
+    refused(&cut, &["truncated"]);
+    fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    refused(&cut, &["truncated"]);
+    // A flipped byte in a pack, the manifest left as it was.
+    let pack_at = member_offset(&store, "packs/") as usize;
+    let mut flipped = bytes.clone();
+    flipped[pack_at + 40] ^= 0x20;
+    let f1 = t.path("flipped.ark");
+    fs::write(&f1, &flipped).unwrap();
+    refused(&f1, &["(`packs/", "altered"]);
+    // The same with a manifest that agrees: the pieces themselves are checked.
+    let mut members = members_of(&store);
+    let k = members
+        .iter()
+        .position(|(p, _)| p.starts_with("packs/"))
+        .unwrap();
+    let n = members[k].1.len();
+    members[k].1[n - 3] ^= 0x20;
+    let f2 = t.path("flipped2.ark");
+    write_consistent(&members, &f2);
+    refused(&f2, &["pack "]);
+    // A pack whose table claims a piece it does not hold.
+    let claims = t.path("claims.ark");
+    with_table(&store, &claims, |packs| {
+        let f = packs
+            .iter_mut()
+            .flatten()
+            .find(|f| matches!(f.holds, FrameHolds::Whole(_)))
+            .unwrap();
+        if let FrameHolds::Whole(sizes) = &mut f.holds {
+            sizes.push(10);
+        }
+    });
+    refused(&claims, &["frame at byte", "holds"]);
+    // A delta whose base is neither in the file nor here.
+    let nobase = t.path("nobase.ark");
+    let stranger = Sha256Digest::of(b"a piece nobody has");
+    with_table(&store, &nobase, |packs| {
+        let f = packs
+            .iter_mut()
+            .flatten()
+            .find(|f| matches!(f.holds, FrameHolds::Delta { .. }))
+            .expect("the fixture's second bundle.json is a delta");
+        if let FrameHolds::Delta { base, .. } = &mut f.holds {
+            *base = FrameBase::Held(stranger);
+        }
+    });
+    refused(
+        &nobase,
+        &[&stranger.hex(), "neither in the file nor in this archive"],
+    );
 }

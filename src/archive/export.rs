@@ -2,7 +2,7 @@
 //! release from the same archive gives the same bytes: fixed member order, fixed tar
 //! metadata, no times.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::io::{self, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
@@ -14,17 +14,24 @@ use crate::fsutil;
 use crate::mirror::{Mirror, RepoName};
 use crate::progress::Progress;
 use crate::release::{self, Snapshot};
-use crate::store::{Ark, ArkBundle, BundleRow, LockRow, ObjectStore, ValidationRow};
+use crate::store::{Ark, ArkBundle, BundleRow, Carried, LockRow, ObjectStore, ValidationRow};
 
 use super::slice::{
     IndexSlice, SliceBundle, SliceLock, SliceMirror, SliceObject, SlicePin, SliceValidation,
 };
-use super::{ArchiveError, ArchiveManifest, ArchiveMember, FORMAT, Part, VERSION, io_err};
+use super::{
+    ArchiveError, ArchiveManifest, ArchiveMember, BaseRelease, FORMAT, Part,
+    SELF_CONTAINED_VERSION, VERSION, io_err,
+};
 
 #[derive(Debug, Clone, Default)]
 pub struct ExportOptions {
     /// Add a git bundle of each instance's repository mirror (its whole history).
     pub with_history: bool,
+    /// Write version 1: every bundle as its exchange file, for readers without swe-ark.
+    pub self_contained: bool,
+    /// Write only what a receiver that imported this release lacks (an incremental file).
+    pub since: Option<Snapshot>,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -32,12 +39,20 @@ pub struct ExportReport {
     pub path: PathBuf,
     pub release: String,
     pub root: Sha256Digest,
+    /// The file's format version: 2, the store form; 1, self-contained.
+    pub version: u32,
+    /// An incremental file's base release.
+    pub base: Option<String>,
     /// The file's size.
     pub bytes: u64,
     /// The members' sizes added up (the manifest included).
     pub parts_bytes: u64,
     pub instances: usize,
     pub bundles: usize,
+    /// Version 2: the packs carried, how many of them were cut down, and their pieces.
+    pub packs: usize,
+    pub packs_cut: usize,
+    pub pieces: usize,
     pub objects: usize,
     pub mirrors: usize,
     /// What the other side should know (a lock without a packed interpreter, say).
@@ -95,6 +110,8 @@ struct Gathered {
     repos: BTreeSet<String>,
     notes: BTreeSet<String>,
     rows: BTreeMap<Sha256Digest, BundleRow>,
+    /// The objects each instance brings (its lock's needs, the lock, its validation's).
+    brings: BTreeMap<String, BTreeSet<Sha256Digest>>,
 }
 
 /// The index's rows the instances refer to: locks by id, validations by instance.
@@ -180,6 +197,7 @@ fn gather_instance(
                     )));
                 }
                 g.objects.entry(o).or_insert(kind);
+                g.brings.entry(id.clone()).or_default().insert(o);
             }
         }
         g.slice.validations.push(SliceValidation::from(v));
@@ -245,6 +263,7 @@ fn lock_objects(
     })? {
         needed.insert(o);
         g.objects.entry(o).or_insert(kind);
+        g.brings.entry(id.to_string()).or_default().insert(o);
     }
     let python = &parsed.tool.swe_ark.python;
     if python.packed.is_none() {
@@ -258,6 +277,7 @@ fn lock_objects(
     }
     if ark.objects().has(&lock_id) {
         g.objects.entry(lock_id).or_insert("lock");
+        g.brings.entry(id.to_string()).or_default().insert(lock_id);
         if let Some(l) = rows.locks.get(&lock_id) {
             g.slice.locks.push(SliceLock::from(l));
         }
@@ -336,16 +356,79 @@ fn export_mirrors(
     Ok(mirror_files)
 }
 
-/// The plan: metadata (the index slice's bytes to come), bundles, objects, mirrors, each group
-/// sorted. Returns it with the ids of the bundles.
-fn plan_parts(
-    ark: &Ark,
-    snap: &Snapshot,
-    g: &mut Gathered,
-    mirror_files: Vec<(RepoName, PathBuf)>,
-    scratch: &Path,
-) -> Result<(Vec<Planned>, Vec<Sha256Digest>), ArchiveError> {
-    let mut plan = vec![
+/// What a receiver that imported the base release of an incremental file holds: its
+/// bundles, their pieces, and the objects their locks need.
+struct Held {
+    release: String,
+    root: Sha256Digest,
+    bundles: HashSet<Sha256Digest>,
+    pieces: HashSet<Sha256Digest>,
+    objects: HashSet<Sha256Digest>,
+}
+
+fn held_by_base(ark: &Ark, old: &Snapshot) -> Result<Held, ArchiveError> {
+    let fail = |detail: String| ArchiveError::Export {
+        release: old.name.clone(),
+        detail: format!("as the base of an incremental file: {detail}"),
+    };
+    let computed = old.computed_root();
+    if computed != old.root {
+        return Err(fail(format!(
+            "the snapshot states root {} but its instances hash to {computed}",
+            old.root
+        )));
+    }
+    let g = gather(ark, old)?;
+    let rows: Vec<BundleRow> = g.rows.values().cloned().collect();
+    let pieces = ark.bundle_pieces(&rows)?.into_values().flatten().collect();
+    Ok(Held {
+        release: old.name.clone(),
+        root: old.root,
+        bundles: g.rows.keys().copied().collect(),
+        pieces,
+        // Validations' results and logs may have changed since: those of the instances the
+        // file carries are carried.
+        objects: g
+            .objects
+            .iter()
+            .filter(|(_, kind)| !matches!(**kind, "results" | "log"))
+            .map(|(id, _)| *id)
+            .collect(),
+    })
+}
+
+/// Keeps in `g` only what the receiver of an incremental file lacks: the rows of the
+/// instances whose bundle the base does not hold, and the objects they bring that the base's
+/// locks do not.
+fn narrow_to_new(g: &mut Gathered, held: &Held) {
+    let new: BTreeSet<String> = g
+        .rows
+        .values()
+        .filter(|r| !held.bundles.contains(&r.id))
+        .map(|r| r.instance_id.clone())
+        .collect();
+    g.rows.retain(|id, _| !held.bundles.contains(id));
+    g.slice.bundles.retain(|b| !held.bundles.contains(&b.id));
+    g.slice.instances.retain(|v| {
+        v.get("instance_id")
+            .and_then(|i| i.as_str())
+            .is_some_and(|i| new.contains(i))
+    });
+    g.slice.validations.retain(|v| new.contains(&v.instance_id));
+    let carried: BTreeSet<Sha256Digest> = new
+        .iter()
+        .filter_map(|i| g.brings.get(i))
+        .flatten()
+        .filter(|o| !held.objects.contains(o))
+        .copied()
+        .collect();
+    g.objects.retain(|id, _| carried.contains(id));
+    g.slice.locks.retain(|l| carried.contains(&l.id));
+}
+
+/// The plan's first members: the snapshot, and the index slice (its bytes to come).
+fn metadata_parts(snap: &Snapshot) -> Vec<Planned> {
+    vec![
         Planned {
             part: Part::Release,
             source: Source::Bytes(
@@ -360,30 +443,15 @@ fn plan_parts(
             part: Part::Index,
             source: Source::Bytes(Vec::new()),
         },
-    ];
-    let mut bundle_ids: Vec<Sha256Digest> = snap.instances.iter().map(|i| i.bundle).collect();
-    bundle_ids.sort();
-    bundle_ids.dedup();
-    // Each bundle in its exchange form, `<id>.tar.zst`, written from the store at the default
-    // level: the same release gives the same file however the archive stores it.
-    let bundles_dir = scratch.join("bundles");
-    for id in &bundle_ids {
-        let row = g
-            .rows
-            .get(id)
-            .ok_or_else(|| export_error(snap, format!("bundle {id} is not in the index")))?;
-        let file = ark.export_bundle(row, &bundles_dir, &PackOptions::default())?;
-        // The index slice gives the size of the file as it is here, whatever the archive's
-        // store spent on the bundle.
-        let size = std::fs::metadata(&file).map_err(io_err(&file))?.len();
-        for b in g.slice.bundles.iter_mut().filter(|b| b.id == *id) {
-            b.file_size = size;
-        }
-        plan.push(Planned {
-            part: Part::Bundle(*id),
-            source: Source::File(file),
-        });
-    }
+    ]
+}
+
+/// The plan's last members: objects, then mirrors.
+fn object_and_mirror_parts(
+    plan: &mut Vec<Planned>,
+    g: &Gathered,
+    mirror_files: Vec<(RepoName, PathBuf)>,
+) {
     for id in g.objects.keys() {
         plan.push(Planned {
             part: Part::Object(*id),
@@ -396,7 +464,91 @@ fn plan_parts(
             source: Source::File(file),
         });
     }
-    Ok((plan, bundle_ids))
+}
+
+/// The self-contained plan (version 1): metadata, bundles, objects, mirrors, each group
+/// sorted.
+fn plan_self_contained(
+    ark: &Ark,
+    snap: &Snapshot,
+    g: &mut Gathered,
+    mirror_files: Vec<(RepoName, PathBuf)>,
+    scratch: &Path,
+) -> Result<Vec<Planned>, ArchiveError> {
+    let mut plan = metadata_parts(snap);
+    for b in &mut g.slice.bundles {
+        // Version 1 names no pieces.
+        b.manifest_piece = None;
+    }
+    // Each bundle in its exchange form, `<id>.tar.zst`, written from the store at the default
+    // level: the same release gives the same file however the archive stores it.
+    let bundles_dir = scratch.join("bundles");
+    let ids: Vec<Sha256Digest> = g.rows.keys().copied().collect();
+    for id in &ids {
+        let row = &g.rows[id];
+        let file = ark.export_bundle(row, &bundles_dir, &PackOptions::default())?;
+        // The index slice gives the size of the file as it is here, whatever the archive's
+        // store spent on the bundle.
+        let size = std::fs::metadata(&file).map_err(io_err(&file))?.len();
+        for b in g.slice.bundles.iter_mut().filter(|b| b.id == *id) {
+            b.file_size = size;
+        }
+        plan.push(Planned {
+            part: Part::Bundle(*id),
+            source: Source::File(file),
+        });
+    }
+    object_and_mirror_parts(&mut plan, g, mirror_files);
+    Ok(plan)
+}
+
+/// The store plan (version 2): metadata, the piece table, the packs that carry exactly what
+/// the bundles need and `held` lacks (whole, or cut down in `scratch`), objects, mirrors.
+fn plan_store(
+    ark: &Ark,
+    snap: &Snapshot,
+    g: &mut Gathered,
+    held: &HashSet<Sha256Digest>,
+    mirror_files: Vec<(RepoName, PathBuf)>,
+    scratch: &Path,
+) -> Result<(Vec<Planned>, Carried), ArchiveError> {
+    let rows: Vec<BundleRow> = g.rows.values().cloned().collect();
+    let carried = ark.carry(&rows, held, scratch, PackOptions::default().level)?;
+    let frames: Vec<&[crate::store::Frame]> = carried.packs.iter().map(|p| &p.frames[..]).collect();
+    let table = super::table::encode(&frames);
+    if table.is_empty() {
+        return Err(export_error(
+            snap,
+            "the piece table cannot be compressed".into(),
+        ));
+    }
+    let mut at = 0;
+    let mut pack_pieces = Vec::new();
+    for p in &carried.packs {
+        let n: usize = p.frames.iter().map(|f| f.piece_count()).sum();
+        pack_pieces.push((p.size, carried.pieces[at..at + n].to_vec()));
+        at += n;
+    }
+    let shares = super::pack_shares(&pack_pieces, &carried.needs);
+    for b in &mut g.slice.bundles {
+        b.file_size = shares.get(&b.id).copied().unwrap_or(0);
+    }
+    let mut plan = metadata_parts(snap);
+    plan.push(Planned {
+        part: Part::Pieces,
+        source: Source::Bytes(table),
+    });
+    for p in &carried.packs {
+        let name: Sha256Digest = p.name.parse().map_err(|_| {
+            export_error(snap, format!("pack `{}` is not named by a sha256", p.name))
+        })?;
+        plan.push(Planned {
+            part: Part::Pack(name),
+            source: Source::File(p.path.clone()),
+        });
+    }
+    object_and_mirror_parts(&mut plan, g, mirror_files);
+    Ok((plan, carried))
 }
 
 /// The file a member's bytes are read from, if any.
@@ -415,6 +567,8 @@ fn size_parts(
     snap: &Snapshot,
     g: &mut Gathered,
     plan: &mut [Planned],
+    version: u32,
+    base: Option<BaseRelease>,
 ) -> Result<(Vec<u64>, ArchiveManifest), ArchiveError> {
     let mut sizes = Vec::with_capacity(plan.len());
     for p in plan.iter() {
@@ -448,9 +602,10 @@ fn size_parts(
     }
     let manifest = ArchiveManifest {
         format: FORMAT.to_string(),
-        version: VERSION,
+        version,
         release: snap.name.clone(),
         root: snap.root,
+        base,
         members: plan
             .iter()
             .zip(&sizes)
@@ -564,6 +719,17 @@ fn fill_hashes(
                 actual: sha,
             }));
         }
+        if let Part::Pack(name) = &p.part
+            && *name != sha
+        {
+            return Err(export_error(
+                snap,
+                format!(
+                    "pack {name} of the archive hashes to {sha}, not to its name: it is \
+                     damaged (`swe-ark verify` checks the store)"
+                ),
+            ));
+        }
         m.sha256 = sha;
     }
     Ok(())
@@ -588,6 +754,21 @@ pub fn export(
     }
     let store = ark.objects();
     let mut g = gather(ark, snap)?;
+    if opts.self_contained && opts.since.is_some() {
+        return Err(fail(
+            "an incremental file is in the store form: --incremental and --self-contained \
+             do not go together"
+                .into(),
+        ));
+    }
+    let held = match &opts.since {
+        Some(old) => {
+            let held = held_by_base(ark, old)?;
+            narrow_to_new(&mut g, &held);
+            Some(held)
+        }
+        None => None,
+    };
 
     // Mirrors, as git bundles, written to scratch space first.
     let tmp = ark.tmp_dir();
@@ -601,12 +782,26 @@ pub fn export(
     } else {
         Vec::new()
     };
-    let (mut plan, bundle_ids) = plan_parts(ark, snap, &mut g, mirror_files, scratch.path())?;
+    let bundles = g.rows.len();
+    let (mut plan, carried, version) = if opts.self_contained {
+        let plan = plan_self_contained(ark, snap, &mut g, mirror_files, scratch.path())?;
+        (plan, None, SELF_CONTAINED_VERSION)
+    } else {
+        let no_pieces = HashSet::new();
+        let held_pieces = held.as_ref().map_or(&no_pieces, |h| &h.pieces);
+        let (plan, carried) =
+            plan_store(ark, snap, &mut g, held_pieces, mirror_files, scratch.path())?;
+        (plan, Some(carried), VERSION)
+    };
+    let base = held.as_ref().map(|h| BaseRelease {
+        release: h.release.clone(),
+        root: h.root,
+    });
 
     // Sizes first (the manifest is written first, with its hashes to come); the hashes are
     // computed while the file is written, on other threads, and the manifest written over
     // its placeholder at the end: one pass over the data, two cores busy.
-    let (sizes, mut manifest) = size_parts(&store, snap, &mut g, &mut plan)?;
+    let (sizes, mut manifest) = size_parts(&store, snap, &mut g, &mut plan, version, base)?;
     let placeholder = manifest.to_bytes();
     let parts_bytes = placeholder.len() as u64 + sizes.iter().sum::<u64>();
 
@@ -650,10 +845,17 @@ pub fn export(
         path: out.to_path_buf(),
         release: snap.name.clone(),
         root: snap.root,
+        version,
+        base: held.map(|h| h.release),
         bytes,
         parts_bytes,
         instances: snap.instances.len(),
-        bundles: bundle_ids.len(),
+        bundles,
+        packs: carried.as_ref().map_or(0, |c| c.packs.len()),
+        packs_cut: carried
+            .as_ref()
+            .map_or(0, |c| c.packs.iter().filter(|p| !p.whole).count()),
+        pieces: carried.as_ref().map_or(0, |c| c.pieces.len()),
         objects: g.objects.len(),
         mirrors: g.slice.mirrors.len(),
         notes: g.notes.into_iter().collect(),

@@ -7,7 +7,7 @@
 //! transaction. A refused file leaves the target as it was; a killed import leaves at most
 //! files that no index row names.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fs::{self, File};
 use std::io::{self, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -23,12 +23,15 @@ use crate::fsutil;
 use crate::mirror::{self, Mirror, MirrorError, RepoName};
 use crate::progress::{NoProgress, Progress};
 use crate::release::Snapshot;
-use crate::store::{Ark, ImportRows, ImportedMirror, LockRow, PinRow, ValidationRow};
+use crate::store::{
+    Ark, Contents, ImportRows, ImportedMirror, Incoming, IncomingPack, LockRow, PinRow, RebuiltTar,
+    ValidationRow,
+};
 
 use super::slice::IndexSlice;
 use super::{
-    ArchiveError, ArchiveManifest, FORMAT, INDEX, MANIFEST, MAX_METADATA, Part, RELEASE, VERSION,
-    io_err,
+    ArchiveError, ArchiveManifest, BaseRelease, FORMAT, INDEX, MANIFEST, MAX_METADATA, PIECES,
+    Part, RELEASE, SELF_CONTAINED_VERSION, VERSION, io_err,
 };
 
 #[derive(Debug, Clone, Default)]
@@ -81,7 +84,7 @@ enum SliceMismatch {
     ObjectUnlisted(Sha256Digest),
     #[error("{INDEX} lists object {0}, which the file does not hold")]
     ObjectMissing(Sha256Digest),
-    #[error("object {0}, which the release lists, is not in the file")]
+    #[error("object {0}, which the release lists, is neither in the file nor in this archive")]
     ReleaseObjectMissing(Sha256Digest),
     #[error("{INDEX} lists {listed} bundle(s), the release has {release}")]
     BundleCount { listed: usize, release: usize },
@@ -97,7 +100,7 @@ enum SliceMismatch {
     InstanceTwice(String),
     #[error("{INDEX}'s instance {0} is not the one its bundle holds")]
     InstanceDiffers(String),
-    #[error("{INDEX} holds {held} of the release's {release} instances")]
+    #[error("{INDEX} holds {held} of the {release} instances whose bundles the file carries")]
     InstanceCount { held: usize, release: usize },
     #[error("{INDEX} lists lock {0}, whose file is not in the archive file")]
     LockMissing(Sha256Digest),
@@ -125,7 +128,12 @@ struct BundleCheck {
 struct Staged {
     snapshot: Snapshot,
     slice: IndexSlice,
-    bundles: BTreeMap<Sha256Digest, (PathBuf, BundleCheck)>,
+    /// The bundles the file carries, checked.
+    bundles: BTreeMap<Sha256Digest, BundleCheck>,
+    /// Version 1: each bundle's staged file.
+    bundle_files: BTreeMap<Sha256Digest, PathBuf>,
+    /// Version 2: the packs, every piece decoded and named.
+    incoming: Option<Incoming>,
     objects: BTreeMap<Sha256Digest, (PathBuf, u64)>,
     /// The git bundle file and the mirror made from it in staging.
     mirrors: BTreeMap<RepoName, (PathBuf, PathBuf)>,
@@ -151,7 +159,7 @@ pub fn import(
         .prefix(&format!("{}import-", fsutil::TEMP_PREFIX))
         .tempdir_in(&tmp)
         .map_err(io_err(&tmp))?;
-    let staged = stage(file, staging.path(), opts, progress);
+    let staged = stage(root, file, staging.path(), opts, progress);
     let result = match staged {
         Ok(staged) => install(root, staged, progress),
         Err(e) => {
@@ -284,10 +292,16 @@ fn read_manifest(
             manifest.format
         )));
     }
-    if manifest.version != VERSION {
+    if manifest.version != VERSION && manifest.version != SELF_CONTAINED_VERSION {
         return Err(refuse(format!(
-            "it is archive format version {}; this swe-ark reads version {VERSION}",
+            "it is archive format version {}; this swe-ark reads versions \
+             {SELF_CONTAINED_VERSION} and {VERSION}",
             manifest.version
+        )));
+    }
+    if manifest.version == SELF_CONTAINED_VERSION && manifest.base.is_some() {
+        return Err(refuse(format!(
+            "{MANIFEST} names a base release, which only version {VERSION} files have"
         )));
     }
     let mut parts = Vec::new();
@@ -309,6 +323,27 @@ fn read_manifest(
             "{MANIFEST} must list {RELEASE} and then {INDEX} first"
         )));
     }
+    let store_form = manifest.version == VERSION;
+    if store_form && parts.get(2) != Some(&Part::Pieces) {
+        return Err(refuse(format!(
+            "{MANIFEST} of a version {VERSION} file must list {PIECES} third"
+        )));
+    }
+    for p in &parts[2..] {
+        let fits = match p {
+            Part::Release | Part::Index => false,
+            Part::Pieces | Part::Pack(_) => store_form,
+            Part::Bundle(_) => !store_form,
+            Part::Object(_) | Part::Mirror(_) => true,
+        };
+        if !fits {
+            return Err(refuse(format!(
+                "{MANIFEST} of a version {} file lists `{}`, which that version does not hold",
+                manifest.version,
+                p.path()
+            )));
+        }
+    }
     Ok((manifest, parts))
 }
 
@@ -317,6 +352,9 @@ fn read_manifest(
 struct StagedFiles {
     release: Vec<u8>,
     index: Vec<u8>,
+    /// Version 2: the piece table, and the packs in file order.
+    pieces: Vec<u8>,
+    packs: Vec<(Sha256Digest, PathBuf, u64)>,
     bundles: BTreeMap<Sha256Digest, PathBuf>,
     objects: BTreeMap<Sha256Digest, (PathBuf, u64)>,
     mirrors: BTreeMap<RepoName, PathBuf>,
@@ -418,12 +456,11 @@ fn stage_members(
                 m.sha256
             )));
         }
-        if let Part::Object(id) = part
+        if let Part::Object(id) | Part::Pack(id) = part
             && *id != sha
         {
             return Err(refuse(format!(
-                "{what} holds content that hashes to {sha}, not to the object id it \
-                 is named by"
+                "{what} holds content that hashes to {sha}, not to the id it is named by"
             )));
         }
         if let Part::Bundle(id) = part {
@@ -437,7 +474,8 @@ fn stage_members(
             String::from_utf8_lossy(&e.path_bytes())
         ))),
         Some(Err(e)) => Err(refuse(format!(
-            "it has unreadable data after its last member: {e}"
+            "it is truncated or damaged after its last member: {}",
+            first_line(&e)
         ))),
     }
 }
@@ -455,16 +493,23 @@ fn stage_member(
     let refuse = |detail: String| refused(st.file, detail);
     let (staging, progress) = (st.staging, st.progress);
     Ok(match part {
-        Part::Release | Part::Index => {
+        Part::Release | Part::Index | Part::Pieces => {
             let b = read_small(entry, size)
                 .map_err(|e| refuse(format!("{what} cannot be read: {e}")))?;
             progress.advance(b.len() as u64);
             let r = (Sha256Digest::of(&b), b.len() as u64);
-            if *part == Part::Release {
-                out.release = b;
-            } else {
-                out.index = b;
+            match part {
+                Part::Release => out.release = b,
+                Part::Index => out.index = b,
+                _ => out.pieces = b,
             }
+            r
+        }
+        Part::Pack(name) => {
+            let dest = staging.join("packs").join(format!("{}.pack", name.hex()));
+            let r = copy_hashed(entry, &dest, progress)
+                .map_err(|e| refuse(format!("{what} cannot be staged: {e}")))?;
+            out.packs.push((*name, dest, r.1));
             r
         }
         Part::Bundle(id) => {
@@ -581,14 +626,22 @@ fn read_snapshot(
 }
 
 /// The release's bundles, each staged and of its instance, and no other.
+#[allow(clippy::type_complexity)]
 fn release_bundles(
     file: &Path,
     snapshot: &Snapshot,
     mut bundle_files: BTreeMap<Sha256Digest, PathBuf>,
     mut bundle_checks: BTreeMap<Sha256Digest, BundleCheck>,
-) -> Result<BTreeMap<Sha256Digest, (PathBuf, BundleCheck)>, ArchiveError> {
+) -> Result<
+    (
+        BTreeMap<Sha256Digest, PathBuf>,
+        BTreeMap<Sha256Digest, BundleCheck>,
+    ),
+    ArchiveError,
+> {
     let refuse = |detail: String| refused(file, detail);
-    let mut bundles = BTreeMap::new();
+    let mut files = BTreeMap::new();
+    let mut checks = BTreeMap::new();
     for inst in &snapshot.instances {
         let (Some(path), Some(check)) = (
             bundle_files.remove(&inst.bundle),
@@ -605,26 +658,28 @@ fn release_bundles(
                 inst.bundle, check.manifest.instance_id, inst.instance_id
             )));
         }
-        bundles.insert(inst.bundle, (path, check));
+        files.insert(inst.bundle, path);
+        checks.insert(inst.bundle, check);
     }
     if let Some(extra) = bundle_files.keys().next() {
         return Err(refuse(format!(
             "bundle {extra} is in the file but not in the release"
         )));
     }
-    Ok(bundles)
+    Ok((files, checks))
 }
 
 /// Each lock's needs must be here, and be what the release lists.
 fn check_locks(
     file: &Path,
     snapshot: &Snapshot,
-    bundles: &BTreeMap<Sha256Digest, (PathBuf, BundleCheck)>,
+    bundles: &BTreeMap<Sha256Digest, BundleCheck>,
     objects: &BTreeMap<Sha256Digest, (PathBuf, u64)>,
+    held: &dyn Fn(&Sha256Digest) -> bool,
 ) -> Result<(), ArchiveError> {
     let refuse = |detail: String| refused(file, detail);
     for inst in &snapshot.instances {
-        let Some((_, check)) = bundles.get(&inst.bundle) else {
+        let Some(check) = bundles.get(&inst.bundle) else {
             continue;
         };
         let Some(lock) = &check.lock else {
@@ -654,9 +709,10 @@ fn check_locks(
                 listed.len()
             )));
         }
-        if let Some(o) = needed.iter().find(|o| !objects.contains_key(o)) {
+        if let Some(o) = needed.iter().find(|o| !objects.contains_key(o) && !held(o)) {
             return Err(refuse(format!(
-                "object {o}, which the lock of {} needs, is not in the file",
+                "object {o}, which the lock of {} needs, is neither in the file nor in this \
+                 archive",
                 inst.instance_id
             )));
         }
@@ -707,6 +763,7 @@ fn stage_mirrors(
 }
 
 fn stage(
+    root: &Path,
     file: &Path,
     staging: &Path,
     opts: &ImportOptions,
@@ -722,7 +779,7 @@ fn stage(
 
     // The manifest, first.
     let (manifest, parts) = read_manifest(file, &mut entries)?;
-    for dir in ["bundles", "objects", "mirrors", "repos"] {
+    for dir in ["bundles", "packs", "objects", "mirrors", "repos"] {
         let d = staging.join(dir);
         fs::create_dir_all(&d).map_err(io_err(&d))?;
     }
@@ -742,19 +799,246 @@ fn stage(
     let snapshot = read_snapshot(file, &staged.release, &manifest, opts)?;
     let slice: IndexSlice = serde_json::from_slice(&staged.index)
         .map_err(|e| refuse(format!("{INDEX} is not valid: {e}")))?;
-    let bundles = release_bundles(file, &snapshot, staged.bundles, bundle_checks)?;
-    let objects = staged.objects;
-    check_slice(&snapshot, &slice, &bundles, &objects).map_err(|e| refuse(e.to_string()))?;
-    check_locks(file, &snapshot, &bundles, &objects)?;
-    let mirrors = stage_mirrors(&st, &slice, staged.mirrors)?;
+    let receiver = open_receiver(root);
+    if let Some(base) = &manifest.base {
+        check_base(file, receiver.as_ref(), base)?;
+    }
+    let StagedFiles {
+        bundles: bundle_files,
+        objects,
+        mirrors: mirror_files,
+        pieces,
+        packs,
+        ..
+    } = staged;
+    let (bundles, bundle_files, incoming) = if manifest.version == VERSION {
+        let (bundles, incoming) =
+            check_store(file, &pieces, packs, &slice, receiver.as_ref(), progress)?;
+        check_carried(file, &snapshot, &bundles, receiver.as_ref(), &manifest)?;
+        (bundles, BTreeMap::new(), Some(incoming))
+    } else {
+        let (files, checks) = release_bundles(file, &snapshot, bundle_files, bundle_checks)?;
+        (checks, files, None)
+    };
+    let held = |o: &Sha256Digest| receiver.as_ref().is_some_and(|r| r.objects().has(o));
+    check_slice(&snapshot, &slice, &bundles, &objects, &held).map_err(|e| refuse(e.to_string()))?;
+    check_locks(file, &snapshot, &bundles, &objects, &held)?;
+    let mirrors = stage_mirrors(&st, &slice, mirror_files)?;
     Ok(Staged {
         snapshot,
         slice,
         bundles,
+        bundle_files,
+        incoming,
         objects,
         mirrors,
         bytes,
     })
+}
+
+/// The archive the file is imported into, when it exists already.
+fn open_receiver(root: &Path) -> Option<Ark> {
+    if crate::store::Layout::new(root).index().is_file() {
+        Ark::open(root).ok()
+    } else {
+        None
+    }
+}
+
+/// An incremental file's base release must be registered here (its import put it there).
+fn check_base(file: &Path, receiver: Option<&Ark>, base: &BaseRelease) -> Result<(), ArchiveError> {
+    let registered = match receiver {
+        Some(ark) => crate::store::release_names(ark.root())?
+            .into_keys()
+            .filter_map(|name| {
+                let snap = Snapshot::read(&ark.releases_dir().join(format!("{name}.json"))).ok()?;
+                (snap.root == base.root).then_some(name)
+            })
+            .next(),
+        None => None,
+    };
+    if registered.is_none() {
+        return Err(refused(
+            file,
+            format!(
+                "it is incremental: it holds only what an archive that imported release {} \
+                 (root {}) lacks, and this archive has no release with that root; import {}'s \
+                 file first",
+                base.release, base.root, base.release
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Every release instance's bundle is in the file and of that instance, or (in an incremental
+/// file) held here already; the file carries no other bundle.
+fn check_carried(
+    file: &Path,
+    snapshot: &Snapshot,
+    bundles: &BTreeMap<Sha256Digest, BundleCheck>,
+    receiver: Option<&Ark>,
+    manifest: &ArchiveManifest,
+) -> Result<(), ArchiveError> {
+    let refuse = |detail: String| refused(file, detail);
+    let mut release_bundles = BTreeSet::new();
+    for inst in &snapshot.instances {
+        release_bundles.insert(inst.bundle);
+        if let Some(check) = bundles.get(&inst.bundle) {
+            if check.manifest.instance_id != inst.instance_id {
+                return Err(refuse(format!(
+                    "bundle {} is of instance {}, the release says {}",
+                    inst.bundle, check.manifest.instance_id, inst.instance_id
+                )));
+            }
+            continue;
+        }
+        let here = match (receiver, &manifest.base) {
+            (Some(ark), Some(_)) => ark
+                .index()
+                .bundles_with_prefix(&inst.bundle.hex())?
+                .iter()
+                .any(|b| b.id == inst.bundle),
+            _ => false,
+        };
+        if !here {
+            return Err(refuse(format!(
+                "bundle {} of instance {} is neither in the file nor in this archive",
+                inst.bundle, inst.instance_id
+            )));
+        }
+    }
+    if let Some(extra) = bundles.keys().find(|b| !release_bundles.contains(b)) {
+        return Err(refuse(format!(
+            "bundle {extra} is in the file but not in the release"
+        )));
+    }
+    Ok(())
+}
+
+/// Version 2: every piece of the packs decoded and named by its content; every bundle the
+/// index slice lists rebuilt from them (and from this archive's pieces, for an incremental
+/// file) and checked against its id; no piece that no bundle needs.
+fn check_store(
+    file: &Path,
+    table: &[u8],
+    packs: Vec<(Sha256Digest, PathBuf, u64)>,
+    slice: &IndexSlice,
+    receiver: Option<&Ark>,
+    progress: &dyn Progress,
+) -> Result<(BTreeMap<Sha256Digest, BundleCheck>, Incoming), ArchiveError> {
+    let refuse = |detail: String| refused(file, detail);
+    let frames = super::table::decode(table, packs.len())
+        .map_err(|e| refuse(format!("{PIECES} is not valid: {e}")))?;
+    let incoming_packs = packs
+        .into_iter()
+        .zip(frames)
+        .map(|((name, path, size), frames)| IncomingPack {
+            name: name.hex(),
+            path,
+            size,
+            frames,
+        })
+        .collect();
+    let mut incoming =
+        Incoming::check(receiver, incoming_packs, progress).map_err(|e| refuse(e.to_string()))?;
+    // Each bundle's bundle.json and members: in the packs, or (incremental) here.
+    let mut manifests = BTreeMap::new();
+    for b in &slice.bundles {
+        let piece = b.manifest_piece.ok_or_else(|| {
+            refuse(format!(
+                "{INDEX} names no bundle.json piece for bundle {}",
+                b.id
+            ))
+        })?;
+        if let Some(ark) = receiver {
+            incoming.load_held(ark, &[piece])?;
+        }
+        let (bytes, manifest) = incoming
+            .manifest(&b.id, &piece)
+            .map_err(|e| refuse(e.to_string()))?;
+        if let Some(ark) = receiver {
+            let ids: Vec<Sha256Digest> = manifest.members.iter().map(|m| m.sha256).collect();
+            incoming.load_held(ark, &ids)?;
+        }
+        for m in &manifest.members {
+            if Contents::size(&incoming, &m.sha256).is_none() {
+                return Err(refuse(format!(
+                    "bundle {} needs piece {} (member `{}`), which neither the file nor this \
+                     archive holds",
+                    b.id,
+                    m.sha256,
+                    String::from_utf8_lossy(&m.path)
+                )));
+            }
+        }
+        manifests.insert(b.id, (piece, bytes, manifest));
+    }
+    // What each bundle needs of the packs, bases included; the packs carry nothing else.
+    let mut needs: BTreeMap<Sha256Digest, BTreeSet<Sha256Digest>> = BTreeMap::new();
+    for (id, (piece, _, manifest)) in &manifests {
+        let mut need: BTreeSet<Sha256Digest> = manifest.members.iter().map(|m| m.sha256).collect();
+        need.insert(*piece);
+        let mut stack: Vec<Sha256Digest> = need.iter().copied().collect();
+        while let Some(p) = stack.pop() {
+            if let Some(b) = incoming.base_of(&p)
+                && need.insert(b)
+            {
+                stack.push(b);
+            }
+        }
+        needs.insert(*id, need);
+    }
+    let needed: HashSet<&Sha256Digest> = needs.values().flatten().collect();
+    if let Some(extra) = incoming.pieces().iter().find(|p| !needed.contains(p)) {
+        return Err(refuse(format!(
+            "its packs hold piece {extra}, which no bundle of the release needs"
+        )));
+    }
+    // Every bundle rebuilt and hashed, on every core.
+    use rayon::prelude::*;
+    let incoming_ref = &incoming;
+    type Rebuilt = (Sha256Digest, Result<(u64, Option<Vec<u8>>), String>);
+    let rebuilt: Vec<Rebuilt> = manifests
+        .par_iter()
+        .map(|(id, (_, bytes, manifest))| {
+            let mut tar = RebuiltTar::new(incoming_ref, bytes, manifest, Some(*id), &NoProgress);
+            let r = io::copy(&mut tar, &mut io::sink())
+                .map_err(|e| e.to_string())
+                .and_then(|n| {
+                    let lock = match manifest.member("env/pylock.toml") {
+                        Some(m) => Some(
+                            Contents::get(incoming_ref, &m.sha256).map_err(|e| e.to_string())?,
+                        ),
+                        None => None,
+                    };
+                    Ok((n, lock))
+                });
+            (*id, r)
+        })
+        .collect();
+    let mut pack_pieces = Vec::new();
+    for (k, p) in incoming.packs().iter().enumerate() {
+        pack_pieces.push((p.size, incoming.pieces_of_pack(k)));
+    }
+    let shares = super::pack_shares(&pack_pieces, &needs);
+    let mut checks = BTreeMap::new();
+    for (id, r) in rebuilt {
+        let (tar_size, lock) = r.map_err(|e| refuse(format!("bundle {id}: {e}")))?;
+        let Some((_, _, manifest)) = manifests.remove(&id) else {
+            continue;
+        };
+        checks.insert(
+            id,
+            BundleCheck {
+                manifest,
+                tar_size,
+                file_size: shares.get(&id).copied().unwrap_or(0),
+                lock,
+            },
+        );
+    }
+    Ok((checks, incoming))
 }
 
 /// The slice's objects: exactly those in the file, each once, sizes as staged.
@@ -762,6 +1046,7 @@ fn check_slice_objects(
     snapshot: &Snapshot,
     slice: &IndexSlice,
     objects: &BTreeMap<Sha256Digest, (PathBuf, u64)>,
+    held: &dyn Fn(&Sha256Digest) -> bool,
 ) -> Result<(), SliceMismatch> {
     let listed: BTreeMap<Sha256Digest, u64> =
         slice.objects.iter().map(|o| (o.id, o.size)).collect();
@@ -785,7 +1070,7 @@ fn check_slice_objects(
         return Err(SliceMismatch::ObjectMissing(*id));
     }
     for o in snapshot.objects() {
-        if !objects.contains_key(&o) {
+        if !objects.contains_key(&o) && !held(&o) {
             return Err(SliceMismatch::ReleaseObjectMissing(o));
         }
     }
@@ -795,7 +1080,7 @@ fn check_slice_objects(
 /// The slice's bundles: one row per release bundle, as the bundle itself says.
 fn check_slice_bundles(
     slice: &IndexSlice,
-    bundles: &BTreeMap<Sha256Digest, (PathBuf, BundleCheck)>,
+    bundles: &BTreeMap<Sha256Digest, BundleCheck>,
 ) -> Result<(), SliceMismatch> {
     if slice.bundles.len() != bundles.len() {
         return Err(SliceMismatch::BundleCount {
@@ -804,7 +1089,7 @@ fn check_slice_bundles(
         });
     }
     for b in &slice.bundles {
-        let Some((_, c)) = bundles.get(&b.id) else {
+        let Some(c) = bundles.get(&b.id) else {
             return Err(SliceMismatch::BundleNotInRelease(b.id));
         };
         let codebase_files = c.manifest.codebase_members().count() as u64;
@@ -826,15 +1111,22 @@ fn check_slice_bundles(
 fn check_slice(
     snapshot: &Snapshot,
     slice: &IndexSlice,
-    bundles: &BTreeMap<Sha256Digest, (PathBuf, BundleCheck)>,
+    bundles: &BTreeMap<Sha256Digest, BundleCheck>,
     objects: &BTreeMap<Sha256Digest, (PathBuf, u64)>,
+    held: &dyn Fn(&Sha256Digest) -> bool,
 ) -> Result<(), SliceMismatch> {
     let ids: BTreeSet<&str> = snapshot
         .instances
         .iter()
         .map(|i| i.instance_id.as_str())
         .collect();
-    check_slice_objects(snapshot, slice, objects)?;
+    // The instances whose bundle the file carries (all of them, unless it is incremental).
+    let carried = snapshot
+        .instances
+        .iter()
+        .filter(|i| bundles.contains_key(&i.bundle))
+        .count();
+    check_slice_objects(snapshot, slice, objects, held)?;
     check_slice_bundles(slice, bundles)?;
     // Instances: each release instance once, as its bundle's instance.json holds it.
     let mut seen = BTreeSet::new();
@@ -852,16 +1144,16 @@ fn check_slice(
         }
         let want = bundles
             .get(&ri.bundle)
-            .and_then(|(_, c)| c.manifest.member("instance.json"))
+            .and_then(|c| c.manifest.member("instance.json"))
             .map(|m| m.sha256);
         if want != Some(Sha256Digest::of(&inst.to_canonical_json())) {
             return Err(SliceMismatch::InstanceDiffers(inst.instance_id));
         }
     }
-    if seen.len() != ids.len() {
+    if seen.len() != carried {
         return Err(SliceMismatch::InstanceCount {
             held: seen.len(),
-            release: ids.len(),
+            release: carried,
         });
     }
     // Locks and validations name objects in the file and instances of the release.
@@ -933,6 +1225,40 @@ fn install_mirrors(
     Ok(mirror_rows)
 }
 
+/// The repository each incoming pack is recorded under: that of the first bundle, by id,
+/// made of one of its pieces.
+fn pack_repos(staged: &Staged, incoming: &Incoming) -> Vec<String> {
+    let repo_of: BTreeMap<&str, &str> = staged
+        .slice
+        .instances
+        .iter()
+        .filter_map(|v| Some((v.get("instance_id")?.as_str()?, v.get("repo")?.as_str()?)))
+        .collect();
+    let made_of: Vec<(&str, HashSet<Sha256Digest>)> = staged
+        .slice
+        .bundles
+        .iter()
+        .filter_map(|b| {
+            let check = staged.bundles.get(&b.id)?;
+            let mut ids: HashSet<Sha256Digest> =
+                check.manifest.members.iter().map(|m| m.sha256).collect();
+            ids.extend(b.manifest_piece);
+            Some((*repo_of.get(b.instance_id.as_str())?, ids))
+        })
+        .collect();
+    (0..incoming.packs().len())
+        .map(|k| {
+            let pieces = incoming.pieces_of_pack(k);
+            made_of
+                .iter()
+                .find(|(_, ids)| pieces.iter().any(|p| ids.contains(p)))
+                .or(made_of.first())
+                .map(|(repo, _)| repo.to_string())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
 /// Moves what was staged into the archive and records it, in one transaction.
 fn install(
     root: &Path,
@@ -968,21 +1294,40 @@ fn install(
         }
     }
     dirs.insert(crate::store::Layout::new(root).objects().join("sha256"));
-    // Bundles go into the deduplicated store, each one's pieces recorded as it is stored so
-    // that the next finds them as delta bases; the bundles themselves are listed in the one
-    // transaction below, in the order of their ids.
     let present: BTreeSet<Sha256Digest> = ark.index().bundles()?.iter().map(|b| b.id).collect();
     let mut stored_rows = Vec::new();
-    let mut pending = Vec::new();
+    let mut packs = Vec::new();
     let options = PackOptions::default();
-    for (id, (path, _)) in &staged.bundles {
-        if present.contains(id) {
-            continue;
+    if let Some(incoming) = &staged.incoming {
+        // Version 2: the packs moved in (or cut down to what this archive lacks); the bundles'
+        // rows name their bundle.json pieces.
+        let repos = pack_repos(&staged, incoming);
+        packs = ark.add_incoming(incoming, &repos, options.level)?;
+        for b in &staged.slice.bundles {
+            let Some(check) = staged.bundles.get(&b.id) else {
+                continue;
+            };
+            if present.contains(&b.id) {
+                continue;
+            }
+            let row = crate::store::BundleRow::from(b);
+            stored_rows.push((row, crate::store::sketch_of(&check.manifest)));
+            bundles_added += 1;
         }
-        let (row, sketch) = ark.store_for_import(path, *id, &pending, &options, progress)?;
-        bundles_added += 1;
-        stored_rows.push((row, sketch.sketch.clone()));
-        pending.push(sketch);
+    } else {
+        // Version 1: each bundle goes into the deduplicated store, its pieces recorded as it
+        // is stored so that the next finds them as delta bases; the bundles themselves are
+        // listed in the one transaction below, in the order of their ids.
+        let mut pending = Vec::new();
+        for (id, path) in &staged.bundle_files {
+            if present.contains(id) {
+                continue;
+            }
+            let (row, sketch) = ark.store_for_import(path, *id, &pending, &options, progress)?;
+            bundles_added += 1;
+            stored_rows.push((row, sketch.sketch.clone()));
+            pending.push(sketch);
+        }
     }
     let mirror_rows = install_mirrors(&ark, &staged, &mut dirs, progress)?;
     for d in &dirs {
@@ -1004,6 +1349,7 @@ fn install(
     let rows = ImportRows {
         instances,
         bundles: stored_rows,
+        packs,
         objects: slice
             .objects
             .iter()

@@ -3,14 +3,16 @@
 //!
 //! The file is a POSIX tar in the one layout swe-ark writes (`bundle::TarWriter`: ustar
 //! headers with mtime 0, uid/gid 0, mode 0644, no directory entries), not compressed:
-//! everything in it is compressed already (bundles are zstd, wheels are zip, packed
+//! everything in it is compressed already (packs and bundles are zstd, wheels are zip, packed
 //! interpreters are zstd, git bundles are packs). Members, in this order:
 //!
 //! ```text
 //! swe-ark-archive.json             the manifest: every other member's path, size and sha256
 //! release.json                     the release snapshot (without its creation time)
 //! index.json                       the slice of the index the release needs
-//! bundles/<id>.tar.zst             by id
+//! pieces.bin                       version 2: the packs' frames and what each holds (table.rs)
+//! packs/<sha256>.pack              version 2: the store's packs, whole or cut, by name
+//! bundles/<id>.tar.zst             version 1 (--self-contained): each bundle's file, by id
 //! objects/sha256/<ab>/<62 hex>     by id
 //! mirrors/<OWNER>/<NAME>.bundle    by name, with --with-history: git bundles of the mirrors
 //! ```
@@ -18,6 +20,7 @@
 mod export;
 mod import;
 mod slice;
+pub(crate) mod table;
 
 use std::path::PathBuf;
 
@@ -27,20 +30,25 @@ use crate::bundle::BundleError;
 use crate::digest::Sha256Digest;
 use crate::mirror::{MirrorError, RepoName};
 use crate::release::ReleaseError;
-use crate::store::{ArkError, IndexError, ObjectError};
+use crate::store::{ArkError, IncomingError, IndexError, ObjectError};
 
 pub use export::{ExportOptions, ExportReport, export};
 pub use import::{ImportOptions, ImportReport, import};
 pub use slice::IndexSlice;
+/// The piece table of a version 2 file (`pieces.bin`), for tools that read the format.
+pub use table::{decode as decode_piece_table, encode as encode_piece_table};
 
 /// The `format` of the manifest.
 pub const FORMAT: &str = "swe-ark-archive";
-/// The archive file format version this swe-ark writes and reads.
-pub const VERSION: u32 = 1;
+/// The store form: packs and their table (written by default).
+pub const VERSION: u32 = 2;
+/// The self-contained form: every bundle as its exchange file (`export --self-contained`).
+pub const SELF_CONTAINED_VERSION: u32 = 1;
 /// The first member.
 pub const MANIFEST: &str = "swe-ark-archive.json";
 pub const RELEASE: &str = "release.json";
 pub const INDEX: &str = "index.json";
+pub const PIECES: &str = "pieces.bin";
 
 /// Metadata members (the manifest, the snapshot, the index slice) read into memory at most
 /// this large.
@@ -72,6 +80,8 @@ pub enum ArchiveError {
     Object(#[from] ObjectError),
     #[error(transparent)]
     Mirror(#[from] MirrorError),
+    #[error(transparent)]
+    Incoming(#[from] IncomingError),
 }
 
 pub(crate) fn io_err(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> ArchiveError + '_ {
@@ -90,8 +100,19 @@ pub struct ArchiveManifest {
     /// The release's name and root hash.
     pub release: String,
     pub root: Sha256Digest,
+    /// An incremental file's base: the release a receiver must hold already.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<BaseRelease>,
     /// Every member after this one, in the order they follow.
     pub members: Vec<ArchiveMember>,
+}
+
+/// The release an incremental file builds on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BaseRelease {
+    pub release: String,
+    pub root: Sha256Digest,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -108,6 +129,26 @@ impl ArchiveManifest {
     }
 }
 
+/// Each bundle's share of the packs (what its `file_size` says in a version 2 file): a pack's
+/// bytes go to the first bundle, by id, that needs a piece of it. `packs`: each pack's size
+/// and pieces; `needs`: each bundle's pieces.
+pub(crate) fn pack_shares(
+    packs: &[(u64, Vec<Sha256Digest>)],
+    needs: &std::collections::BTreeMap<Sha256Digest, std::collections::BTreeSet<Sha256Digest>>,
+) -> std::collections::BTreeMap<Sha256Digest, u64> {
+    let mut out: std::collections::BTreeMap<Sha256Digest, u64> =
+        needs.keys().map(|b| (*b, 0)).collect();
+    for (size, pieces) in packs {
+        if let Some((b, _)) = needs
+            .iter()
+            .find(|(_, need)| pieces.iter().any(|p| need.contains(p)))
+        {
+            *out.entry(*b).or_default() += size;
+        }
+    }
+    out
+}
+
 /// A JSON member as the file holds it: pretty, with a final newline.
 fn json_member(value: &impl Serialize) -> Vec<u8> {
     let mut out = serde_json::to_vec_pretty(value).unwrap_or_default();
@@ -120,6 +161,8 @@ fn json_member(value: &impl Serialize) -> Vec<u8> {
 pub(crate) enum Part {
     Release,
     Index,
+    Pieces,
+    Pack(Sha256Digest),
     Bundle(Sha256Digest),
     Object(Sha256Digest),
     Mirror(RepoName),
@@ -130,6 +173,8 @@ impl Part {
         match self {
             Part::Release => RELEASE.to_string(),
             Part::Index => INDEX.to_string(),
+            Part::Pieces => PIECES.to_string(),
+            Part::Pack(name) => format!("packs/{}.pack", name.hex()),
             Part::Bundle(id) => format!("bundles/{}{}", id.hex(), crate::bundle::FILE_SUFFIX),
             Part::Object(id) => {
                 let hex = id.hex();
@@ -144,8 +189,11 @@ impl Part {
         let part = match path {
             RELEASE => Part::Release,
             INDEX => Part::Index,
+            PIECES => Part::Pieces,
             _ => {
-                if let Some(rest) = path.strip_prefix("bundles/") {
+                if let Some(rest) = path.strip_prefix("packs/") {
+                    Part::Pack(rest.strip_suffix(".pack")?.parse().ok()?)
+                } else if let Some(rest) = path.strip_prefix("bundles/") {
                     Part::Bundle(
                         rest.strip_suffix(crate::bundle::FILE_SUFFIX)?
                             .parse()
@@ -179,6 +227,8 @@ mod tests {
         for part in [
             Part::Release,
             Part::Index,
+            Part::Pieces,
+            Part::Pack(id),
             Part::Bundle(id),
             Part::Object(id),
             Part::Mirror(RepoName::parse("acme/widget").unwrap()),
@@ -192,6 +242,8 @@ mod tests {
             "../index.json",
             "mirrors/acme/widget",
             "mirrors/a/b/c.bundle",
+            "packs/x.pack",
+            &format!("packs/{}", id.hex()),
             &format!("objects/sha256/{}", id.hex()),
         ] {
             assert_eq!(Part::parse(bad), None, "{bad}");

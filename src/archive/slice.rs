@@ -34,6 +34,9 @@ pub struct SliceBundle {
     pub file_size: u64,
     pub member_count: u64,
     pub codebase_files: u64,
+    /// Version 2: the bundle's `bundle.json` piece (its members' pieces are named in it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest_piece: Option<Sha256Digest>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -124,9 +127,9 @@ both_ways!(
     BundleRow,
     [
         id, instance_id, format_version, codebase_tree, tar_size, file_size, member_count,
-        codebase_files,
+        codebase_files, manifest_piece,
     ],
-    {packed_at: 0, manifest_piece: None}
+    {packed_at: 0}
 );
 both_ways!(
     SliceLock,

@@ -21,7 +21,7 @@ use crate::progress::Progress;
 use super::ark::{Ark, ArkError};
 use super::index::{BundleRow, PackRow, PieceLoc, RewrittenPack};
 use super::lock::StoreLock;
-use super::pieces::{PACK_MAGIC, PACK_SUFFIX, PackWriter, PieceReader, compress_block, pack_path};
+use super::pieces::{Frames, PACK_MAGIC, PACK_SUFFIX, PieceReader, cut_pack, pack_path};
 use super::stored::parse_manifest;
 
 /// What a gc did (or, with `dry_run`, would do).
@@ -275,7 +275,7 @@ impl Ark {
         for pack in &packs {
             let pieces = by_pack.remove(&pack.no).unwrap_or_default();
             // The pack's frames (a block holds several pieces), in the order they are in.
-            let mut frames: BTreeMap<u64, Vec<(Sha256Digest, PieceLoc)>> = BTreeMap::new();
+            let mut frames: Frames = BTreeMap::new();
             for (id, loc) in pieces {
                 frames.entry(loc.offset).or_default().push((id, loc));
             }
@@ -417,42 +417,14 @@ impl Ark {
     fn rewrite_pack(
         &self,
         reader: &PieceReader,
-        frames: &BTreeMap<u64, Vec<(Sha256Digest, PieceLoc)>>,
+        frames: &Frames,
         live: &HashSet<Sha256Digest>,
         pack: &PackRow,
         options: &PackOptions,
     ) -> Result<RewrittenPack, ArkError> {
-        let root = self.root().to_path_buf();
-        let io_err = io_at(&root);
-        let mut w = PackWriter::create(&self.packs_dir()).map_err(&io_err)?;
-        let mut moved = Vec::new();
-        for f in frames.values() {
-            let kept: Vec<&(Sha256Digest, PieceLoc)> =
-                f.iter().filter(|(id, _)| live.contains(id)).collect();
-            if kept.is_empty() {
-                continue;
-            }
-            let mut contents = Vec::new();
-            for (id, _) in &kept {
-                contents.push(reader.get_checked(id)?);
-            }
-            if kept.len() == f.len() {
-                let frame = reader.frame(&f[0].0)?;
-                let offset = w.append(&frame).map_err(&io_err)?;
-                for (id, loc) in &kept {
-                    moved.push((*id, offset, frame.len() as u64, loc.skip));
-                }
-            } else {
-                let frame = compress_block(&contents.concat(), options.level).map_err(&io_err)?;
-                let offset = w.append(&frame).map_err(&io_err)?;
-                let mut skip = 0;
-                for ((id, _), c) in kept.iter().zip(&contents) {
-                    moved.push((*id, offset, frame.len() as u64, skip));
-                    skip += c.len() as u64;
-                }
-            }
-        }
-        let (name, size) = w.finish().map_err(&io_err)?;
+        let keep = |id: &Sha256Digest| live.contains(id);
+        let (name, size, moved) =
+            cut_pack(reader, frames, &keep, &self.packs_dir(), options.level)?;
         Ok(RewrittenPack {
             name,
             size,

@@ -14,7 +14,7 @@ use crate::failpoint;
 mod pieces;
 
 pub use pieces::{
-    BundleSketch, NewPiece, PackRow, PieceLoc, RepoStorage, RewrittenPack, StoredParts,
+    AddedPack, BundleSketch, NewPiece, PackRow, PieceLoc, RepoStorage, RewrittenPack, StoredParts,
 };
 
 /// Each entry moves the schema from version `i` to `i + 1`.
@@ -289,9 +289,12 @@ pub struct ImportedMirror {
 pub struct ImportRows {
     pub instances: Vec<Instance>,
     /// The bundles new to the archive, each with its sketch: their pieces are recorded
-    /// already ([`Index::record_pieces`]), `manifest_piece` names the `bundle.json` piece.
+    /// already ([`Index::record_pieces`]) or come in `packs`; `manifest_piece` names the
+    /// `bundle.json` piece.
     /// A bundle the archive holds already is left as it is.
     pub bundles: Vec<(BundleRow, Vec<u8>)>,
+    /// Packs a file in the store form brings, with their pieces (docs/RELEASES.md).
+    pub packs: Vec<AddedPack>,
     /// id, size, kind.
     pub objects: Vec<(Sha256Digest, u64, String)>,
     pub locks: Vec<LockRow>,
@@ -764,6 +767,9 @@ impl Index {
     /// validations, mirrors and pins are added or replaced.
     pub fn import_rows(&mut self, rows: &ImportRows) -> Result<(), IndexError> {
         self.write(|tx, t| {
+            for p in &rows.packs {
+                pieces::insert_pack(tx, &p.name, p.size, &p.repo, &p.pieces, t)?;
+            }
             for (id, size, kind) in &rows.objects {
                 insert_object(tx, id, *size, kind, t)?;
             }

@@ -12,6 +12,7 @@
 //! ```
 
 mod ark;
+mod carry;
 mod check;
 mod config;
 mod gc;
@@ -26,12 +27,17 @@ mod stats;
 mod stored;
 
 pub use ark::{Ark, ArkBundle, ArkError};
+pub use carry::{
+    Carried, CarriedPack, Frame, FrameBase, FrameHolds, Incoming, IncomingError, IncomingPack,
+    sketch_of,
+};
 pub use check::{Checked, check_bundle_file};
 pub use config::{ConfigError, git_base};
 pub use gc::{GcReport, release_names};
 pub use index::{
-    BundleRow, BundleSketch, ImportRows, ImportedMirror, Index, IndexError, InstanceRow, LockRow,
-    MirrorRow, ObjectRow, PackRow, PieceLoc, PinRow, RepoStorage, SCHEMA_VERSION, ValidationRow,
+    AddedPack, BundleRow, BundleSketch, ImportRows, ImportedMirror, Index, IndexError, InstanceRow,
+    LockRow, MirrorRow, ObjectRow, PackRow, PieceLoc, PinRow, RepoStorage, SCHEMA_VERSION,
+    ValidationRow,
 };
 pub use layout::Layout;
 pub use lock::StoreLock;
@@ -39,7 +45,7 @@ pub use mirrors::MirrorStateError;
 pub use objects::{ObjectError, ObjectStore, VerifyingReader};
 pub use pieces::{MAX_DEPTH, PieceError};
 pub use stats::{StorageStats, dedup_ratio};
-pub use stored::StoredBundle;
+pub use stored::{Contents, RebuiltTar, StoredBundle};
 
 impl crate::dataset::OfInstance for BundleRow {
     fn instance_id(&self) -> &str {

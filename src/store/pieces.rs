@@ -92,6 +92,8 @@ pub struct PieceReader {
     packs_dir: PathBuf,
     locs: HashMap<Sha256Digest, PieceLoc>,
     pack_names: HashMap<i64, String>,
+    /// Packs outside the archive's `packs/` (an import's staged packs), by number.
+    foreign: HashMap<i64, PathBuf>,
     files: Mutex<HashMap<i64, Arc<File>>>,
     /// Decoded blocks by (pack, offset), most recent last.
     blocks: Mutex<VecDeque<(BlockKey, Arc<Vec<u8>>)>>,
@@ -103,6 +105,7 @@ impl PieceReader {
             packs_dir,
             locs: HashMap::new(),
             pack_names: HashMap::new(),
+            foreign: HashMap::new(),
             files: Mutex::new(HashMap::new()),
             blocks: Mutex::new(VecDeque::new()),
         }
@@ -155,6 +158,16 @@ impl PieceReader {
         reader
     }
 
+    /// Reads pack number `no` (not one of the index's) from `path`.
+    pub fn add_foreign_pack(&mut self, no: i64, path: PathBuf) {
+        self.foreign.insert(no, path);
+    }
+
+    /// Where piece `id` is, known from elsewhere than the index.
+    pub fn insert_loc(&mut self, id: Sha256Digest, loc: PieceLoc) {
+        self.locs.insert(id, loc);
+    }
+
     pub fn loc(&self, id: &Sha256Digest) -> Option<&PieceLoc> {
         self.locs.get(id)
     }
@@ -183,6 +196,9 @@ impl PieceReader {
     }
 
     pub fn pack_path(&self, pack: i64) -> PathBuf {
+        if let Some(path) = self.foreign.get(&pack) {
+            return path.clone();
+        }
         let name = self
             .pack_names
             .get(&pack)
@@ -207,7 +223,21 @@ impl PieceReader {
         self.frame_at(loc)
     }
 
-    fn frame_at(&self, loc: &PieceLoc) -> Result<Vec<u8>, PieceError> {
+    /// How many bytes of content the zstd frame at `loc` says it holds (read from its header).
+    pub fn frame_content_size(&self, loc: &PieceLoc) -> Result<Option<u64>, PieceError> {
+        let f = self.file(loc.pack)?;
+        let mut head = vec![0u8; loc.length.min(18) as usize];
+        f.read_exact_at(&mut head, loc.offset)
+            .map_err(|source| PieceError::Io {
+                path: self.pack_path(loc.pack),
+                source,
+            })?;
+        Ok(zstd::zstd_safe::get_frame_content_size(&head)
+            .ok()
+            .flatten())
+    }
+
+    pub(crate) fn frame_at(&self, loc: &PieceLoc) -> Result<Vec<u8>, PieceError> {
         let f = self.file(loc.pack)?;
         let mut buf = vec![0u8; loc.length as usize];
         f.read_exact_at(&mut buf, loc.offset)
@@ -487,6 +517,60 @@ pub fn compress_block(content: &[u8], level: i32) -> io::Result<Vec<u8>> {
 
 fn zstd_error(code: usize) -> io::Error {
     io::Error::other(format!("zstd: {}", zstd::zstd_safe::get_error_name(code)))
+}
+
+/// A pack's frames, by offset, each with the pieces it holds (a block's in the order they are
+/// in).
+pub type Frames = std::collections::BTreeMap<u64, Vec<(Sha256Digest, PieceLoc)>>;
+
+/// Where a piece went in a new pack: id, offset and length of its frame, skip.
+pub type Placed = (Sha256Digest, u64, u64, u64);
+
+/// A new pack in `dir` holding the pieces of `frames` that `keep` keeps, every one re-hashed:
+/// a frame whose pieces are all kept is copied as it is, a block that loses some is
+/// compressed again from the rest, a frame with none is left out. Returns the pack's name and
+/// size, and where each kept piece now is (id, offset, length, skip). gc writes packs this
+/// way; so do `export` and `import-archive` when they carry part of a pack.
+pub fn cut_pack(
+    reader: &PieceReader,
+    frames: &Frames,
+    keep: &dyn Fn(&Sha256Digest) -> bool,
+    dir: &Path,
+    level: i32,
+) -> Result<(String, u64, Vec<Placed>), PieceError> {
+    let io_err = |source| PieceError::Io {
+        path: dir.to_path_buf(),
+        source,
+    };
+    let mut w = PackWriter::create(dir).map_err(io_err)?;
+    let mut moved = Vec::new();
+    for f in frames.values() {
+        let kept: Vec<&(Sha256Digest, PieceLoc)> = f.iter().filter(|(id, _)| keep(id)).collect();
+        if kept.is_empty() {
+            continue;
+        }
+        let mut contents = Vec::new();
+        for (id, _) in &kept {
+            contents.push(reader.get_checked(id)?);
+        }
+        if kept.len() == f.len() {
+            let frame = reader.frame(&f[0].0)?;
+            let offset = w.append(&frame).map_err(io_err)?;
+            for (id, loc) in &kept {
+                moved.push((*id, offset, frame.len() as u64, loc.skip));
+            }
+        } else {
+            let frame = compress_block(&contents.concat(), level).map_err(io_err)?;
+            let offset = w.append(&frame).map_err(io_err)?;
+            let mut skip = 0;
+            for ((id, _), c) in kept.iter().zip(&contents) {
+                moved.push((*id, offset, frame.len() as u64, skip));
+                skip += c.len() as u64;
+            }
+        }
+    }
+    let (name, size) = w.finish().map_err(io_err)?;
+    Ok((name, size, moved))
 }
 
 /// A pack file being written: a temporary file in the packs directory, named by its sha256

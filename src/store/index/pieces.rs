@@ -69,6 +69,16 @@ pub struct StoredParts {
     pub repo: String,
 }
 
+/// A pack file brought by an import (moved in as it was, or cut down to the pieces the archive
+/// lacked), and the pieces it adds.
+#[derive(Debug, Clone)]
+pub struct AddedPack {
+    pub name: String,
+    pub size: u64,
+    pub repo: String,
+    pub pieces: Vec<NewPiece>,
+}
+
 /// A pack written by garbage collection to replace others: the live pieces it now holds, at
 /// their new places (offset, length, skip).
 #[derive(Debug, Clone)]
@@ -129,27 +139,40 @@ fn placeholders(n: usize) -> String {
 /// The pack a bundle's storing wrote and the pieces in it.
 fn insert_parts(tx: &rusqlite::Connection, parts: &StoredParts, t: i64) -> rusqlite::Result<()> {
     if let Some((name, size)) = &parts.pack {
-        tx.execute(
-            "INSERT INTO packs (name, size, repo, created_at) VALUES (?1, ?2, ?3, ?4)",
-            params![name, *size as i64, parts.repo, t],
-        )?;
-        let no = tx.last_insert_rowid();
-        let mut insert = tx.prepare(
-            "INSERT INTO pieces (id, pack, offset, length, skip, size, base, depth)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT(id) DO NOTHING",
-        )?;
-        for p in &parts.pieces {
-            insert.execute(params![
-                &p.id.0[..],
-                no,
-                p.offset as i64,
-                p.length as i64,
-                p.skip as i64,
-                p.size as i64,
-                p.base.as_ref().map(|b| b.0.to_vec()),
-                p.depth,
-            ])?;
-        }
+        insert_pack(tx, name, *size, &parts.repo, &parts.pieces, t)?;
+    }
+    Ok(())
+}
+
+/// A pack and its pieces; a piece the index lists already keeps its place.
+pub(super) fn insert_pack(
+    tx: &rusqlite::Connection,
+    name: &str,
+    size: u64,
+    repo: &str,
+    pieces: &[NewPiece],
+    t: i64,
+) -> rusqlite::Result<()> {
+    tx.execute(
+        "INSERT INTO packs (name, size, repo, created_at) VALUES (?1, ?2, ?3, ?4)",
+        params![name, size as i64, repo, t],
+    )?;
+    let no = tx.last_insert_rowid();
+    let mut insert = tx.prepare(
+        "INSERT INTO pieces (id, pack, offset, length, skip, size, base, depth)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT(id) DO NOTHING",
+    )?;
+    for p in pieces {
+        insert.execute(params![
+            &p.id.0[..],
+            no,
+            p.offset as i64,
+            p.length as i64,
+            p.skip as i64,
+            p.size as i64,
+            p.base.as_ref().map(|b| b.0.to_vec()),
+            p.depth,
+        ])?;
     }
     Ok(())
 }
@@ -212,6 +235,23 @@ impl Index {
             [],
             read_loc,
         )
+    }
+
+    /// Every piece of the packs `nos`, by pack.
+    pub fn pieces_of_packs(
+        &self,
+        nos: &[i64],
+    ) -> Result<HashMap<i64, Vec<(Sha256Digest, PieceLoc)>>, IndexError> {
+        let mut out: HashMap<i64, Vec<(Sha256Digest, PieceLoc)>> = HashMap::new();
+        for no in nos {
+            let rows = self.rows(
+                &format!("SELECT {LOC_COLUMNS} FROM pieces WHERE pack = ?1"),
+                [no],
+                read_loc,
+            )?;
+            out.insert(*no, rows);
+        }
+        Ok(out)
     }
 
     /// Every pack file, by number.

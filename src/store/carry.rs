@@ -1,0 +1,1004 @@
+//! Carrying stored pieces from one archive to another (the store form of an archive file,
+//! docs/RELEASES.md). The sending side works out which pieces some bundles need, minus those
+//! the receiver holds already, and gives the packs that hold exactly those: a pack the set
+//! needs whole (every piece in it, no byte else) is carried as it is, another is cut down to
+//! them. The receiving side decodes every piece of packs from elsewhere before it trusts
+//! them: a piece's id is the sha256 of what it decodes to, so the packs' table names no ids.
+//! Then it adds them: a pack moved in by rename, or cut down to the pieces it lacks.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use zstd::zstd_safe::DCtx;
+
+use crate::bundle::Manifest;
+use crate::digest::{Sha256Digest, Sha256Hasher};
+use crate::progress::Progress;
+
+use super::ark::{Ark, ArkError};
+use super::index::{AddedPack, BundleRow, NewPiece, PieceLoc};
+use super::pieces::{
+    DELTA_MAX, Frames, MAX_DEPTH, PACK_MAGIC, PieceError, PieceReader, STREAM_MIN, cut_pack,
+    pack_path,
+};
+use super::stored::{Contents, parse_manifest};
+
+/// The base a delta frame needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FrameBase {
+    /// A piece carried along with it: its number, counting every carried piece in order
+    /// (packs in order, frames in order, a block's pieces in order) from 0.
+    Carried(usize),
+    /// A piece the receiving archive holds already.
+    Held(Sha256Digest),
+}
+
+/// What one frame of a carried pack holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FrameHolds {
+    /// Whole pieces one after the other, their sizes in order (a block, or one piece).
+    Whole(Vec<u64>),
+    /// One piece of `size` bytes, a delta against `base`.
+    Delta { size: u64, base: FrameBase },
+}
+
+/// One zstd frame of a carried pack; frames follow one another from the pack's magic to its
+/// end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Frame {
+    pub length: u64,
+    pub holds: FrameHolds,
+}
+
+impl Frame {
+    pub fn piece_count(&self) -> usize {
+        match &self.holds {
+            FrameHolds::Whole(sizes) => sizes.len(),
+            FrameHolds::Delta { .. } => 1,
+        }
+    }
+}
+
+/// A pack as carried: its file, named by its sha256, and its frames.
+#[derive(Debug, Clone)]
+pub struct CarriedPack {
+    pub name: String,
+    pub path: PathBuf,
+    pub size: u64,
+    pub frames: Vec<Frame>,
+    /// Whether it is one of the archive's packs as it is (not cut).
+    pub whole: bool,
+}
+
+/// The packs that carry a set of pieces, sorted by name; `pieces` gives each carried piece's
+/// id by its number.
+#[derive(Debug, Default)]
+pub struct Carried {
+    pub packs: Vec<CarriedPack>,
+    pub pieces: Vec<Sha256Digest>,
+    /// Each bundle's pieces: its `bundle.json`, its members and the bases below them.
+    pub needs: BTreeMap<Sha256Digest, BTreeSet<Sha256Digest>>,
+}
+
+fn stored_err(row: &BundleRow, detail: impl std::fmt::Display) -> ArkError {
+    ArkError::NotStored {
+        bundle: row.id,
+        detail: detail.to_string(),
+    }
+}
+
+impl Ark {
+    /// Every piece each bundle of `rows` needs: its `bundle.json` (re-hashed), its members,
+    /// and the bases of their deltas, down to whole pieces.
+    pub fn bundle_pieces(
+        &self,
+        rows: &[BundleRow],
+    ) -> Result<BTreeMap<Sha256Digest, BTreeSet<Sha256Digest>>, ArkError> {
+        self.pieces_needed(&mut PieceReader::new(self.packs_dir()), rows)
+    }
+
+    /// [`Ark::bundle_pieces`], loading their locations into `reader`.
+    fn pieces_needed(
+        &self,
+        reader: &mut PieceReader,
+        rows: &[BundleRow],
+    ) -> Result<BTreeMap<Sha256Digest, BTreeSet<Sha256Digest>>, ArkError> {
+        let mut out = BTreeMap::new();
+        for row in rows {
+            let Some(m) = row.manifest_piece else {
+                return Err(stored_err(
+                    row,
+                    "it is kept as a whole file from before the deduplicated store; `swe-ark gc` \
+                     moves it into the store (or export with --self-contained)",
+                ));
+            };
+            reader.load(self.index(), &[m])?;
+            let bytes = reader.get_checked(&m)?;
+            let manifest = parse_manifest(Path::new(&format!("bundle {}", row.id)), &bytes)?;
+            let ids: Vec<Sha256Digest> = manifest.members.iter().map(|x| x.sha256).collect();
+            reader.load(self.index(), &ids)?;
+            let mut need: BTreeSet<Sha256Digest> = ids.into_iter().collect();
+            need.insert(m);
+            let mut stack: Vec<Sha256Digest> = need.iter().copied().collect();
+            while let Some(id) = stack.pop() {
+                let loc = reader
+                    .loc(&id)
+                    .ok_or_else(|| stored_err(row, format!("piece {id} is not in the store")))?;
+                if let Some(b) = loc.base
+                    && need.insert(b)
+                {
+                    stack.push(b);
+                }
+            }
+            out.insert(row.id, need);
+        }
+        Ok(out)
+    }
+
+    /// The packs that carry what `rows` need and `held` (what the receiver holds) does not:
+    /// packs the set needs whole as they are, others cut down into `scratch`.
+    pub fn carry(
+        &self,
+        rows: &[BundleRow],
+        held: &HashSet<Sha256Digest>,
+        scratch: &Path,
+        level: i32,
+    ) -> Result<Carried, ArkError> {
+        let mut reader = PieceReader::new(self.packs_dir());
+        let needs = self.pieces_needed(&mut reader, rows)?;
+        let carried: HashSet<Sha256Digest> = needs
+            .values()
+            .flatten()
+            .filter(|id| !held.contains(id))
+            .copied()
+            .collect();
+        let mut by_pack: BTreeSet<i64> = BTreeSet::new();
+        for id in &carried {
+            if let Some(loc) = reader.loc(id) {
+                by_pack.insert(loc.pack);
+            }
+        }
+        let nos: Vec<i64> = by_pack.into_iter().collect();
+        let in_packs = self.index().pieces_of_packs(&nos)?;
+        let sizes: HashMap<i64, (String, u64)> = self
+            .index()
+            .packs()?
+            .into_iter()
+            .map(|p| (p.no, (p.name, p.size)))
+            .collect();
+        let mut packs = Vec::new();
+        for no in nos {
+            let (name, size) = sizes.get(&no).cloned().unwrap_or_default();
+            let mut frames: Frames = BTreeMap::new();
+            for (id, loc) in in_packs.get(&no).into_iter().flatten() {
+                frames
+                    .entry(loc.offset)
+                    .or_default()
+                    .push((*id, loc.clone()));
+            }
+            for f in frames.values_mut() {
+                // An empty piece sits where the next starts: it comes first.
+                f.sort_by_key(|(id, l)| (l.skip, l.size, *id));
+            }
+            let whole = frames
+                .values()
+                .flatten()
+                .all(|(id, _)| carried.contains(id))
+                && tiles(&reader, &frames, size)?;
+            if whole {
+                packs.push((
+                    name.clone(),
+                    pack_path(&self.packs_dir(), &name),
+                    size,
+                    frames,
+                    true,
+                ));
+            } else {
+                let keep = |id: &Sha256Digest| carried.contains(id);
+                let (cut, cut_size, moved) = cut_pack(&reader, &frames, &keep, scratch, level)?;
+                let mut cut_frames: Frames = BTreeMap::new();
+                for (id, offset, length, skip) in moved {
+                    let loc = reader.loc(&id).cloned().ok_or(PieceError::Missing(id))?;
+                    cut_frames.entry(offset).or_default().push((
+                        id,
+                        PieceLoc {
+                            offset,
+                            length,
+                            skip,
+                            ..loc
+                        },
+                    ));
+                }
+                packs.push((
+                    cut.clone(),
+                    pack_path(scratch, &cut),
+                    cut_size,
+                    cut_frames,
+                    false,
+                ));
+            }
+        }
+        packs.sort_by(|a, b| a.0.cmp(&b.0));
+        packs.dedup_by(|a, b| a.0 == b.0);
+        // Number the pieces in the order they are carried, then describe each frame.
+        let mut pieces = Vec::new();
+        for (_, _, _, frames, _) in &packs {
+            for f in frames.values() {
+                pieces.extend(f.iter().map(|(id, _)| *id));
+            }
+        }
+        let number: HashMap<Sha256Digest, usize> =
+            pieces.iter().enumerate().map(|(i, id)| (*id, i)).collect();
+        let mut out = Vec::new();
+        for (name, path, size, frames, whole) in packs {
+            let frames = frames
+                .values()
+                .map(|f| describe(f, &number))
+                .collect::<Vec<_>>();
+            out.push(CarriedPack {
+                name,
+                path,
+                size,
+                frames,
+                whole,
+            });
+        }
+        Ok(Carried {
+            packs: out,
+            pieces,
+            needs,
+        })
+    }
+}
+
+/// Whether the frames cover the pack exactly: from its magic to its end, each block's pieces
+/// one after the other and nothing else in it (a race of two packs can leave a frame, or
+/// part of a block, that no piece of the index names).
+fn tiles(reader: &PieceReader, frames: &Frames, size: u64) -> Result<bool, PieceError> {
+    let mut at = PACK_MAGIC.len() as u64;
+    for (offset, f) in frames {
+        if *offset != at {
+            return Ok(false);
+        }
+        let first = &f[0].1;
+        at += first.length;
+        if first.base.is_some() {
+            if f.len() != 1 || first.skip != 0 {
+                return Ok(false);
+            }
+            continue;
+        }
+        let mut skip = 0;
+        for (_, l) in f {
+            if l.skip != skip || l.base.is_some() {
+                return Ok(false);
+            }
+            skip += l.size;
+        }
+        if reader.frame_content_size(first)? != Some(skip) {
+            return Ok(false);
+        }
+    }
+    Ok(at == size)
+}
+
+/// A frame as carried: what it holds, its delta's base by number when carried.
+fn describe(f: &[(Sha256Digest, PieceLoc)], number: &HashMap<Sha256Digest, usize>) -> Frame {
+    let first = &f[0].1;
+    let holds = match first.base {
+        Some(b) => FrameHolds::Delta {
+            size: first.size,
+            base: number
+                .get(&b)
+                .map_or(FrameBase::Held(b), |n| FrameBase::Carried(*n)),
+        },
+        None => FrameHolds::Whole(f.iter().map(|(_, l)| l.size).collect()),
+    };
+    Frame {
+        length: first.length,
+        holds,
+    }
+}
+
+/// Why packs from elsewhere are refused.
+#[derive(Debug, thiserror::Error)]
+pub enum IncomingError {
+    #[error("pack {pack}: {detail}")]
+    Pack { pack: String, detail: String },
+    #[error("pack {pack}, frame at byte {offset}: {detail}")]
+    Frame {
+        pack: String,
+        offset: u64,
+        detail: String,
+    },
+    #[error(
+        "pack {pack}, frame at byte {offset}: a delta against piece {base}, which is neither in \
+         the file nor in this archive"
+    )]
+    MissingBase {
+        pack: String,
+        offset: u64,
+        base: Sha256Digest,
+    },
+    #[error("{0}")]
+    Other(String),
+    #[error(transparent)]
+    Ark(#[from] ArkError),
+}
+
+/// A pack from elsewhere, staged: its name (the sha256 of its bytes, checked already), file
+/// and frames.
+#[derive(Debug, Clone)]
+pub struct IncomingPack {
+    pub name: String,
+    pub path: PathBuf,
+    pub size: u64,
+    pub frames: Vec<Frame>,
+}
+
+/// Decoded content kept for the bundle checks, up to this much; the rest is decoded again
+/// when a bundle needs it.
+const KEEP_DECODED: u64 = 1 << 30;
+
+/// Packs from elsewhere, every piece decoded and named by the sha256 of its content; with
+/// the receiving archive's pieces, the contents bundles are rebuilt from.
+pub struct Incoming {
+    reader: PieceReader,
+    packs: Vec<IncomingPack>,
+    /// Each piece's id by its number.
+    pieces: Vec<Sha256Digest>,
+    kept: HashMap<Sha256Digest, Arc<Vec<u8>>>,
+}
+
+/// Where a carried piece is, before its id is known.
+struct Slot {
+    pack: usize,
+    offset: u64,
+    length: u64,
+    skip: u64,
+    size: u64,
+    base: Option<FrameBase>,
+}
+
+/// The number pack `k` of an import gets in its reader: never one of the index's.
+fn foreign_no(k: usize) -> i64 {
+    -(k as i64) - 1
+}
+
+fn zstd_name(code: usize) -> &'static str {
+    zstd::zstd_safe::get_error_name(code)
+}
+
+impl Incoming {
+    /// Decodes every piece of `packs` (bases before the deltas on them, each block once) and
+    /// names it by its content's sha256. Bases the packs do not carry are read from
+    /// `receiver`. Refuses a pack whose frames do not cover it exactly or do not decode to
+    /// what its table says, a delta whose base is missing, a chain of deltas longer than
+    /// readers accept, and a piece carried twice.
+    pub fn check(
+        receiver: Option<&Ark>,
+        packs: Vec<IncomingPack>,
+        progress: &dyn Progress,
+    ) -> Result<Incoming, IncomingError> {
+        let mut reader = PieceReader::new(
+            receiver.map_or_else(|| PathBuf::from("/nonexistent"), Ark::packs_dir),
+        );
+        let slots = lay_out(&packs)?;
+        for (k, p) in packs.iter().enumerate() {
+            reader.add_foreign_pack(foreign_no(k), p.path.clone());
+        }
+        let total: u64 = slots.iter().map(|s| s.size).sum();
+        progress.start("checking pieces", Some(total));
+        let mut d = Decoder {
+            packs: &packs,
+            slots: &slots,
+            reader: &mut reader,
+            receiver,
+            ids: vec![None; slots.len()],
+            depths: vec![0; slots.len()],
+            kept: HashMap::new(),
+            kept_bytes: 0,
+            progress,
+        };
+        d.decode_all()?;
+        let Decoder {
+            ids, depths, kept, ..
+        } = d;
+        progress.finish();
+        let mut pieces = Vec::with_capacity(ids.len());
+        let mut seen = HashSet::new();
+        for (n, (id, s)) in ids.iter().zip(&slots).enumerate() {
+            let Some(id) = id else {
+                return Err(IncomingError::Frame {
+                    pack: packs[s.pack].name.clone(),
+                    offset: s.offset,
+                    detail: format!(
+                        "piece number {n} is a delta in a loop of deltas, never on a whole piece"
+                    ),
+                });
+            };
+            if !seen.insert(*id) {
+                return Err(IncomingError::Frame {
+                    pack: packs[s.pack].name.clone(),
+                    offset: s.offset,
+                    detail: format!("it holds piece {id} a second time"),
+                });
+            }
+            pieces.push(*id);
+        }
+        for (n, s) in slots.iter().enumerate() {
+            let base = match &s.base {
+                Some(FrameBase::Carried(b)) => Some(pieces[*b]),
+                Some(FrameBase::Held(b)) => Some(*b),
+                None => None,
+            };
+            reader.insert_loc(
+                pieces[n],
+                PieceLoc {
+                    pack: foreign_no(s.pack),
+                    offset: s.offset,
+                    length: s.length,
+                    skip: s.skip,
+                    size: s.size,
+                    base,
+                    depth: depths[n],
+                },
+            );
+        }
+        Ok(Incoming {
+            reader,
+            packs,
+            pieces,
+            kept,
+        })
+    }
+
+    /// Every carried piece's id, by number.
+    pub fn pieces(&self) -> &[Sha256Digest] {
+        &self.pieces
+    }
+
+    pub fn packs(&self) -> &[IncomingPack] {
+        &self.packs
+    }
+
+    /// The ids of pack `k`'s pieces.
+    pub fn pieces_of_pack(&self, k: usize) -> Vec<Sha256Digest> {
+        let no = foreign_no(k);
+        let mut v: Vec<(u64, u64, Sha256Digest)> = self
+            .pieces
+            .iter()
+            .filter_map(|id| {
+                let l = self.reader.loc(id)?;
+                (l.pack == no).then_some((l.offset, l.skip, *id))
+            })
+            .collect();
+        v.sort();
+        v.into_iter().map(|(_, _, id)| id).collect()
+    }
+
+    /// The base of a piece's delta, if it is one.
+    pub fn base_of(&self, id: &Sha256Digest) -> Option<Sha256Digest> {
+        self.reader.loc(id).and_then(|l| l.base)
+    }
+
+    /// Learns where the receiving archive keeps `ids` (those the packs do not carry), so
+    /// that bundles made of both can be rebuilt. Ids it lacks stay unknown.
+    pub fn load_held(&mut self, receiver: &Ark, ids: &[Sha256Digest]) -> Result<(), ArkError> {
+        Ok(self.reader.load(receiver.index(), ids)?)
+    }
+
+    /// A `bundle.json` piece, re-hashed and parsed.
+    pub fn manifest(
+        &self,
+        bundle: &Sha256Digest,
+        piece: &Sha256Digest,
+    ) -> Result<(Vec<u8>, Manifest), IncomingError> {
+        let bytes = Contents::get(self, piece).map_err(|e| {
+            IncomingError::Other(format!(
+                "the bundle.json of bundle {bundle} (piece {piece}): {e}"
+            ))
+        })?;
+        if Sha256Digest::of(&bytes) != *piece {
+            return Err(IncomingError::Other(format!(
+                "the bundle.json of bundle {bundle} does not hash to piece {piece}"
+            )));
+        }
+        let manifest = parse_manifest(Path::new(&format!("bundle {bundle}")), &bytes)
+            .map_err(|e| IncomingError::Other(e.to_string()))?;
+        Ok((bytes, manifest))
+    }
+}
+
+impl Contents for Incoming {
+    fn size(&self, id: &Sha256Digest) -> Option<u64> {
+        self.reader.loc(id).map(|l| l.size)
+    }
+    fn get(&self, id: &Sha256Digest) -> Result<Vec<u8>, PieceError> {
+        match self.kept.get(id) {
+            Some(c) => Ok(c.as_ref().clone()),
+            None => self.reader.get(id),
+        }
+    }
+    fn stream(&self, id: &Sha256Digest) -> Result<Box<dyn Read + Send + '_>, PieceError> {
+        self.reader.stream(id)
+    }
+}
+
+/// Every carried piece's place, from the packs' frames; refuses frames that do not cover a
+/// pack exactly, and bases by number that are not carried pieces.
+fn lay_out(packs: &[IncomingPack]) -> Result<Vec<Slot>, IncomingError> {
+    let mut slots = Vec::new();
+    for (k, p) in packs.iter().enumerate() {
+        let bad = |detail: String| IncomingError::Pack {
+            pack: p.name.clone(),
+            detail,
+        };
+        let mut magic = [0u8; 16];
+        File::open(&p.path)
+            .and_then(|f| f.read_exact_at(&mut magic, 0))
+            .map_err(|e| bad(format!("cannot be read: {e}")))?;
+        if &magic != PACK_MAGIC {
+            return Err(bad("it does not start as a swe-ark pack".into()));
+        }
+        let mut offset = PACK_MAGIC.len() as u64;
+        for f in &p.frames {
+            match &f.holds {
+                FrameHolds::Whole(sizes) => {
+                    if sizes.is_empty() {
+                        return Err(bad(format!("its frame at byte {offset} holds no piece")));
+                    }
+                    let mut skip = 0;
+                    for size in sizes {
+                        slots.push(Slot {
+                            pack: k,
+                            offset,
+                            length: f.length,
+                            skip,
+                            size: *size,
+                            base: None,
+                        });
+                        skip += size;
+                    }
+                }
+                FrameHolds::Delta { size, base } => slots.push(Slot {
+                    pack: k,
+                    offset,
+                    length: f.length,
+                    skip: 0,
+                    size: *size,
+                    base: Some(base.clone()),
+                }),
+            }
+            offset = offset
+                .checked_add(f.length)
+                .ok_or_else(|| bad("its frames add up to more bytes than a file holds".into()))?;
+        }
+        if offset != p.size {
+            return Err(bad(format!(
+                "its table's frames end at byte {offset}, the pack is {} bytes",
+                p.size
+            )));
+        }
+    }
+    let n = slots.len();
+    for s in &slots {
+        if let Some(FrameBase::Carried(b)) = s.base
+            && b >= n
+        {
+            return Err(IncomingError::Frame {
+                pack: packs[s.pack].name.clone(),
+                offset: s.offset,
+                detail: format!("a delta against piece number {b}, but {n} pieces are carried"),
+            });
+        }
+    }
+    Ok(slots)
+}
+
+struct Decoder<'a> {
+    packs: &'a [IncomingPack],
+    slots: &'a [Slot],
+    reader: &'a mut PieceReader,
+    receiver: Option<&'a Ark>,
+    ids: Vec<Option<Sha256Digest>>,
+    depths: Vec<u32>,
+    kept: HashMap<Sha256Digest, Arc<Vec<u8>>>,
+    kept_bytes: u64,
+    progress: &'a dyn Progress,
+}
+
+impl Decoder<'_> {
+    fn frame_err(&self, n: usize, detail: String) -> IncomingError {
+        let s = &self.slots[n];
+        IncomingError::Frame {
+            pack: self.packs[s.pack].name.clone(),
+            offset: s.offset,
+            detail,
+        }
+    }
+
+    fn read_frame(&self, n: usize) -> Result<Vec<u8>, IncomingError> {
+        let s = &self.slots[n];
+        let p = &self.packs[s.pack];
+        let mut buf = vec![0u8; s.length as usize];
+        File::open(&p.path)
+            .and_then(|f| f.read_exact_at(&mut buf, s.offset))
+            .map_err(|e| self.frame_err(n, format!("cannot be read: {e}")))?;
+        Ok(buf)
+    }
+
+    /// Names piece `n` by its content, keeps the content if there is room, and decodes the
+    /// deltas on it.
+    fn found(
+        &mut self,
+        n: usize,
+        content: Arc<Vec<u8>>,
+        children: &HashMap<usize, Vec<usize>>,
+    ) -> Result<(), IncomingError> {
+        let mut stack = vec![(n, content)];
+        while let Some((n, content)) = stack.pop() {
+            let id = Sha256Digest::of(&content);
+            self.progress.advance(content.len() as u64);
+            self.ids[n] = Some(id);
+            if self.kept_bytes + content.len() as u64 <= KEEP_DECODED {
+                self.kept_bytes += content.len() as u64;
+                self.kept.insert(id, content.clone());
+            }
+            for &c in children.get(&n).into_iter().flatten() {
+                if self.ids[c].is_some() {
+                    continue;
+                }
+                let depth = self.depths[n] + 1;
+                let out = self.decode_delta(c, &content, depth)?;
+                stack.push((c, Arc::new(out)));
+            }
+        }
+        Ok(())
+    }
+
+    fn decode_delta(
+        &mut self,
+        n: usize,
+        base: &[u8],
+        depth: u32,
+    ) -> Result<Vec<u8>, IncomingError> {
+        if depth > MAX_DEPTH {
+            return Err(self.frame_err(
+                n,
+                format!("its chain of deltas is longer than {MAX_DEPTH}, which readers refuse"),
+            ));
+        }
+        if base.len() as u64 > DELTA_MAX {
+            return Err(self.frame_err(
+                n,
+                format!(
+                    "a delta against a piece of {} bytes (bases are at most {DELTA_MAX})",
+                    base.len()
+                ),
+            ));
+        }
+        self.depths[n] = depth;
+        let frame = self.read_frame(n)?;
+        let size = self.slots[n].size;
+        let mut out = Vec::with_capacity(size.min(DELTA_MAX) as usize);
+        match DCtx::create().decompress_using_dict(&mut out, &frame, base) {
+            Ok(k) if k as u64 == size => Ok(out),
+            Ok(k) => Err(self.frame_err(
+                n,
+                format!("the table says it holds a piece of {size} bytes; it decodes to {k}"),
+            )),
+            Err(code) => {
+                Err(self.frame_err(n, format!("it does not decode: zstd: {}", zstd_name(code))))
+            }
+        }
+    }
+
+    fn decode_all(&mut self) -> Result<(), IncomingError> {
+        let mut children: HashMap<usize, Vec<usize>> = HashMap::new();
+        let mut on_held: BTreeMap<Sha256Digest, Vec<usize>> = BTreeMap::new();
+        for (n, s) in self.slots.iter().enumerate() {
+            match &s.base {
+                Some(FrameBase::Carried(b)) => children.entry(*b).or_default().push(n),
+                Some(FrameBase::Held(b)) => on_held.entry(*b).or_default().push(n),
+                None => {}
+            }
+        }
+        // Whole pieces, frame by frame.
+        let mut n = 0;
+        while n < self.slots.len() {
+            let s = &self.slots[n];
+            if s.base.is_some() {
+                n += 1;
+                continue;
+            }
+            let in_frame = self.slots[n..]
+                .iter()
+                .take_while(|t| t.pack == s.pack && t.offset == s.offset)
+                .count();
+            let sizes: u64 = self.slots[n..n + in_frame].iter().map(|t| t.size).sum();
+            if in_frame == 1 && sizes >= STREAM_MIN {
+                self.stream_whole(n, children.contains_key(&n))?;
+            } else {
+                let block = self.decode_block(n, sizes)?;
+                for k in n..n + in_frame {
+                    let t = &self.slots[k];
+                    let content =
+                        Arc::new(block[t.skip as usize..(t.skip + t.size) as usize].to_vec());
+                    self.found(k, content, &children)?;
+                }
+            }
+            n += in_frame;
+        }
+        // Deltas on pieces the receiver holds.
+        for (base, kids) in on_held {
+            let Some(receiver) = self.receiver else {
+                let k = kids[0];
+                let s = &self.slots[k];
+                return Err(IncomingError::MissingBase {
+                    pack: self.packs[s.pack].name.clone(),
+                    offset: s.offset,
+                    base,
+                });
+            };
+            self.reader
+                .load(receiver.index(), &[base])
+                .map_err(ArkError::from)?;
+            let Some(depth) = self.reader.loc(&base).map(|l| l.depth) else {
+                let s = &self.slots[kids[0]];
+                return Err(IncomingError::MissingBase {
+                    pack: self.packs[s.pack].name.clone(),
+                    offset: s.offset,
+                    base,
+                });
+            };
+            let content = self
+                .reader
+                .get_checked(&base)
+                .map_err(|e| IncomingError::Other(format!("this archive's piece {base}: {e}")))?;
+            for k in kids {
+                let out = self.decode_delta(k, &content, depth + 1)?;
+                self.found(k, Arc::new(out), &children)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn decode_block(&self, n: usize, sizes: u64) -> Result<Vec<u8>, IncomingError> {
+        let frame = self.read_frame(n)?;
+        let claimed = zstd::zstd_safe::get_frame_content_size(&frame)
+            .ok()
+            .flatten();
+        if claimed != Some(sizes) {
+            return Err(self.frame_err(
+                n,
+                format!(
+                    "the table says it holds {sizes} bytes of pieces; its frame holds {}",
+                    claimed.map_or_else(|| "an unknown number".to_string(), |c| c.to_string())
+                ),
+            ));
+        }
+        let mut out = Vec::with_capacity(sizes as usize);
+        match DCtx::create().decompress(&mut out, &frame) {
+            Ok(k) if k as u64 == sizes => Ok(out),
+            Ok(k) => Err(self.frame_err(
+                n,
+                format!("the table says it holds {sizes} bytes of pieces; it decodes to {k}"),
+            )),
+            Err(code) => {
+                Err(self.frame_err(n, format!("it does not decode: zstd: {}", zstd_name(code))))
+            }
+        }
+    }
+
+    /// A whole piece too large to hold: hashed as it is decoded.
+    fn stream_whole(&mut self, n: usize, has_deltas: bool) -> Result<(), IncomingError> {
+        if has_deltas {
+            return Err(self.frame_err(
+                n,
+                format!(
+                    "deltas against a piece of {} bytes (bases are at most {DELTA_MAX})",
+                    self.slots[n].size
+                ),
+            ));
+        }
+        let s = &self.slots[n];
+        let p = &self.packs[s.pack];
+        let f =
+            File::open(&p.path).map_err(|e| self.frame_err(n, format!("cannot be read: {e}")))?;
+        let region = Region {
+            file: f,
+            pos: s.offset,
+            end: s.offset + s.length,
+        };
+        let mut dec = zstd::stream::read::Decoder::new(region)
+            .map_err(|e| self.frame_err(n, format!("it does not decode: {e}")))?;
+        let mut h = Sha256Hasher::new();
+        let mut buf = vec![0u8; 1 << 20];
+        let mut got = 0u64;
+        loop {
+            let k = match dec.read(&mut buf) {
+                Ok(0) => break,
+                Ok(k) => k,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(self.frame_err(n, format!("it does not decode: {e}"))),
+            };
+            h.update(&buf[..k]);
+            got += k as u64;
+            self.progress.advance(k as u64);
+        }
+        if got != s.size {
+            return Err(self.frame_err(
+                n,
+                format!(
+                    "the table says it holds a piece of {} bytes; it decodes to {got}",
+                    s.size
+                ),
+            ));
+        }
+        self.ids[n] = Some(h.finish());
+        Ok(())
+    }
+}
+
+/// A byte range of a file.
+struct Region {
+    file: File,
+    pos: u64,
+    end: u64,
+}
+
+impl Read for Region {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = buf.len().min((self.end - self.pos) as usize);
+        if n == 0 {
+            return Ok(0);
+        }
+        let n = self.file.read_at(&mut buf[..n], self.pos)?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+impl Ark {
+    /// Adds checked packs from elsewhere to the store's files (not yet to the index): a pack
+    /// the archive has (by name) or whose pieces it all holds is left out; one it lacks
+    /// entirely is moved in by rename; one it holds part of is cut down to the rest. Returns
+    /// the packs and pieces to record, in the caller's one transaction; `repos[k]` is the
+    /// repository pack `k` is recorded under. The caller holds the store lock.
+    pub fn add_incoming(
+        &self,
+        incoming: &Incoming,
+        repos: &[String],
+        level: i32,
+    ) -> Result<Vec<AddedPack>, ArkError> {
+        let packs_dir = self.packs_dir();
+        std::fs::create_dir_all(&packs_dir).map_err(|source| ArkError::Io {
+            path: packs_dir.clone(),
+            source,
+        })?;
+        let names: HashSet<String> = self.index().packs()?.into_iter().map(|p| p.name).collect();
+        let held = self.index().existing_pieces(incoming.pieces())?;
+        // Depths as they will be here: a base this archive holds keeps its own.
+        let mut depth_here: HashMap<Sha256Digest, u32> = HashMap::new();
+        let mut held_ids: Vec<Sha256Digest> = held.iter().copied().collect();
+        held_ids.extend(
+            incoming
+                .pieces()
+                .iter()
+                .filter_map(|id| incoming.base_of(id)),
+        );
+        held_ids.sort();
+        held_ids.dedup();
+        for (id, loc) in self.index().piece_locs(&held_ids)? {
+            depth_here.insert(id, loc.depth);
+        }
+        let mut added = Vec::new();
+        for (k, p) in incoming.packs().iter().enumerate() {
+            let ids = incoming.pieces_of_pack(k);
+            let missing: HashSet<Sha256Digest> = ids
+                .iter()
+                .filter(|id| !held.contains(id))
+                .copied()
+                .collect();
+            if names.contains(&p.name) || missing.is_empty() {
+                continue;
+            }
+            let (name, size, placed) = if missing.len() == ids.len() {
+                let dest = pack_path(&packs_dir, &p.name);
+                std::fs::rename(&p.path, &dest).map_err(|source| ArkError::Io {
+                    path: dest.clone(),
+                    source,
+                })?;
+                let placed: Vec<(Sha256Digest, u64, u64, u64)> = ids
+                    .iter()
+                    .filter_map(|id| {
+                        let l = incoming.reader.loc(id)?;
+                        Some((*id, l.offset, l.length, l.skip))
+                    })
+                    .collect();
+                (p.name.clone(), p.size, placed)
+            } else {
+                let mut frames: Frames = BTreeMap::new();
+                for id in &ids {
+                    if let Some(l) = incoming.reader.loc(id) {
+                        frames.entry(l.offset).or_default().push((*id, l.clone()));
+                    }
+                }
+                let keep = |id: &Sha256Digest| missing.contains(id);
+                cut_pack(&incoming.reader, &frames, &keep, &packs_dir, level)?
+            };
+            let mut pieces = Vec::new();
+            for (id, offset, length, skip) in placed {
+                let l = incoming.reader.loc(&id).ok_or(PieceError::Missing(id))?;
+                pieces.push(NewPiece {
+                    id,
+                    offset,
+                    length,
+                    skip,
+                    size: l.size,
+                    base: l.base,
+                    depth: 0,
+                });
+            }
+            added.push(AddedPack {
+                name,
+                size,
+                repo: repos.get(k).cloned().unwrap_or_default(),
+                pieces,
+            });
+        }
+        // Depths, bases first: a base is here already, or added in this import.
+        let mut left: Vec<&mut NewPiece> =
+            added.iter_mut().flat_map(|p| p.pieces.iter_mut()).collect();
+        while !left.is_empty() {
+            let before = left.len();
+            let mut rest = Vec::new();
+            for p in left {
+                let depth = match p.base {
+                    None => Some(0),
+                    Some(b) => depth_here.get(&b).map(|d| d + 1),
+                };
+                match depth {
+                    Some(d) if d > MAX_DEPTH => {
+                        return Err(PieceError::Corrupt {
+                            id: p.id,
+                            path: packs_dir.clone(),
+                            detail: format!(
+                                "here its chain of deltas would be longer than {MAX_DEPTH}"
+                            ),
+                        }
+                        .into());
+                    }
+                    Some(d) => {
+                        p.depth = d;
+                        depth_here.insert(p.id, d);
+                    }
+                    None => rest.push(p),
+                }
+            }
+            if rest.len() == before {
+                return Err(ArkError::Io {
+                    path: packs_dir,
+                    source: io::Error::other("pieces on bases that are neither here nor added"),
+                });
+            }
+            left = rest;
+        }
+        crate::fsutil::sync_dir(&packs_dir).map_err(|source| ArkError::Io {
+            path: packs_dir.clone(),
+            source,
+        })?;
+        Ok(added)
+    }
+}
+
+/// The sketch of a bundle from its manifest (what storing it records, for finding similar
+/// bundles).
+pub fn sketch_of(manifest: &Manifest) -> Vec<u8> {
+    super::pieces::sketch(manifest.members.iter().map(|m| &m.sha256))
+}
