@@ -138,27 +138,39 @@ def bench_release(args):
         release = json.load(f)
     root = release["root"]
 
-    # The files the exported archive carries, for the baseline: each bundle in its exchange
-    # form (the archive stores it deduplicated: `export-bundle` writes the file `export`
-    # writes), and the objects as the archive keeps them (hard links).
+    out = os.path.join(scratch.root, "bench.ark")
+    # The files the exported file carries (the store's packs and the objects), for the
+    # baseline: one export, untimed, extracted by tar. The baseline is given for free what
+    # export works out (which pieces, which packs) and writes.
     parts_dir = os.path.join(scratch.root, "parts")
-    members = [f"bundles/{i['bundle']}.tar.zst" for i in release["instances"]]
-    for i in release["instances"]:
-        run(sa + ["export-bundle", i["bundle"], "-o", os.path.join(parts_dir, "bundles")],
-            "export-bundle")
-    objects = sorted({o for i in release["instances"] for o in i["objects"]})
-    members += [f"objects/sha256/{o[:2]}/{o[2:]}" for o in sorted(objects + [lock_sha])]
-    for m in members[args.instances:]:
-        os.makedirs(os.path.dirname(os.path.join(parts_dir, m)), exist_ok=True)
-        os.link(os.path.join(ark, m), os.path.join(parts_dir, m))
+    os.makedirs(parts_dir)
+    run(sa + ["export", "--release", snap, "-o", out], "export")
+    with tarfile.open(out) as t:
+        all_members = t.getnames()
+    meta = ["swe-ark-archive.json", "release.json", "index.json", "pieces.bin"]
+    members = [m for m in all_members if m not in meta]
+    run(["tar", "-xf", out, "-C", parts_dir] + members, "tar -x")
     listing = os.path.join(scratch.root, "files.txt")
     with open(listing, "w") as f:
         f.write("\n".join(members) + "\n")
     parts = sum(os.path.getsize(os.path.join(parts_dir, m)) for m in members)
-    bundles_bytes = sum(os.path.getsize(os.path.join(parts_dir, m))
-                        for m in members[:args.instances])
+    packs = [m for m in members if m.startswith("packs/")]
+    packs_bytes = sum(os.path.getsize(os.path.join(parts_dir, m)) for m in packs)
+    objects = sorted({o for i in release["instances"] for o in i["objects"]})
+    # The self-contained form, for its size; and each bundle's exchange file, for the time
+    # that hashing every bundle's tar takes (what import checks).
+    whole = os.path.join(scratch.root, "whole.ark")
+    run(sa + ["export", "--release", snap, "--self-contained", "-o", whole], "export")
+    whole_size = os.path.getsize(whole)
+    os.remove(whole)
+    bundle_files = os.path.join(scratch.root, "bundle-files")
+    for i in release["instances"]:
+        run(sa + ["export-bundle", i["bundle"], "-o", bundle_files], "export-bundle")
+    bundles_bytes = sum(os.path.getsize(os.path.join(bundle_files, f))
+                        for f in os.listdir(bundle_files))
+    stored = json.loads(run(sa + ["ls", "--stats", "--json"], "ls --stats")[1])
+    store_bytes = sum(r["pack_bytes"] + r["whole_file_bytes"] for r in stored["repos"])
 
-    out = os.path.join(scratch.root, "bench.ark")
     base_out = os.path.join(scratch.root, "baseline.tar.zst")
     target = os.path.join(scratch.root, "imported")
     base_dir = os.path.join(scratch.root, "extracted")
@@ -173,7 +185,7 @@ def bench_release(args):
             with tarfile.open(out) as t:
                 names = t.getnames()
             state["members"] = names
-            want = ["swe-ark-archive.json", "release.json", "index.json"] + members
+            want = meta + members
             if sorted(names) != sorted(want):
                 extra = sorted(set(names) ^ set(want))
                 raise BenchError(f"the exported file's members differ from FILES: {extra[:5]}")
@@ -234,7 +246,7 @@ def bench_release(args):
     import_synced.go()
 
     # Where import's time goes: the bundles' uncompressed tars, hashed (zstd -dc | sha256sum).
-    bundle_paths = " ".join(q(os.path.join(parts_dir, m)) for m in members[:args.instances])
+    bundle_paths = " ".join(q(os.path.join(bundle_files, f)) for f in sorted(os.listdir(bundle_files)))
     hash_secs, _ = run(shell(f"for b in {bundle_paths}; do zstd -dc -q \"$b\" | sha256sum; done"),
                        "hash bundles")
     out_size = os.path.getsize(out)
@@ -248,14 +260,20 @@ def bench_release(args):
         "release": {
             "instances": args.instances,
             "objects": len(objects) + 1,
-            "bundles_bytes": bundles_bytes,
-            "objects_bytes": parts - bundles_bytes,
+            "bundle_files_bytes": bundles_bytes,
+            "packs": len(packs),
+            "packs_bytes": packs_bytes,
+            "store_bytes": store_bytes,
+            "objects_bytes": parts - packs_bytes,
             "root": root,
         },
         "size": {
             "parts": parts,
             "exported": out_size,
             "exported_vs_parts": out_size / parts,
+            "exported_vs_store_and_objects": out_size / (store_bytes + parts - packs_bytes),
+            "self_contained": whole_size,
+            "self_contained_vs_exported": whole_size / out_size,
             "baseline_tar_zst": base_size,
             "baseline_vs_parts": base_size / parts,
         },
@@ -281,11 +299,15 @@ def report(s):
     print("swe-ark release bench")
     print(f"  machine    {m['cores']} cores ({m['usable_cores']} usable), {m['platform']}")
     print(f"  tools      {m['swe_ark']}; {m['tar']}; {m['zstd']}")
-    print(f"  release    {r['instances']} bundles ({mb(r['bundles_bytes'])}, one tree of "
-          f"{mb(s['tree']['bytes'])} in {s['tree']['entries']:,} entries), {r['objects']} "
-          f"objects ({mb(r['objects_bytes'])})")
+    print(f"  release    {r['instances']} bundles (one tree of {mb(s['tree']['bytes'])} in "
+          f"{s['tree']['entries']:,} entries; {mb(r['bundle_files_bytes'])} as bundle files, "
+          f"{mb(r['packs_bytes'])} in {r['packs']} packs), {r['objects']} objects "
+          f"({mb(r['objects_bytes'])})")
     print(f"  size       exported {z['exported']:,} bytes = {z['exported_vs_parts']:.4f}x the "
-          f"parts ({z['parts']:,}); baseline .tar.zst {z['baseline_vs_parts']:.4f}x")
+          f"parts ({z['parts']:,}), {z['exported_vs_store_and_objects']:.4f}x the store's "
+          f"packs and the objects; --self-contained {z['self_contained']:,} bytes "
+          f"({z['self_contained_vs_exported']:.2f}x); baseline .tar.zst "
+          f"{z['baseline_vs_parts']:.4f}x the parts")
     print(f"  bundles    zstd -dc | sha256sum of every bundle (what import checks): "
           f"{s['bundles_zstd_dc_sha256sum_seconds']:.2f} s")
     print()

@@ -41,11 +41,23 @@ fn parse_hex<const N: usize>(s: &str, what: &'static str) -> Result<[u8; N], Par
         what,
         expected: N * 2,
     };
-    if s.len() != N * 2 || !s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+    // Lowercase only: one spelling per digest. One pass (manifests hold thousands of them).
+    let digit = |b: u8| match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        _ => None,
+    };
+    let bytes = s.as_bytes();
+    if bytes.len() != N * 2 {
         return Err(err());
     }
     let mut out = [0u8; N];
-    hex::decode_to_slice(s, &mut out).map_err(|_| err())?;
+    for (o, pair) in out.iter_mut().zip(bytes.chunks_exact(2)) {
+        match (digit(pair[0]), digit(pair[1])) {
+            (Some(h), Some(l)) => *o = (h << 4) | l,
+            _ => return Err(err()),
+        }
+    }
     Ok(out)
 }
 
@@ -86,8 +98,18 @@ macro_rules! hex_digest {
 
         impl<'de> serde::Deserialize<'de> for $name {
             fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                let s = String::deserialize(d)?;
-                s.parse().map_err(serde::de::Error::custom)
+                // Borrowed where the input allows: no String per digest.
+                struct Hex;
+                impl serde::de::Visitor<'_> for Hex {
+                    type Value = $name;
+                    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                        f.write_str(concat!("a ", $what, " in lowercase hex"))
+                    }
+                    fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<$name, E> {
+                        s.parse().map_err(E::custom)
+                    }
+                }
+                d.deserialize_str(Hex)
             }
         }
     };

@@ -65,6 +65,21 @@ pub fn start_writeback(f: &File) {
     }
 }
 
+/// Writes everything the filesystem holding `path` has not written yet (data and metadata, of
+/// every file): one flush where a file-by-file sync would make one per file. For an import's
+/// many staged files, all on the archive's filesystem.
+pub fn sync_filesystem(path: &Path) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let f = File::open(path)?;
+    // SAFETY: a plain syscall on a descriptor `f` keeps open; no memory is passed.
+    let r = unsafe { libc::syncfs(f.as_raw_fd()) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 pub fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }

@@ -14,7 +14,7 @@ use crate::fsutil;
 use crate::mirror::{Mirror, RepoName};
 use crate::progress::Progress;
 use crate::release::{self, Snapshot};
-use crate::store::{Ark, ArkBundle, BundleRow, Carried, LockRow, ObjectStore, ValidationRow};
+use crate::store::{Ark, BundleRow, Carried, LockRow, ObjectStore, ValidationRow};
 
 use super::slice::{
     IndexSlice, SliceBundle, SliceLock, SliceMirror, SliceObject, SlicePin, SliceValidation,
@@ -165,8 +165,7 @@ fn gather_instance(
     let fail = |detail: String| export_error(snap, detail);
     let id = &inst.instance_id;
     let row = bundle_row(ark, snap, inst)?;
-    let source = ark.bundle(&row)?;
-    let manifest = bundle::read_manifest_from(&source)?;
+    let manifest = ark.bundle_manifest(&row)?;
     let needed = lock_objects(ark, snap, id, &row, rows, lock_reader, g)?;
     let listed: BTreeSet<Sha256Digest> = inst.objects.iter().copied().collect();
     if listed != needed {
@@ -177,7 +176,7 @@ fn gather_instance(
             needed.len()
         )));
     }
-    let instance = instance_of_bundle(ark, snap, id, &row, &manifest, &source)?;
+    let instance = instance_of_bundle(ark, snap, id, &row, &manifest)?;
     g.repos.insert(instance.repo.clone());
     g.slice.instances.push(instance.to_value());
     g.slice.bundles.push(SliceBundle::from(&row));
@@ -292,7 +291,6 @@ fn instance_of_bundle(
     id: &str,
     row: &BundleRow,
     manifest: &bundle::Manifest,
-    source: &ArkBundle,
 ) -> Result<Instance, ArchiveError> {
     let fail = |detail: String| export_error(snap, detail);
     let listed_instance = manifest
@@ -302,7 +300,8 @@ fn instance_of_bundle(
     Ok(match ark.index().instance(id)? {
         Some(i) if Sha256Digest::of(&i.to_canonical_json()) == listed_instance => i,
         _ => {
-            let members = bundle::read_fixed_members(source, Some(row.id))?;
+            let source = ark.bundle(row)?;
+            let members = bundle::read_fixed_members(&source, Some(row.id))?;
             let bytes = members
                 .files
                 .get("instance.json")

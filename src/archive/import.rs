@@ -189,7 +189,8 @@ fn read_small(entry: &mut impl Read, size: u64) -> io::Result<Vec<u8>> {
     Ok(out)
 }
 
-/// Copies a member to `dest` (synced), hashing it; returns its sha256 and length.
+/// Copies a member to `dest`, hashing it; returns its sha256 and length. Not synced here: the
+/// whole staging directory is, at once, before anything moves into place.
 fn copy_hashed(
     entry: &mut impl Read,
     dest: &Path,
@@ -213,7 +214,6 @@ fn copy_hashed(
             fsutil::start_writeback(&f);
         }
     }
-    f.sync_all()?;
     Ok((h.finish(), n))
 }
 
@@ -395,18 +395,24 @@ fn check_bundles(
 
 /// Each member in turn, streamed to staging and checked against the manifest; each bundle
 /// handed to `tx` once staged. Stops early when `failed` (a worker found a bad bundle).
+#[allow(clippy::too_many_arguments)]
 fn stage_members(
     st: &Stager,
     entries: &mut tar::Entries<BufReader<File>>,
     manifest: &ArchiveManifest,
     parts: &[Part],
+    range: std::ops::Range<usize>,
     out: &mut StagedFiles,
     failed: &AtomicBool,
     tx: &mpsc::Sender<(Sha256Digest, PathBuf)>,
 ) -> Result<(), ArchiveError> {
     let refuse = |detail: String| refused(st.file, detail);
     let n = manifest.members.len();
+    let last = range.end == n;
     for (i, (m, part)) in manifest.members.iter().zip(parts).enumerate() {
+        if !range.contains(&i) {
+            continue;
+        }
         if failed.load(Ordering::SeqCst) {
             // A worker found a bad bundle: it is reported below.
             return Ok(());
@@ -466,6 +472,9 @@ fn stage_members(
         if let Part::Bundle(id) = part {
             let _ = tx.send((*id, out.bundles[id].clone()));
         }
+    }
+    if !last {
+        return Ok(());
     }
     match entries.next() {
         None => Ok(()),
@@ -558,7 +567,8 @@ fn stage_and_check(
         for _ in 0..workers {
             s.spawn(|| check_bundles(&rx, &failed, &checked));
         }
-        let result = stage_members(st, entries, manifest, parts, &mut out, &failed, &tx);
+        let all = 0..parts.len();
+        let result = stage_members(st, entries, manifest, parts, all, &mut out, &failed, &tx);
         if result.is_err() {
             failed.store(true, Ordering::SeqCst);
         }
@@ -589,6 +599,66 @@ fn stage_and_check(
         ));
     }
     Ok((out, bundle_checks))
+}
+
+/// What the checks of a version 2 file's packs found: each bundle, and the packs' pieces.
+type StoreChecked = (BTreeMap<Sha256Digest, BundleCheck>, Incoming);
+
+/// Version 2: every member staged; the packs' pieces, and the bundles made of them, checked on
+/// other threads as soon as the packs are staged, while the objects and mirrors after them
+/// arrive.
+fn stage_and_check_store(
+    st: &Stager,
+    entries: &mut tar::Entries<BufReader<File>>,
+    manifest: &ArchiveManifest,
+    parts: &[Part],
+    root: &Path,
+) -> Result<(StagedFiles, StoreChecked), ArchiveError> {
+    let failed = AtomicBool::new(false);
+    // No bundle members in this version: nothing is sent.
+    let (tx, _rx) = mpsc::channel::<(Sha256Digest, PathBuf)>();
+    let split = parts
+        .iter()
+        .rposition(|p| matches!(p, Part::Pack(_) | Part::Pieces))
+        .map_or(parts.len(), |i| i + 1);
+    let mut out = StagedFiles::default();
+    let head = stage_members(
+        st,
+        entries,
+        manifest,
+        parts,
+        0..split,
+        &mut out,
+        &failed,
+        &tx,
+    );
+    if let Err(e) = head {
+        st.progress.finish();
+        return Err(e);
+    }
+    let (table, packs, index) = (
+        std::mem::take(&mut out.pieces),
+        out.packs.clone(),
+        out.index.clone(),
+    );
+    let file = st.file;
+    let (rest, checked) = std::thread::scope(|s| {
+        let checking = s.spawn(move || {
+            let slice: IndexSlice = serde_json::from_slice(&index)
+                .map_err(|e| refused(file, format!("{INDEX} is not valid: {e}")))?;
+            let receiver = open_receiver(root);
+            check_store(file, &table, packs, &slice, receiver.as_ref(), &NoProgress)
+        });
+        let all = split..parts.len();
+        let rest = stage_members(st, entries, manifest, parts, all, &mut out, &failed, &tx);
+        let checked = checking
+            .join()
+            .unwrap_or_else(|_| Err(refused(file, "the thread checking the packs failed".into())));
+        (rest, checked)
+    });
+    st.progress.finish();
+    rest?;
+    Ok((out, checked?))
 }
 
 /// The snapshot, which must hash to its root, be the release the manifest names, and have
@@ -777,8 +847,11 @@ fn stage(
         .entries()
         .map_err(|e| refuse(format!("it is not a tar archive: {e}")))?;
 
-    // The manifest, first.
+    // The manifest, first; an incremental file's base must be here before anything else.
     let (manifest, parts) = read_manifest(file, &mut entries)?;
+    if let Some(base) = &manifest.base {
+        check_base(file, open_receiver(root).as_ref(), base)?;
+    }
     for dir in ["bundles", "packs", "objects", "mirrors", "repos"] {
         let d = staging.join(dir);
         fs::create_dir_all(&d).map_err(io_err(&d))?;
@@ -793,27 +866,26 @@ fn stage(
         staging,
         progress,
     };
-    let (staged, bundle_checks) = stage_and_check(&st, &mut entries, &manifest, &parts)?;
+    let (staged, bundle_checks, store_checked) = if manifest.version == VERSION {
+        let (staged, checked) = stage_and_check_store(&st, &mut entries, &manifest, &parts, root)?;
+        (staged, BTreeMap::new(), Some(checked))
+    } else {
+        let (staged, checks) = stage_and_check(&st, &mut entries, &manifest, &parts)?;
+        (staged, checks, None)
+    };
 
     // The snapshot, and what it says must be here.
     let snapshot = read_snapshot(file, &staged.release, &manifest, opts)?;
     let slice: IndexSlice = serde_json::from_slice(&staged.index)
         .map_err(|e| refuse(format!("{INDEX} is not valid: {e}")))?;
     let receiver = open_receiver(root);
-    if let Some(base) = &manifest.base {
-        check_base(file, receiver.as_ref(), base)?;
-    }
     let StagedFiles {
         bundles: bundle_files,
         objects,
         mirrors: mirror_files,
-        pieces,
-        packs,
         ..
     } = staged;
-    let (bundles, bundle_files, incoming) = if manifest.version == VERSION {
-        let (bundles, incoming) =
-            check_store(file, &pieces, packs, &slice, receiver.as_ref(), progress)?;
+    let (bundles, bundle_files, incoming) = if let Some((bundles, incoming)) = store_checked {
         check_carried(file, &snapshot, &bundles, receiver.as_ref(), &manifest)?;
         (bundles, BTreeMap::new(), Some(incoming))
     } else {
@@ -824,6 +896,8 @@ fn stage(
     check_slice(&snapshot, &slice, &bundles, &objects, &held).map_err(|e| refuse(e.to_string()))?;
     check_locks(file, &snapshot, &bundles, &objects, &held)?;
     let mirrors = stage_mirrors(&st, &slice, mirror_files)?;
+    // Everything staged is on disk before any of it moves into place.
+    fsutil::sync_filesystem(staging).map_err(io_err(staging))?;
     Ok(Staged {
         snapshot,
         slice,
@@ -1002,18 +1076,16 @@ fn check_store(
     let rebuilt: Vec<Rebuilt> = manifests
         .par_iter()
         .map(|(id, (_, bytes, manifest))| {
-            let mut tar = RebuiltTar::new(incoming_ref, bytes, manifest, Some(*id), &NoProgress);
-            let r = io::copy(&mut tar, &mut io::sink())
-                .map_err(|e| e.to_string())
-                .and_then(|n| {
-                    let lock = match manifest.member("env/pylock.toml") {
-                        Some(m) => Some(
-                            Contents::get(incoming_ref, &m.sha256).map_err(|e| e.to_string())?,
-                        ),
-                        None => None,
-                    };
-                    Ok((n, lock))
-                });
+            let tar = RebuiltTar::new(incoming_ref, bytes, manifest, Some(*id), &NoProgress);
+            let r = tar.hash_to_end().map_err(|e| e.to_string()).and_then(|n| {
+                let lock = match manifest.member("env/pylock.toml") {
+                    Some(m) => {
+                        Some(Contents::get(incoming_ref, &m.sha256).map_err(|e| e.to_string())?)
+                    }
+                    None => None,
+                };
+                Ok((n, lock))
+            });
             (*id, r)
         })
         .collect();
@@ -1330,11 +1402,9 @@ fn install(
         }
     }
     let mirror_rows = install_mirrors(&ark, &staged, &mut dirs, progress)?;
-    for d in &dirs {
-        if d.is_dir() {
-            fsutil::sync_dir(d).map_err(io_err(d))?;
-        }
-    }
+    // Every rename above on disk (one flush for the archive's filesystem) before the index
+    // names what they moved.
+    fsutil::sync_filesystem(root).map_err(io_err(root))?;
     failpoint::hit("import.before-index");
     let slice = &staged.slice;
     let instances = slice

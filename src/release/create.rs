@@ -45,8 +45,8 @@ impl<'a> LockReader<'a> {
         &mut self,
         id: &Sha256Digest,
     ) -> Result<Option<(Sha256Digest, Vec<u8>)>, ReleaseError> {
-        let source = self.ark.bundle_by_id(id)?;
-        let manifest = bundle::read_manifest_from(&source)?;
+        let row = self.ark.resolve(&id.hex())?;
+        let manifest = self.ark.bundle_manifest(&row)?;
         let Some(member) = manifest.member(LOCK_MEMBER) else {
             return Ok(None);
         };
@@ -58,6 +58,7 @@ impl<'a> LockReader<'a> {
         let bytes = if objects.has(&lock_id) {
             objects.get(&lock_id)?
         } else {
+            let source = self.ark.bundle(&row)?;
             let mut members = bundle::read_fixed_members(&source, Some(*id))?;
             match members.files.remove(LOCK_MEMBER) {
                 Some(bytes) => bytes,

@@ -356,6 +356,26 @@ impl Ark {
         Ok(ArkBundle { held, _lock: lock })
     }
 
+    /// The `bundle.json` of bundle `row`, parsed: for a stored bundle only its own piece is
+    /// read (re-hashed), not the locations of its members.
+    pub fn bundle_manifest(&self, row: &BundleRow) -> Result<bundle::Manifest, ArkError> {
+        match row.manifest_piece {
+            Some(m) => {
+                let _lock = self.lock_shared()?;
+                let mut reader = super::pieces::PieceReader::new(self.packs_dir());
+                reader.load(&self.index, &[m])?;
+                let bytes = reader.get_checked(&m)?;
+                Ok(super::stored::parse_manifest(
+                    Path::new(&format!("bundle {}", row.id)),
+                    &bytes,
+                )?)
+            }
+            None => Ok(bundle::read_manifest_from(&BundleFile::new(
+                self.whole_file_path(&row.id),
+            ))?),
+        }
+    }
+
     /// The bundle whose id is `id`, ready to read, as [`Ark::bundle`] gives it.
     pub fn bundle_by_id(&self, id: &Sha256Digest) -> Result<ArkBundle, ArkError> {
         let row = self

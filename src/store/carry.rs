@@ -393,21 +393,19 @@ impl Incoming {
         }
         let total: u64 = slots.iter().map(|s| s.size).sum();
         progress.start("checking pieces", Some(total));
-        let mut d = Decoder {
-            packs: &packs,
-            slots: &slots,
-            reader: &mut reader,
+        let mut ids = vec![None; slots.len()];
+        let mut depths = vec![0; slots.len()];
+        let mut kept = HashMap::new();
+        decode_all(
+            &packs,
+            &slots,
+            &mut reader,
             receiver,
-            ids: vec![None; slots.len()],
-            depths: vec![0; slots.len()],
-            kept: HashMap::new(),
-            kept_bytes: 0,
+            &mut ids,
+            &mut depths,
+            &mut kept,
             progress,
-        };
-        d.decode_all()?;
-        let Decoder {
-            ids, depths, kept, ..
-        } = d;
+        )?;
         progress.finish();
         let mut pieces = Vec::with_capacity(ids.len());
         let mut seen = HashSet::new();
@@ -524,6 +522,12 @@ impl Contents for Incoming {
             None => self.reader.get(id),
         }
     }
+    fn get_shared(&self, id: &Sha256Digest) -> Result<Arc<Vec<u8>>, PieceError> {
+        match self.kept.get(id) {
+            Some(c) => Ok(c.clone()),
+            None => self.reader.get(id).map(Arc::new),
+        }
+    }
     fn stream(&self, id: &Sha256Digest) -> Result<Box<dyn Read + Send + '_>, PieceError> {
         self.reader.stream(id)
     }
@@ -600,16 +604,24 @@ fn lay_out(packs: &[IncomingPack]) -> Result<Vec<Slot>, IncomingError> {
     Ok(slots)
 }
 
+/// A piece as decoding found it: its number, id, depth, and its content when kept.
+struct Decoded {
+    n: usize,
+    id: Sha256Digest,
+    depth: u32,
+    content: Option<Arc<Vec<u8>>>,
+}
+
+/// Whole frames are decoded in batches of about this much content, each batch on every core.
+const BATCH: u64 = 256 << 20;
+
+/// What decoding shares between threads: the packs, their files, every piece's place, and
+/// the deltas on each piece.
 struct Decoder<'a> {
     packs: &'a [IncomingPack],
+    files: Vec<File>,
     slots: &'a [Slot],
-    reader: &'a mut PieceReader,
-    receiver: Option<&'a Ark>,
-    ids: Vec<Option<Sha256Digest>>,
-    depths: Vec<u32>,
-    kept: HashMap<Sha256Digest, Arc<Vec<u8>>>,
-    kept_bytes: u64,
-    progress: &'a dyn Progress,
+    children: HashMap<usize, Vec<usize>>,
 }
 
 impl Decoder<'_> {
@@ -624,48 +636,45 @@ impl Decoder<'_> {
 
     fn read_frame(&self, n: usize) -> Result<Vec<u8>, IncomingError> {
         let s = &self.slots[n];
-        let p = &self.packs[s.pack];
         let mut buf = vec![0u8; s.length as usize];
-        File::open(&p.path)
-            .and_then(|f| f.read_exact_at(&mut buf, s.offset))
+        self.files[s.pack]
+            .read_exact_at(&mut buf, s.offset)
             .map_err(|e| self.frame_err(n, format!("cannot be read: {e}")))?;
         Ok(buf)
     }
 
-    /// Names piece `n` by its content, keeps the content if there is room, and decodes the
-    /// deltas on it.
-    fn found(
-        &mut self,
+    /// Piece `n` (its content given), and every delta on it down the tree, each named by the
+    /// sha256 of its content. Contents are kept for the caller while `keep` says so.
+    fn tree(
+        &self,
         n: usize,
+        depth: u32,
         content: Arc<Vec<u8>>,
-        children: &HashMap<usize, Vec<usize>>,
+        dctx: &mut DCtx<'static>,
+        out: &mut Vec<Decoded>,
     ) -> Result<(), IncomingError> {
-        let mut stack = vec![(n, content)];
-        while let Some((n, content)) = stack.pop() {
-            let id = Sha256Digest::of(&content);
-            self.progress.advance(content.len() as u64);
-            self.ids[n] = Some(id);
-            if self.kept_bytes + content.len() as u64 <= KEEP_DECODED {
-                self.kept_bytes += content.len() as u64;
-                self.kept.insert(id, content.clone());
-            }
-            for &c in children.get(&n).into_iter().flatten() {
-                if self.ids[c].is_some() {
-                    continue;
-                }
-                let depth = self.depths[n] + 1;
-                let out = self.decode_delta(c, &content, depth)?;
-                stack.push((c, Arc::new(out)));
+        let mut stack = vec![(n, depth, content)];
+        while let Some((n, depth, content)) = stack.pop() {
+            out.push(Decoded {
+                n,
+                id: Sha256Digest::of(&content),
+                depth,
+                content: Some(content.clone()),
+            });
+            for &c in self.children.get(&n).into_iter().flatten() {
+                let decoded = self.decode_delta(c, &content, depth + 1, dctx)?;
+                stack.push((c, depth + 1, Arc::new(decoded)));
             }
         }
         Ok(())
     }
 
     fn decode_delta(
-        &mut self,
+        &self,
         n: usize,
         base: &[u8],
         depth: u32,
+        dctx: &mut DCtx<'static>,
     ) -> Result<Vec<u8>, IncomingError> {
         if depth > MAX_DEPTH {
             return Err(self.frame_err(
@@ -682,11 +691,10 @@ impl Decoder<'_> {
                 ),
             ));
         }
-        self.depths[n] = depth;
         let frame = self.read_frame(n)?;
         let size = self.slots[n].size;
         let mut out = Vec::with_capacity(size.min(DELTA_MAX) as usize);
-        match DCtx::create().decompress_using_dict(&mut out, &frame, base) {
+        match dctx.decompress_using_dict(&mut out, &frame, base) {
             Ok(k) if k as u64 == size => Ok(out),
             Ok(k) => Err(self.frame_err(
                 n,
@@ -698,77 +706,36 @@ impl Decoder<'_> {
         }
     }
 
-    fn decode_all(&mut self) -> Result<(), IncomingError> {
-        let mut children: HashMap<usize, Vec<usize>> = HashMap::new();
-        let mut on_held: BTreeMap<Sha256Digest, Vec<usize>> = BTreeMap::new();
-        for (n, s) in self.slots.iter().enumerate() {
-            match &s.base {
-                Some(FrameBase::Carried(b)) => children.entry(*b).or_default().push(n),
-                Some(FrameBase::Held(b)) => on_held.entry(*b).or_default().push(n),
-                None => {}
-            }
+    /// A frame of whole pieces (`count` of them from piece `n`) and the deltas on them.
+    fn whole_frame(&self, n: usize, count: usize) -> Result<Vec<Decoded>, IncomingError> {
+        let mut out = Vec::new();
+        let sizes: u64 = self.slots[n..n + count].iter().map(|t| t.size).sum();
+        if count == 1 && sizes >= STREAM_MIN {
+            let id = self.stream_whole(n)?;
+            out.push(Decoded {
+                n,
+                id,
+                depth: 0,
+                content: None,
+            });
+            return Ok(out);
         }
-        // Whole pieces, frame by frame.
-        let mut n = 0;
-        while n < self.slots.len() {
-            let s = &self.slots[n];
-            if s.base.is_some() {
-                n += 1;
-                continue;
-            }
-            let in_frame = self.slots[n..]
-                .iter()
-                .take_while(|t| t.pack == s.pack && t.offset == s.offset)
-                .count();
-            let sizes: u64 = self.slots[n..n + in_frame].iter().map(|t| t.size).sum();
-            if in_frame == 1 && sizes >= STREAM_MIN {
-                self.stream_whole(n, children.contains_key(&n))?;
-            } else {
-                let block = self.decode_block(n, sizes)?;
-                for k in n..n + in_frame {
-                    let t = &self.slots[k];
-                    let content =
-                        Arc::new(block[t.skip as usize..(t.skip + t.size) as usize].to_vec());
-                    self.found(k, content, &children)?;
-                }
-            }
-            n += in_frame;
+        let mut dctx = DCtx::create();
+        let block = self.decode_block(n, sizes, &mut dctx)?;
+        for k in n..n + count {
+            let t = &self.slots[k];
+            let content = Arc::new(block[t.skip as usize..(t.skip + t.size) as usize].to_vec());
+            self.tree(k, 0, content, &mut dctx, &mut out)?;
         }
-        // Deltas on pieces the receiver holds.
-        for (base, kids) in on_held {
-            let Some(receiver) = self.receiver else {
-                let k = kids[0];
-                let s = &self.slots[k];
-                return Err(IncomingError::MissingBase {
-                    pack: self.packs[s.pack].name.clone(),
-                    offset: s.offset,
-                    base,
-                });
-            };
-            self.reader
-                .load(receiver.index(), &[base])
-                .map_err(ArkError::from)?;
-            let Some(depth) = self.reader.loc(&base).map(|l| l.depth) else {
-                let s = &self.slots[kids[0]];
-                return Err(IncomingError::MissingBase {
-                    pack: self.packs[s.pack].name.clone(),
-                    offset: s.offset,
-                    base,
-                });
-            };
-            let content = self
-                .reader
-                .get_checked(&base)
-                .map_err(|e| IncomingError::Other(format!("this archive's piece {base}: {e}")))?;
-            for k in kids {
-                let out = self.decode_delta(k, &content, depth + 1)?;
-                self.found(k, Arc::new(out), &children)?;
-            }
-        }
-        Ok(())
+        Ok(out)
     }
 
-    fn decode_block(&self, n: usize, sizes: u64) -> Result<Vec<u8>, IncomingError> {
+    fn decode_block(
+        &self,
+        n: usize,
+        sizes: u64,
+        dctx: &mut DCtx<'static>,
+    ) -> Result<Vec<u8>, IncomingError> {
         let frame = self.read_frame(n)?;
         let claimed = zstd::zstd_safe::get_frame_content_size(&frame)
             .ok()
@@ -783,7 +750,7 @@ impl Decoder<'_> {
             ));
         }
         let mut out = Vec::with_capacity(sizes as usize);
-        match DCtx::create().decompress(&mut out, &frame) {
+        match dctx.decompress(&mut out, &frame) {
             Ok(k) if k as u64 == sizes => Ok(out),
             Ok(k) => Err(self.frame_err(
                 n,
@@ -795,21 +762,21 @@ impl Decoder<'_> {
         }
     }
 
-    /// A whole piece too large to hold: hashed as it is decoded.
-    fn stream_whole(&mut self, n: usize, has_deltas: bool) -> Result<(), IncomingError> {
-        if has_deltas {
+    /// A whole piece too large to hold, hashed as it is decoded; it may not be a base.
+    fn stream_whole(&self, n: usize) -> Result<Sha256Digest, IncomingError> {
+        let s = &self.slots[n];
+        if self.children.contains_key(&n) {
             return Err(self.frame_err(
                 n,
                 format!(
                     "deltas against a piece of {} bytes (bases are at most {DELTA_MAX})",
-                    self.slots[n].size
+                    s.size
                 ),
             ));
         }
-        let s = &self.slots[n];
-        let p = &self.packs[s.pack];
-        let f =
-            File::open(&p.path).map_err(|e| self.frame_err(n, format!("cannot be read: {e}")))?;
+        let f = self.files[s.pack]
+            .try_clone()
+            .map_err(|e| self.frame_err(n, format!("cannot be read: {e}")))?;
         let region = Region {
             file: f,
             pos: s.offset,
@@ -829,7 +796,6 @@ impl Decoder<'_> {
             };
             h.update(&buf[..k]);
             got += k as u64;
-            self.progress.advance(k as u64);
         }
         if got != s.size {
             return Err(self.frame_err(
@@ -840,9 +806,129 @@ impl Decoder<'_> {
                 ),
             ));
         }
-        self.ids[n] = Some(h.finish());
-        Ok(())
+        Ok(h.finish())
     }
+}
+
+/// Decodes every piece: whole frames in batches, each frame with the deltas on its pieces on
+/// one core (a chain stays on one thread), then the deltas on pieces the receiver holds.
+/// Fills `ids` and `depths`; keeps contents in `kept` up to [`KEEP_DECODED`].
+#[allow(clippy::too_many_arguments)]
+fn decode_all(
+    packs: &[IncomingPack],
+    slots: &[Slot],
+    reader: &mut PieceReader,
+    receiver: Option<&Ark>,
+    ids: &mut [Option<Sha256Digest>],
+    depths: &mut [u32],
+    kept: &mut HashMap<Sha256Digest, Arc<Vec<u8>>>,
+    progress: &dyn Progress,
+) -> Result<(), IncomingError> {
+    use rayon::prelude::*;
+    let mut files = Vec::with_capacity(packs.len());
+    for p in packs {
+        files.push(File::open(&p.path).map_err(|e| IncomingError::Pack {
+            pack: p.name.clone(),
+            detail: format!("cannot be read: {e}"),
+        })?);
+    }
+    let mut children: HashMap<usize, Vec<usize>> = HashMap::new();
+    let mut on_held: BTreeMap<Sha256Digest, Vec<usize>> = BTreeMap::new();
+    for (n, s) in slots.iter().enumerate() {
+        match &s.base {
+            Some(FrameBase::Carried(b)) => children.entry(*b).or_default().push(n),
+            Some(FrameBase::Held(b)) => on_held.entry(*b).or_default().push(n),
+            None => {}
+        }
+    }
+    let d = Decoder {
+        packs,
+        files,
+        slots,
+        children,
+    };
+    let mut kept_bytes = 0u64;
+    let mut take = |found: Vec<Decoded>| {
+        for f in found {
+            ids[f.n] = Some(f.id);
+            depths[f.n] = f.depth;
+            progress.advance(slots[f.n].size);
+            if let Some(c) = f.content
+                && kept_bytes + c.len() as u64 <= KEEP_DECODED
+            {
+                kept_bytes += c.len() as u64;
+                kept.insert(f.id, c);
+            }
+        }
+    };
+    // Whole frames: (first piece, pieces), in batches.
+    let mut frames = Vec::new();
+    let mut n = 0;
+    while n < slots.len() {
+        let s = &slots[n];
+        let count = if s.base.is_some() {
+            0
+        } else {
+            slots[n..]
+                .iter()
+                .take_while(|t| t.pack == s.pack && t.offset == s.offset && t.base.is_none())
+                .count()
+        };
+        if count > 0 {
+            frames.push((n, count));
+        }
+        n += count.max(1);
+    }
+    let mut batch = Vec::new();
+    let mut batch_bytes = 0u64;
+    for (i, &(n, count)) in frames.iter().enumerate() {
+        batch.push((n, count));
+        batch_bytes += slots[n..n + count].iter().map(|t| t.size).sum::<u64>();
+        if batch_bytes >= BATCH || i + 1 == frames.len() {
+            let found: Vec<Result<Vec<Decoded>, IncomingError>> = batch
+                .par_iter()
+                .map(|&(n, count)| d.whole_frame(n, count))
+                .collect();
+            for f in found {
+                take(f?);
+            }
+            batch.clear();
+            batch_bytes = 0;
+        }
+    }
+    // Deltas on pieces the receiver holds.
+    for (base, kids) in on_held {
+        let missing = || {
+            let s = &slots[kids[0]];
+            IncomingError::MissingBase {
+                pack: packs[s.pack].name.clone(),
+                offset: s.offset,
+                base,
+            }
+        };
+        let receiver = receiver.ok_or_else(missing)?;
+        reader
+            .load(receiver.index(), &[base])
+            .map_err(ArkError::from)?;
+        let depth = reader.loc(&base).map(|l| l.depth).ok_or_else(missing)?;
+        let content = reader
+            .get_checked(&base)
+            .map_err(|e| IncomingError::Other(format!("this archive's piece {base}: {e}")))?;
+        let found: Vec<Result<Vec<Decoded>, IncomingError>> = kids
+            .par_iter()
+            .map(|&k| {
+                let mut dctx = DCtx::create();
+                let out = d.decode_delta(k, &content, depth + 1, &mut dctx)?;
+                let mut found = Vec::new();
+                d.tree(k, depth + 1, Arc::new(out), &mut dctx, &mut found)?;
+                Ok(found)
+            })
+            .collect();
+        for f in found {
+            take(f?);
+        }
+    }
+    Ok(())
 }
 
 /// A byte range of a file.
@@ -869,7 +955,8 @@ impl Ark {
     /// the archive has (by name) or whose pieces it all holds is left out; one it lacks
     /// entirely is moved in by rename; one it holds part of is cut down to the rest. Returns
     /// the packs and pieces to record, in the caller's one transaction; `repos[k]` is the
-    /// repository pack `k` is recorded under. The caller holds the store lock.
+    /// repository pack `k` is recorded under. The caller holds the store lock, and syncs the
+    /// packs directory before the transaction (staged packs are synced before they move).
     pub fn add_incoming(
         &self,
         incoming: &Incoming,
@@ -989,10 +1076,6 @@ impl Ark {
             }
             left = rest;
         }
-        crate::fsutil::sync_dir(&packs_dir).map_err(|source| ArkError::Io {
-            path: packs_dir.clone(),
-            source,
-        })?;
         Ok(added)
     }
 }

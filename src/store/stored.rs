@@ -5,6 +5,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::bundle::{
     self, BundleError, BundleSource, END_OF_ARCHIVE, MANIFEST, Manifest, MemberKind, member_header,
@@ -20,6 +21,10 @@ pub trait Contents: Sync {
     /// The content's size, or `None` when there is no such piece.
     fn size(&self, id: &Sha256Digest) -> Option<u64>;
     fn get(&self, id: &Sha256Digest) -> Result<Vec<u8>, PieceError>;
+    /// The content, shared: no copy where the source holds it already.
+    fn get_shared(&self, id: &Sha256Digest) -> Result<Arc<Vec<u8>>, PieceError> {
+        self.get(id).map(Arc::new)
+    }
     /// A large content as a stream.
     fn stream(&self, id: &Sha256Digest) -> Result<Box<dyn Read + Send + '_>, PieceError>;
 }
@@ -78,6 +83,7 @@ pub fn parse_manifest(name: &Path, bytes: &[u8]) -> Result<Manifest, BundleError
 
 enum Segment<'a> {
     Bytes(Vec<u8>, usize),
+    Shared(Arc<Vec<u8>>, usize),
     Static(&'static [u8], usize),
     Stream(Box<dyn Read + Send + 'a>),
 }
@@ -171,11 +177,55 @@ impl<'a, C: Contents + ?Sized> RebuiltTar<'a, C> {
             let stream = self.contents.stream(&m.sha256).map_err(failed)?;
             self.segments.push_back(Segment::Stream(stream));
         } else if size > 0 {
-            let content = self.contents.get(&m.sha256).map_err(failed)?;
-            self.segments.push_back(Segment::Bytes(content, 0));
+            let content = self.contents.get_shared(&m.sha256).map_err(failed)?;
+            self.segments.push_back(Segment::Shared(content, 0));
         }
         self.segments.push_back(Segment::Static(padding(size), 0));
         Ok(true)
+    }
+
+    /// Lays out the whole tar and hashes it where its bytes are, copying nothing; returns its
+    /// length, or an error unless it hashes to the id given to [`RebuiltTar::new`].
+    pub fn hash_to_end(mut self) -> io::Result<u64> {
+        let mut n = 0u64;
+        let mut hasher = Sha256Hasher::new();
+        let mut buf = Vec::new();
+        loop {
+            let Some(front) = self.segments.pop_front() else {
+                if self.lay_out_next()? {
+                    continue;
+                }
+                break;
+            };
+            let done = match &front {
+                Segment::Bytes(b, pos) => &b[*pos..],
+                Segment::Shared(b, pos) => &b[*pos..],
+                Segment::Static(b, pos) => &b[*pos..],
+                Segment::Stream(_) => &[][..],
+            };
+            hasher.update(done);
+            n += done.len() as u64;
+            if let Segment::Stream(mut r) = front {
+                buf.resize(1 << 20, 0);
+                loop {
+                    let k = r.read(&mut buf)?;
+                    if k == 0 {
+                        break;
+                    }
+                    hasher.update(&buf[..k]);
+                    n += k as u64;
+                }
+            }
+        }
+        self.progress.advance(n);
+        let actual = hasher.finish();
+        match self.check.take() {
+            Some((_, id)) if actual != id => Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("the rebuilt tar hashes to {actual}, not to the bundle's id {id}"),
+            )),
+            _ => Ok(n),
+        }
     }
 
     fn read_segments(&mut self, buf: &mut [u8]) -> io::Result<usize> {
@@ -187,6 +237,12 @@ impl<'a, C: Contents + ?Sized> RebuiltTar<'a, C> {
                 return Ok(0);
             };
             let n = match front {
+                Segment::Shared(b, pos) => {
+                    let n = buf.len().min(b.len() - *pos);
+                    buf[..n].copy_from_slice(&b[*pos..*pos + n]);
+                    *pos += n;
+                    n
+                }
                 Segment::Bytes(b, pos) => {
                     let n = buf.len().min(b.len() - *pos);
                     buf[..n].copy_from_slice(&b[*pos..*pos + n]);
