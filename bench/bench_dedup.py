@@ -37,7 +37,8 @@ import time
 import benchlib
 from benchlib import BenchError, Scratch, decompressed_digest, log, mb, run
 
-TARGETS = {"stored_vs_floor": 2.0, "self_contained_vs_stored": 5.0, "pack": 1.3, "unpack": 1.3}
+TARGETS = {"stored_vs_floor": 2.0, "self_contained_vs_stored": 5.0, "pack": 1.3, "unpack": 1.3,
+           "file_vs_stored": 1.05, "self_contained_file_vs_file": 5.0}
 
 
 def git_env(home):
@@ -83,7 +84,12 @@ def choose_commits(repo, n, env):
     if len(whole) < len(sampled):
         log(f"note: {len(sampled) - len(whole)} of {len(sampled)} sampled commits lack objects "
             "in the snapshot and are left out")
-    return [whole[i * (len(whole) - 1) // (n - 1)] for i in range(n)]
+    chosen = [whole[i * (len(whole) - 1) // (n - 1)] for i in range(n)]
+    # One more, for an incremental release: the newest complete sample not chosen.
+    extra = [c for c in whole if c not in chosen][-1:]
+    if not extra:
+        raise BenchError(f"no complete commit left in {repo} for the incremental release")
+    return chosen, extra[0]
 
 
 def objects_of(repo, commits, env):
@@ -104,7 +110,7 @@ def bench(args):
     env = git_env(scratch.root)
 
     log(f"choosing {args.commits} commits of {repo}")
-    commits = choose_commits(repo, args.commits, env)
+    commits, extra = choose_commits(repo, args.commits, env)
     objects = objects_of(repo, commits, env)
     log("the floor: git pack-objects of exactly those trees and blobs")
     started = time.perf_counter()
@@ -207,6 +213,10 @@ def bench(args):
             times[name].append(seconds)
     log("verify (every piece re-hashed, every bundle rebuilt and re-hashed)")
     verify_seconds, _ = run([swe_ark, "--ark", ark, "-q", "verify"], "verify", env)
+
+    # (e) The release file: the 60 bundles as one file (the store form and the self-contained
+    # one), imported into an empty archive; then one more commit and an incremental file.
+    release = release_files(args, swe_ark, ark, scratch, env, repo, upstream, parent, extra)
     scratch.remove()
 
     def ratio(a, b):
@@ -230,6 +240,7 @@ def bench(args):
         },
         "times": {k: {"total": sum(v), "median": statistics.median(v)} for k, v in times.items()},
         "verify_seconds": verify_seconds,
+        "release": release,
     }
     t = summary["times"]
     summary["ratios"]["pack"] = ratio(t["pack"]["total"], t["pack-file"]["total"])
@@ -240,8 +251,69 @@ def bench(args):
             summary["ratios"]["self_contained_vs_stored"] >= TARGETS["self_contained_vs_stored"],
         "pack": summary["ratios"]["pack"] <= TARGETS["pack"],
         "unpack": summary["ratios"]["unpack"] <= TARGETS["unpack"],
+        "file_vs_stored": release["file_vs_stored"] <= TARGETS["file_vs_stored"],
+        "self_contained_file_vs_file":
+            release["self_contained_file_vs_file"] >= TARGETS["self_contained_file_vs_file"],
     }
     return summary
+
+
+def release_files(args, swe_ark, ark, scratch, env, repo, upstream, parent, extra):
+    """(e): export the release of every packed bundle in both forms, import the store form into
+    an empty archive, then pack `extra` as one more instance and export and import an
+    incremental file on top."""
+    sa = [swe_ark, "--ark", ark, "-q"]
+    snap = os.path.join(scratch.root, "all.json")
+    run(sa + ["release", "create", "all", "-o", snap], "release create", env)
+    store_file = os.path.join(scratch.root, "all.ark")
+    whole_file = os.path.join(scratch.root, "all-self-contained.ark")
+    export_s, _ = run(sa + ["export", "--release", snap, "-o", store_file], "export", env)
+    export_w, _ = run(sa + ["export", "--release", snap, "--self-contained", "-o", whole_file],
+                      "export --self-contained", env)
+    _, out = run(sa + ["ls", "--stats", "--json"], "ls --stats", env)
+    stored = json.loads(out)["total"]["stored_bytes"]
+    other = os.path.join(scratch.root, "other")
+    import_s, out = run([swe_ark, "--ark", other, "-q", "import-archive", store_file],
+                        "import-archive", env)
+    run([swe_ark, "--ark", other, "-q", "release", "verify", snap], "release verify", env)
+    size, whole = os.path.getsize(store_file), os.path.getsize(whole_file)
+
+    # One more commit, as release N+1 would bring it.
+    git(upstream, ["index-pack", "--stdin"], env,
+        stdin=git(repo, ["pack-objects", "--stdout", "-q"], env,
+                  stdin=objects_of(repo, [extra], env)))
+    tree = git(repo, ["rev-parse", f"{extra}^{{tree}}"], env).decode().strip()
+    date = f"{1_600_000_000 + 1000 * 86_400} +0000"
+    cenv = dict(env, GIT_AUTHOR_DATE=date, GIT_COMMITTER_DATE=date)
+    new = git(upstream, ["commit-tree", tree, "-p", parent, "-m", f"{extra} of {args.name}"],
+              cenv).decode().strip()
+    git(upstream, ["update-ref", "refs/heads/main", new], env)
+    run(sa + ["mirror", "update", args.name], "mirror update", env)
+    inst = os.path.join(scratch.root, "inst-extra.json")
+    benchlib.write_instance(inst, f"{args.name.replace('/', '__')}-extra", args.name, new, "src")
+    run(sa + ["pack", "--repo", args.name, "--instance", inst], "pack", env)
+    snap2 = os.path.join(scratch.root, "all-plus-one.json")
+    run(sa + ["release", "create", "all-plus-one", "-o", snap2], "release create", env)
+    inc_file = os.path.join(scratch.root, "plus-one.ark")
+    run(sa + ["export", "--release", snap2, "--incremental", "--since", snap, "-o", inc_file],
+        "export --incremental", env)
+    import_i, _ = run([swe_ark, "--ark", other, "-q", "import-archive", inc_file],
+                      "import-archive (incremental)", env)
+    run([swe_ark, "--ark", other, "-q", "release", "verify", snap2], "release verify", env)
+    inc = os.path.getsize(inc_file)
+    return {
+        "file_bytes": size,
+        "self_contained_file_bytes": whole,
+        "stored_bytes": stored,
+        "file_vs_stored": size / stored,
+        "self_contained_file_vs_file": whole / size,
+        "incremental_file_bytes": inc,
+        "incremental_vs_file": inc / size,
+        "export_seconds": export_s,
+        "export_self_contained_seconds": export_w,
+        "import_seconds": import_s,
+        "import_incremental_seconds": import_i,
+    }
 
 
 def report(s):
@@ -280,6 +352,21 @@ def report(s):
         print(f"  {op:<34}{t[op]['total']:>13.2f}s{t[other]['total']:>15.2f}s"
               f"{q[op]:>7.2f}x  (target <= {TARGETS[op]}: {verdict(op)})")
     print(f"  verify of the whole archive: {s['verify_seconds']:.2f} s")
+    print()
+    e = s["release"]
+    print()
+    print(f"  (e) the release of those bundles as one file (`export`)")
+    print(f"  {'store form (packs, the piece table)':<44}{e['file_bytes']:>15,}  "
+          f"{e['file_vs_stored']:.3f}x (b) (target <= {TARGETS['file_vs_stored']}: "
+          f"{verdict('file_vs_stored')})")
+    print(f"  {'--self-contained (every bundle file)':<44}{e['self_contained_file_bytes']:>15,}  "
+          f"{e['self_contained_file_vs_file']:.1f}x the store form (target >= "
+          f"{TARGETS['self_contained_file_vs_file']}: {verdict('self_contained_file_vs_file')})")
+    print(f"  {'--incremental, one more bundle on top':<44}{e['incremental_file_bytes']:>15,}  "
+          f"{100 * e['incremental_vs_file']:.1f}% of the store form")
+    print(f"  export {e['export_seconds']:.2f} s (--self-contained {e['export_self_contained_seconds']:.2f} s); "
+          f"import into an empty archive {e['import_seconds']:.2f} s (every piece and bundle "
+          f"checked); the incremental file {e['import_incremental_seconds']:.2f} s")
     print()
     print("  pack: `swe-ark pack --repo NAME --instance I` against the same with --output DIR;")
     print("  unpack: `swe-ark unpack ID -o DIR` against `swe-ark unpack DIR/ID.tar.zst -o DIR`")
