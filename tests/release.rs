@@ -1129,6 +1129,95 @@ fn a_release_file_carries_the_store_and_imports_all_or_nothing() {
     ok_at(&y, &["verify"]);
     ok_at(&y, &["release", "verify", snap]);
 
+    // A pack that holds pieces a release needs and pieces it does not is cut down. Instance X
+    // brings files a and b (one pack, one block); Y holds a alone: a release of Y needs half
+    // of X's pack.
+    let text = |seed: &str| -> String {
+        (0..400)
+            .map(|i| {
+                format!(
+                    "{seed} line {i}: {}\n",
+                    Sha256Digest::of(format!("{seed}{i}").as_bytes())
+                )
+            })
+            .collect()
+    };
+    for (name, files) in [("x", vec!["a", "b"]), ("y", vec!["a"])] {
+        let dir = t.path(&format!("tree-{name}"));
+        fs::create_dir_all(&dir).unwrap();
+        for f in files {
+            fs::write(dir.join(format!("{f}.txt")), text(f)).unwrap();
+        }
+        let mut inst: serde_json::Value =
+            serde_json::from_str(&common::fixture_instance_json()).unwrap();
+        inst["instance_id"] = format!("acme__cut-{name}").into();
+        let path = t.path(&format!("cut-{name}.json"));
+        fs::write(&path, inst.to_string()).unwrap();
+        t.run_expect(
+            &[
+                "pack",
+                "--instance",
+                path.to_str().unwrap(),
+                "--codebase",
+                dir.to_str().unwrap(),
+            ],
+            0,
+        );
+    }
+    let release_of = |name: &str, instances: &str| {
+        let snap = t.path(&format!("{name}.json"));
+        t.run_expect(
+            &[
+                "release",
+                "create",
+                name,
+                "--instance-ids",
+                instances,
+                "-o",
+                snap.to_str().unwrap(),
+            ],
+            0,
+        );
+        let file = t.path(&format!("{name}.ark"));
+        let out = t.run_expect(
+            &[
+                "export",
+                "--release",
+                snap.to_str().unwrap(),
+                "-o",
+                file.to_str().unwrap(),
+                "--json",
+            ],
+            0,
+        );
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        (snap, file, report)
+    };
+    let (y_snap, y_file, report) = release_of("only-y", "acme__cut-y");
+    assert_eq!(report["packs_cut"].as_u64(), Some(1), "{report}");
+    let (xy_snap, xy_file, report) = release_of("x-and-y", "acme__cut-x,acme__cut-y");
+    assert_eq!(report["packs_cut"].as_u64(), Some(0), "{report}");
+    let w = t.path("w");
+    let out = import(&w, &y_file);
+    assert!(out.status.success(), "{}", stderr(&out));
+    ok_at(&w, &["release", "verify", y_snap.to_str().unwrap()]);
+    // On top: X's pack, whose piece a is here already, is cut down to the rest on this side.
+    let out = import(&w, &xy_file);
+    assert!(out.status.success(), "{}", stderr(&out));
+    ok_at(&w, &["verify"]);
+    ok_at(&w, &["release", "verify", xy_snap.to_str().unwrap()]);
+    // No piece is kept twice: as many as an archive that imported the release alone.
+    let fresh = t.path("fresh");
+    assert!(import(&fresh, &xy_file).status.success());
+    let count = |ark: &Path, table: &str| -> i64 {
+        rusqlite::Connection::open(ark.join("index.sqlite"))
+            .unwrap()
+            .query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
+            .unwrap()
+    };
+    assert_eq!(count(&w, "pieces"), count(&fresh, "pieces"));
+    assert!(count(&w, "packs") > count(&fresh, "packs"));
+
     // Incremental: a release of instance 1, then the whole one on top of it.
     let old = t.path("old.json");
     let ids: Vec<String> = serde_json::from_slice::<serde_json::Value>(
