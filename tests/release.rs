@@ -1201,9 +1201,15 @@ fn a_release_file_carries_the_store_and_imports_all_or_nothing() {
     let out = import(&w, &y_file);
     assert!(out.status.success(), "{}", stderr(&out));
     ok_at(&w, &["release", "verify", y_snap.to_str().unwrap()]);
-    // On top: X's pack, whose piece a is here already, is cut down to the rest on this side.
+    // On top: X's pack, whose piece a is here already, is cut down to the rest on this side;
+    // Y's is here already.
     let out = import(&w, &xy_file);
     assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("packs 0 moved in, 1 cut down to what was missing, 1 already here"),
+        "{}",
+        stderr(&out)
+    );
     ok_at(&w, &["verify"]);
     ok_at(&w, &["release", "verify", xy_snap.to_str().unwrap()]);
     // No piece is kept twice: as many as an archive that imported the release alone.

@@ -44,7 +44,16 @@ pub struct ImportOptions {
 pub struct ImportReport {
     pub release: String,
     pub root: Sha256Digest,
+    /// The file's format version: 2, the store form; 1, self-contained.
+    pub version: u32,
+    /// An incremental file's base release.
+    pub base: Option<String>,
     pub instances: usize,
+    /// Version 2: the file's packs moved in as they are, cut down to what the archive lacked,
+    /// and left out (the archive held all of their pieces).
+    pub packs_moved: usize,
+    pub packs_cut: usize,
+    pub packs_present: usize,
     pub bundles_added: usize,
     pub bundles_present: usize,
     pub objects_added: usize,
@@ -134,6 +143,9 @@ struct Staged {
     bundle_files: BTreeMap<Sha256Digest, PathBuf>,
     /// Version 2: the packs, every piece decoded and named.
     incoming: Option<Incoming>,
+    /// The file's format version, and an incremental file's base release.
+    version: u32,
+    base: Option<String>,
     objects: BTreeMap<Sha256Digest, (PathBuf, u64)>,
     /// The git bundle file and the mirror made from it in staging.
     mirrors: BTreeMap<RepoName, (PathBuf, PathBuf)>,
@@ -904,6 +916,8 @@ fn stage(
         bundles,
         bundle_files,
         incoming,
+        version: manifest.version,
+        base: manifest.base.as_ref().map(|b| b.release.clone()),
         objects,
         mirrors,
         bytes,
@@ -1432,10 +1446,27 @@ fn install(
     };
     ark.register_release(name, &staged.snapshot.to_bytes())?;
     ark.index_mut().import_rows(&rows)?;
+    let carried: BTreeSet<&str> = staged
+        .incoming
+        .iter()
+        .flat_map(|i| i.packs())
+        .map(|p| p.name.as_str())
+        .collect();
+    let packs_moved = rows
+        .packs
+        .iter()
+        .filter(|p| carried.contains(p.name.as_str()))
+        .count();
+    let packs_cut = rows.packs.len() - packs_moved;
     Ok(ImportReport {
         release: staged.snapshot.name.clone(),
         root: staged.snapshot.root,
+        version: staged.version,
+        base: staged.base.clone(),
         instances: staged.snapshot.instances.len(),
+        packs_moved,
+        packs_cut,
+        packs_present: carried.len() - rows.packs.len(),
         bundles_added,
         bundles_present: staged.bundles.len() - bundles_added,
         objects_added,

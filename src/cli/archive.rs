@@ -109,9 +109,22 @@ pub fn import(ctx: &Context, args: ImportArchiveArgs) -> anyhow::Result<ExitCode
     if args.json {
         out!("{}", serde_json::to_string_pretty(&report)?);
     } else {
+        let packs = if report.version >= 2 {
+            format!(
+                "packs {} moved in, {} cut down to what was missing, {} already here; ",
+                report.packs_moved, report.packs_cut, report.packs_present
+            )
+        } else {
+            String::new()
+        };
+        let on = report
+            .base
+            .as_ref()
+            .map(|b| format!(" on top of release {b}"))
+            .unwrap_or_default();
         ctx.note(format!(
-            "imported release {} (root {}): {} instance(s); bundles {} new, {} already here; \
-             objects {} new, {} already here{}",
+            "imported release {}{on} (root {}): {} instance(s); {packs}bundles {} new, {} \
+             already here; objects {} new, {} already here{}",
             report.release,
             report.root,
             report.instances,
