@@ -10,10 +10,13 @@ packs one instance per commit. It prints side by side:
   (b) what swe-ark's archive stores for the same bundles (`ls --stats`: its pack files),
   (c) the floor: `git pack-objects` of exactly those commits' trees and blobs, no history,
   (d) pack and unpack time, storing into the archive against writing / reading the
-      self-contained files, summed over the commits.
+      self-contained files, summed over the commits,
+  (e) the release of those bundles as one file: `export` (the store form) against (b),
+      `export --self-contained` against it, the file imported into an empty archive, and an
+      incremental file for one more commit on top (imported there too).
 
 Targets: (b) <= 2 x (c); (a) >= 5 x (b); pack and unpack at most 1.3 x the self-contained
-path. The snapshot is never changed: the chosen trees are copied (with that same
+path; the file at most 1.05 x (b), the self-contained file at least 5 x the file. The snapshot is never changed: the chosen trees are copied (with that same
 `git pack-objects`) into a scratch repository with one linear commit per tree, which swe-ark
 mirrors; the trees, and so the bundles' codebases, are the original commits' trees.
 

@@ -18,14 +18,16 @@ with the baseline):
 
 Then both again against baselines that end with `sync OUT.tar.zst` / `sync -f DIR`: swe-ark
 syncs what it writes before renaming it into place, tar does not (no target; for reading).
-FILES lists exactly the members of the exported file (bundles and objects; the snapshot and
-index slice are a few kB); PARTS holds them as files: each bundle in its exchange form (the
-archive stores bundles deduplicated; `export-bundle` writes the file that `export` writes)
-and the objects (hard links into the archive's object store). So the baseline is given for
-free what `export` rebuilds and compresses from the deduplicated store. Targets: median ratio (swe-ark / baseline) at most 1.3 for both.
-Also reported: the exported file's size against the sum of its parts and against the
-baseline's .tar.zst. Checks (exit 1): every export is byte-identical, the file's members are
-those of FILES, and the import prints the release's root and `release verify` passes there.
+FILES lists exactly the members of the exported file but its metadata (the packs and the
+objects; the manifest, snapshot, index slice and piece table are a few kB); PARTS holds them
+as files, extracted by tar from one untimed export. So the baseline is given for free what
+`export` works out (which pieces, which packs) and writes. Targets: median ratio
+(swe-ark / baseline) at most 1.3 for both.
+Also reported: the exported file's size against the sum of its parts, against the store's
+packs plus the objects, and the size of the `--self-contained` form; and how long
+`zstd -dc | sha256sum` of every bundle's exchange file takes (the bundle hashing import does).
+Checks (exit 1): every export is byte-identical, the file's members are those of FILES, and
+the import prints the release's root and `release verify` passes there.
 
 Exit 0 when the measurement completed (a missed target prints TARGET MISSED), 1 when a
 command or check failed. Standard library only.

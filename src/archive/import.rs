@@ -663,6 +663,10 @@ fn stage_and_check_store(
         });
         let all = split..parts.len();
         let rest = stage_members(st, entries, manifest, parts, all, &mut out, &failed, &tx);
+        if !checking.is_finished() {
+            st.progress.finish();
+            st.progress.start("checking pieces and bundles", None);
+        }
         let checked = checking
             .join()
             .unwrap_or_else(|_| Err(refused(file, "the thread checking the packs failed".into())));
