@@ -153,11 +153,14 @@ pub(super) fn insert_pack(
     pieces: &[NewPiece],
     t: i64,
 ) -> rusqlite::Result<()> {
+    // A pack of the same name is the same bytes (another process wrote it, or an import
+    // moved it in): its row is kept and shared.
     tx.execute(
-        "INSERT INTO packs (name, size, repo, created_at) VALUES (?1, ?2, ?3, ?4)",
+        "INSERT INTO packs (name, size, repo, created_at) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT(name) DO NOTHING",
         params![name, size as i64, repo, t],
     )?;
-    let no = tx.last_insert_rowid();
+    let no: i64 = tx.query_row("SELECT no FROM packs WHERE name = ?1", [name], |r| r.get(0))?;
     let mut insert = tx.prepare(
         "INSERT INTO pieces (id, pack, offset, length, skip, size, base, depth)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT(id) DO NOTHING",
