@@ -160,6 +160,13 @@ pub fn import(
     progress: &dyn Progress,
 ) -> Result<ImportReport, ArchiveError> {
     let tmp = crate::store::Layout::new(root).tmp();
+    // An archive that exists is held (shared) from the first check to the transaction: gc
+    // waits, so the pieces an incremental file builds on stay where the checks found them.
+    let _held = if crate::store::Layout::new(root).index().is_file() {
+        crate::store::StoreLock::shared(root).map_err(io_err(root))?
+    } else {
+        None
+    };
     // The directories this import creates, deepest first, so a refusal leaves none behind.
     let created: Vec<PathBuf> = tmp
         .ancestors()
