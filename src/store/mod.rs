@@ -16,6 +16,7 @@ mod carry;
 mod check;
 mod config;
 mod gc;
+mod incoming;
 mod index;
 mod layout;
 mod lock;
@@ -27,13 +28,11 @@ mod stats;
 mod stored;
 
 pub use ark::{Ark, ArkBundle, ArkError};
-pub use carry::{
-    Carried, CarriedPack, Frame, FrameBase, FrameHolds, Incoming, IncomingError, IncomingPack,
-    sketch_of,
-};
+pub use carry::{Carried, CarriedPack, Frame, FrameBase, FrameHolds};
 pub use check::{Checked, check_bundle_file};
 pub use config::{ConfigError, git_base};
 pub use gc::{GcReport, release_names};
+pub use incoming::{Incoming, IncomingError, IncomingPack, sketch_of};
 pub use index::{
     AddedPack, BundleRow, BundleSketch, ImportRows, ImportedMirror, Index, IndexError, InstanceRow,
     LockRow, MirrorRow, ObjectRow, PackRow, PieceLoc, PinRow, RepoStorage, SCHEMA_VERSION,
