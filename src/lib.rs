@@ -21,6 +21,7 @@ pub mod logparse;
 pub mod manifest;
 pub mod mirror;
 pub mod pack;
+pub mod plan;
 pub mod progress;
 pub mod release;
 pub mod replay;

@@ -12,7 +12,7 @@ const LAYERS: &[(u32, &[&str])] = &[
     (8, &["pack", "release"]),
     (7, &["validate", "replay"]),
     (6, &["harness"]),
-    (5, &["env", "collect", "text"]),
+    (5, &["env", "collect", "text", "plan"]),
     (4, &["store"]),
     (3, &["mirror"]),
     (2, &["bundle", "manifest"]),

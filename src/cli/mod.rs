@@ -21,6 +21,7 @@ mod ls;
 mod mirror;
 mod output;
 mod pack;
+mod plan;
 mod release;
 mod replay;
 mod show;
@@ -115,6 +116,9 @@ pub enum Command {
     Text(text::TextArgs),
     /// The whole pipeline on data it makes itself, with its own GitHub API on 127.0.0.1.
     Demo(demo::DemoArgs),
+    /// Cut instances into N shards for many machines: a context's instances together, shards
+    /// balanced by recorded test time.
+    Plan(plan::PlanArgs),
 }
 
 /// Parses the command line, runs the command and returns the process exit code.
@@ -144,6 +148,7 @@ pub fn main() -> ExitCode {
         Command::ImportArchive(args) => archive::import(&ctx, args),
         Command::Text(args) => text::run(&ctx, args),
         Command::Demo(args) => demo::run(&ctx, args),
+        Command::Plan(args) => plan::run(&ctx, args),
     };
     match result {
         Ok(code) => code,
