@@ -1116,7 +1116,7 @@ fn check_store(
         .collect();
     let mut pack_pieces = Vec::new();
     for (k, p) in incoming.packs().iter().enumerate() {
-        pack_pieces.push((p.size, incoming.pieces_of_pack(k)));
+        pack_pieces.push((p.size, incoming.pieces_of_pack(k).to_vec()));
     }
     let shares = super::pack_shares(&pack_pieces, &needs);
     let mut checks = BTreeMap::new();

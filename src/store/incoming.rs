@@ -20,8 +20,8 @@ use super::ark::{Ark, ArkError};
 use super::carry::{Frame, FrameBase, FrameHolds};
 use super::index::{AddedPack, NewPiece, PieceLoc};
 use super::pieces::{
-    DELTA_MAX, Frames, MAX_DEPTH, PACK_MAGIC, PieceError, PieceReader, STREAM_MIN, cut_pack,
-    pack_path,
+    DELTA_MAX, Frames, MAX_DEPTH, PACK_MAGIC, PieceError, PieceReader, Region, STREAM_MIN,
+    cut_pack, pack_path,
 };
 use super::stored::{Contents, parse_manifest};
 
@@ -72,6 +72,8 @@ pub struct Incoming {
     packs: Vec<IncomingPack>,
     /// Each piece's id by its number.
     pieces: Vec<Sha256Digest>,
+    /// Which numbers each pack's pieces have: the table lists them pack by pack.
+    pack_ranges: Vec<std::ops::Range<usize>>,
     kept: HashMap<Sha256Digest, Arc<Vec<u8>>>,
 }
 
@@ -168,10 +170,20 @@ impl Incoming {
                 },
             );
         }
+        let mut pack_ranges = vec![0..0; packs.len()];
+        for (n, s) in slots.iter().enumerate() {
+            let r = &mut pack_ranges[s.pack];
+            if r.start == r.end {
+                *r = n..n + 1;
+            } else {
+                r.end = n + 1;
+            }
+        }
         Ok(Incoming {
             reader,
             packs,
             pieces,
+            pack_ranges,
             kept,
         })
     }
@@ -185,19 +197,11 @@ impl Incoming {
         &self.packs
     }
 
-    /// The ids of pack `k`'s pieces.
-    pub fn pieces_of_pack(&self, k: usize) -> Vec<Sha256Digest> {
-        let no = foreign_no(k);
-        let mut v: Vec<(u64, u64, Sha256Digest)> = self
-            .pieces
-            .iter()
-            .filter_map(|id| {
-                let l = self.reader.loc(id)?;
-                (l.pack == no).then_some((l.offset, l.skip, *id))
-            })
-            .collect();
-        v.sort();
-        v.into_iter().map(|(_, _, id)| id).collect()
+    /// The ids of pack `k`'s pieces, in the order its table lists them.
+    pub fn pieces_of_pack(&self, k: usize) -> &[Sha256Digest] {
+        self.pack_ranges
+            .get(k)
+            .map_or(&[][..], |r| &self.pieces[r.clone()])
     }
 
     /// The base of a piece's delta, if it is one.
@@ -340,7 +344,7 @@ const BATCH: u64 = 256 << 20;
 /// the deltas on each piece.
 struct Decoder<'a> {
     packs: &'a [IncomingPack],
-    files: Vec<File>,
+    files: Vec<Arc<File>>,
     slots: &'a [Slot],
     children: HashMap<usize, Vec<usize>>,
 }
@@ -495,14 +499,7 @@ impl Decoder<'_> {
                 ),
             ));
         }
-        let f = self.files[s.pack]
-            .try_clone()
-            .map_err(|e| self.frame_err(n, format!("cannot be read: {e}")))?;
-        let region = Region {
-            file: f,
-            pos: s.offset,
-            end: s.offset + s.length,
-        };
+        let region = Region::new(self.files[s.pack].clone(), s.offset, s.offset + s.length);
         let mut dec = zstd::stream::read::Decoder::new(region)
             .map_err(|e| self.frame_err(n, format!("it does not decode: {e}")))?;
         let mut h = Sha256Hasher::new();
@@ -548,10 +545,12 @@ fn decode_all(
     use rayon::prelude::*;
     let mut files = Vec::with_capacity(packs.len());
     for p in packs {
-        files.push(File::open(&p.path).map_err(|e| IncomingError::Pack {
-            pack: p.name.clone(),
-            detail: format!("cannot be read: {e}"),
-        })?);
+        files.push(Arc::new(File::open(&p.path).map_err(|e| {
+            IncomingError::Pack {
+                pack: p.name.clone(),
+                detail: format!("cannot be read: {e}"),
+            }
+        })?));
     }
     let mut children: HashMap<usize, Vec<usize>> = HashMap::new();
     let mut on_held: BTreeMap<Sha256Digest, Vec<usize>> = BTreeMap::new();
@@ -652,25 +651,6 @@ fn decode_all(
     Ok(())
 }
 
-/// A byte range of a file.
-struct Region {
-    file: File,
-    pos: u64,
-    end: u64,
-}
-
-impl Read for Region {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = buf.len().min((self.end - self.pos) as usize);
-        if n == 0 {
-            return Ok(0);
-        }
-        let n = self.file.read_at(&mut buf[..n], self.pos)?;
-        self.pos += n as u64;
-        Ok(n)
-    }
-}
-
 impl Ark {
     /// Adds checked packs from elsewhere to the store's files (not yet to the index): a pack
     /// the archive has (by name) or whose pieces it all holds is left out; one it lacks
@@ -732,7 +712,7 @@ impl Ark {
                 (p.name.clone(), p.size, placed)
             } else {
                 let mut frames: Frames = BTreeMap::new();
-                for id in &ids {
+                for id in ids {
                     if let Some(l) = incoming.reader.loc(id) {
                         frames.entry(l.offset).or_default().push((*id, l.clone()));
                     }

@@ -433,10 +433,17 @@ impl PieceReader {
 }
 
 /// A byte range of a pack file, read with `pread` so that handles can be shared.
-struct Region {
+pub(super) struct Region {
     file: Arc<File>,
     pos: u64,
     end: u64,
+}
+
+impl Region {
+    /// Bytes `pos..end` of `file`.
+    pub(super) fn new(file: Arc<File>, pos: u64, end: u64) -> Region {
+        Region { file, pos, end }
+    }
 }
 
 impl Read for Region {
