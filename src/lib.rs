@@ -26,6 +26,7 @@ pub mod progress;
 pub mod release;
 pub mod replay;
 pub mod sandbox;
+pub mod shard;
 pub mod store;
 pub mod text;
 pub mod units;

@@ -7,7 +7,8 @@ use std::path::Path;
 
 /// docs/ARCHITECTURE.md, "Layers".
 const LAYERS: &[(u32, &[&str])] = &[
-    (10, &["cli", "main", "lib"]),
+    (11, &["cli", "main", "lib"]),
+    (10, &["shard"]),
     (9, &["archive", "demo"]),
     (8, &["pack", "release"]),
     (7, &["validate", "replay"]),

@@ -32,6 +32,9 @@ pub struct ExportOptions {
     pub self_contained: bool,
     /// Write only what a receiver that imported this release lacks (an incremental file).
     pub since: Option<Snapshot>,
+    /// Write a shard file: the stamp goes into the manifest, and the index slice also carries
+    /// the instances it lists as not kept or not run, with their validations.
+    pub shard: Option<super::ShardStamp>,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -152,6 +155,68 @@ fn gather(ark: &Ark, snap: &Snapshot) -> Result<Gathered, ArchiveError> {
     Ok(g)
 }
 
+/// A shard file's instances outside its release: each as the index holds it, with its
+/// validation and the validation's objects when it ran.
+fn gather_others(
+    ark: &Ark,
+    snap: &Snapshot,
+    others: &BTreeSet<&str>,
+    g: &mut Gathered,
+) -> Result<(), ArchiveError> {
+    let validations: BTreeMap<String, crate::store::ValidationRow> = ark
+        .index()
+        .validations()?
+        .into_iter()
+        .map(|v| (v.instance_id.clone(), v))
+        .collect();
+    for id in others {
+        let instance = ark.index().instance(id)?.ok_or_else(|| {
+            export_error(snap, format!("the archive does not hold instance {id}"))
+        })?;
+        g.slice.instances.push(instance.to_value());
+        if let Some(v) = validations.get(*id) {
+            add_validation(ark, snap, id, v, g)?;
+        }
+    }
+    g.slice
+        .instances
+        .sort_by(|a, b| a["instance_id"].as_str().cmp(&b["instance_id"].as_str()));
+    g.slice
+        .validations
+        .sort_by(|a, b| a.instance_id.cmp(&b.instance_id));
+    Ok(())
+}
+
+/// An instance's validation row and the objects it names (results, logs).
+fn add_validation(
+    ark: &Ark,
+    snap: &Snapshot,
+    id: &str,
+    v: &crate::store::ValidationRow,
+    g: &mut Gathered,
+) -> Result<(), ArchiveError> {
+    let store = ark.objects();
+    let logs = [
+        (Some(v.results), "results"),
+        (v.log_pre, "log"),
+        (v.log_post, "log"),
+    ];
+    for (o, kind) in logs {
+        if let Some(o) = o {
+            if !store.has(&o) {
+                return Err(export_error(
+                    snap,
+                    format!("the validation of {id} names object {o}, which the archive lacks"),
+                ));
+            }
+            g.objects.entry(o).or_insert(kind);
+            g.brings.entry(id.to_string()).or_default().insert(o);
+        }
+    }
+    g.slice.validations.push(SliceValidation::from(v));
+    Ok(())
+}
+
 /// One instance of the release: its bundle, its lock's objects, the instance as the bundle
 /// holds it, and its validation.
 fn gather_instance(
@@ -182,24 +247,7 @@ fn gather_instance(
     g.slice.bundles.push(SliceBundle::from(&row));
     g.rows.insert(row.id, row.clone());
     if let Some(v) = rows.validations.get(id) {
-        let store = ark.objects();
-        let logs = [
-            (Some(v.results), "results"),
-            (v.log_pre, "log"),
-            (v.log_post, "log"),
-        ];
-        for (o, kind) in logs {
-            if let Some(o) = o {
-                if !store.has(&o) {
-                    return Err(fail(format!(
-                        "the validation of {id} names object {o}, which the archive lacks"
-                    )));
-                }
-                g.objects.entry(o).or_insert(kind);
-                g.brings.entry(id.clone()).or_default().insert(o);
-            }
-        }
-        g.slice.validations.push(SliceValidation::from(v));
+        add_validation(ark, snap, id, v, g)?;
     }
     Ok(())
 }
@@ -568,6 +616,7 @@ fn size_parts(
     plan: &mut [Planned],
     version: u32,
     base: Option<BaseRelease>,
+    shard: Option<super::ShardStamp>,
 ) -> Result<(Vec<u64>, ArchiveManifest), ArchiveError> {
     let mut sizes = Vec::with_capacity(plan.len());
     for p in plan.iter() {
@@ -605,6 +654,7 @@ fn size_parts(
         release: snap.name.clone(),
         root: snap.root,
         base,
+        shard,
         members: plan
             .iter()
             .zip(&sizes)
@@ -753,6 +803,14 @@ pub fn export(
     }
     let store = ark.objects();
     let mut g = gather(ark, snap)?;
+    if let Some(stamp) = &opts.shard {
+        if opts.self_contained || opts.since.is_some() {
+            return Err(fail(
+                "a shard file is a whole file in the store form".into(),
+            ));
+        }
+        gather_others(ark, snap, &stamp.others(), &mut g)?;
+    }
     if opts.self_contained && opts.since.is_some() {
         return Err(fail(
             "an incremental file is in the store form: --incremental and --self-contained \
@@ -800,7 +858,15 @@ pub fn export(
     // Sizes first (the manifest is written first, with its hashes to come); the hashes are
     // computed while the file is written, on other threads, and the manifest written over
     // its placeholder at the end: one pass over the data, two cores busy.
-    let (sizes, mut manifest) = size_parts(&store, snap, &mut g, &mut plan, version, base)?;
+    let (sizes, mut manifest) = size_parts(
+        &store,
+        snap,
+        &mut g,
+        &mut plan,
+        version,
+        base,
+        opts.shard.clone(),
+    )?;
     let placeholder = manifest.to_bytes();
     let parts_bytes = placeholder.len() as u64 + sizes.iter().sum::<u64>();
 

@@ -38,6 +38,9 @@ use super::{
 pub struct ImportOptions {
     /// Refuse the file unless its release has this root hash (the one published).
     pub expect_root: Option<Sha256Digest>,
+    /// Take a shard file of this plan (by the plan file's sha256), and nothing else; `None`
+    /// refuses shard files (`swe-ark merge` takes them).
+    pub shard_of: Option<Sha256Digest>,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -146,6 +149,8 @@ struct Staged {
     /// The file's format version, and an incremental file's base release.
     version: u32,
     base: Option<String>,
+    /// A shard file: its release is not registered (merge registers the plan's).
+    shard: bool,
     objects: BTreeMap<Sha256Digest, (PathBuf, u64)>,
     /// The git bundle file and the mirror made from it in staging.
     mirrors: BTreeMap<RepoName, (PathBuf, PathBuf)>,
@@ -191,6 +196,17 @@ pub fn import(
     };
     drop(staging);
     result
+}
+
+/// The manifest of an archive file (its first member), read alone: what `merge` checks before
+/// importing anything.
+pub fn read_file_manifest(file: &Path) -> Result<ArchiveManifest, ArchiveError> {
+    let f = File::open(file).map_err(io_err(file))?;
+    let mut archive = tar::Archive::new(BufReader::new(f));
+    let mut entries = archive
+        .entries()
+        .map_err(|e| refused(file, format!("it is not a tar archive: {e}")))?;
+    Ok(read_manifest(file, &mut entries)?.0)
 }
 
 /// The first line of an error from the tar reader, at most 100 characters: it may quote
@@ -693,7 +709,12 @@ fn read_snapshot(
     opts: &ImportOptions,
 ) -> Result<Snapshot, ArchiveError> {
     let refuse = |detail: String| refused(file, detail);
-    let snapshot = Snapshot::parse(bytes).map_err(|e| refuse(format!("{RELEASE}: {e}")))?;
+    let parsed = if manifest.shard.is_some() {
+        Snapshot::parse_of_shard(bytes)
+    } else {
+        Snapshot::parse(bytes)
+    };
+    let snapshot = parsed.map_err(|e| refuse(format!("{RELEASE}: {e}")))?;
     let computed = snapshot.computed_root();
     if computed != snapshot.root {
         return Err(refuse(format!(
@@ -872,6 +893,7 @@ fn stage(
 
     // The manifest, first; an incremental file's base must be here before anything else.
     let (manifest, parts) = read_manifest(file, &mut entries)?;
+    check_shard_wanted(file, manifest.shard.as_ref(), opts.shard_of)?;
     if let Some(base) = &manifest.base {
         check_base(file, open_receiver(root).as_ref(), base)?;
     }
@@ -916,7 +938,16 @@ fn stage(
         (checks, files, None)
     };
     let held = |o: &Sha256Digest| receiver.as_ref().is_some_and(|r| r.objects().has(o));
-    check_slice(&snapshot, &slice, &bundles, &objects, &held).map_err(|e| refuse(e.to_string()))?;
+    let others = manifest
+        .shard
+        .as_ref()
+        .map(|s| s.others())
+        .unwrap_or_default();
+    check_slice(&snapshot, &slice, &bundles, &objects, &held, &others)
+        .map_err(|e| refuse(e.to_string()))?;
+    if let Some(stamp) = &manifest.shard {
+        super::shard::check(stamp, &snapshot, &slice).map_err(refuse)?;
+    }
     check_locks(file, &snapshot, &bundles, &objects, &held)?;
     let mirrors = stage_mirrors(&st, &slice, mirror_files)?;
     // Everything staged is on disk before any of it moves into place.
@@ -929,6 +960,7 @@ fn stage(
         incoming,
         version: manifest.version,
         base: manifest.base.as_ref().map(|b| b.release.clone()),
+        shard: manifest.shard.is_some(),
         objects,
         mirrors,
         bytes,
@@ -941,6 +973,36 @@ fn open_receiver(root: &Path) -> Option<Ark> {
         Ark::open(root).ok()
     } else {
         None
+    }
+}
+
+/// A shard file only where one of that plan is wanted (merge), and only a shard file there.
+fn check_shard_wanted(
+    file: &Path,
+    stamp: Option<&super::ShardStamp>,
+    wanted: Option<Sha256Digest>,
+) -> Result<(), ArchiveError> {
+    match (stamp, wanted) {
+        (None, None) => Ok(()),
+        (Some(s), None) => Err(refused(
+            file,
+            format!(
+                "it is a shard file (shard {} of {} of plan {}): `swe-ark merge` takes it",
+                s.index, s.shards, s.plan
+            ),
+        )),
+        (None, Some(_)) => Err(refused(
+            file,
+            "it is a release file, not a shard file (`swe-ark import-archive` takes it)".into(),
+        )),
+        (Some(s), Some(plan)) if s.plan != plan => Err(refused(
+            file,
+            format!(
+                "it is shard {} of plan {}, not of plan {plan}",
+                s.index, s.plan
+            ),
+        )),
+        (Some(_), Some(_)) => Ok(()),
     }
 }
 
@@ -1211,12 +1273,14 @@ fn check_slice(
     bundles: &BTreeMap<Sha256Digest, BundleCheck>,
     objects: &BTreeMap<Sha256Digest, (PathBuf, u64)>,
     held: &dyn Fn(&Sha256Digest) -> bool,
+    others: &BTreeSet<&str>,
 ) -> Result<(), SliceMismatch> {
     let ids: BTreeSet<&str> = snapshot
         .instances
         .iter()
         .map(|i| i.instance_id.as_str())
         .collect();
+    let mut released = 0;
     // The instances whose bundle the file carries (all of them, unless it is incremental).
     let carried = snapshot
         .instances
@@ -1225,10 +1289,18 @@ fn check_slice(
         .count();
     check_slice_objects(snapshot, slice, objects, held)?;
     check_slice_bundles(slice, bundles)?;
-    // Instances: each release instance once, as its bundle's instance.json holds it.
+    // Instances: each release instance once, as its bundle's instance.json holds it (and a
+    // shard file's others, which the shard's checks take).
     let mut seen = BTreeSet::new();
     for v in &slice.instances {
         let inst = Instance::from_value(v.clone()).map_err(SliceMismatch::BadInstance)?;
+        if others.contains(inst.instance_id.as_str()) {
+            if !seen.insert(inst.instance_id.clone()) {
+                return Err(SliceMismatch::InstanceTwice(inst.instance_id));
+            }
+            continue;
+        }
+        released += 1;
         let Some(ri) = snapshot
             .instances
             .iter()
@@ -1247,9 +1319,9 @@ fn check_slice(
             return Err(SliceMismatch::InstanceDiffers(inst.instance_id));
         }
     }
-    if seen.len() != carried {
+    if released != carried {
         return Err(SliceMismatch::InstanceCount {
-            held: seen.len(),
+            held: released,
             release: carried,
         });
     }
@@ -1260,7 +1332,7 @@ fn check_slice(
         }
     }
     for v in &slice.validations {
-        if !ids.contains(v.instance_id.as_str()) {
+        if !ids.contains(v.instance_id.as_str()) && !others.contains(v.instance_id.as_str()) {
             return Err(SliceMismatch::ValidationNotInRelease(v.instance_id.clone()));
         }
         for o in [Some(v.results), v.log_pre, v.log_post]
@@ -1367,7 +1439,8 @@ fn install(
     // release of the same name is not silently replaced.
     let name = &staged.snapshot.name;
     let registered = ark.releases_dir().join(format!("{name}.json"));
-    if let Ok(old) = Snapshot::read(&registered)
+    if !staged.shard
+        && let Ok(old) = Snapshot::read(&registered)
         && old.root != staged.snapshot.root
     {
         return Err(ArchiveError::Refused {
@@ -1455,7 +1528,9 @@ fn install(
         mirrors: mirror_rows,
         pins: slice.pins.iter().map(PinRow::from).collect(),
     };
-    ark.register_release(name, &staged.snapshot.to_bytes())?;
+    if !staged.shard {
+        ark.register_release(name, &staged.snapshot.to_bytes())?;
+    }
     ark.index_mut().import_rows(&rows)?;
     let carried: BTreeSet<&str> = staged
         .incoming

@@ -19,6 +19,7 @@
 
 mod export;
 mod import;
+mod shard;
 mod slice;
 pub(crate) mod table;
 
@@ -33,7 +34,8 @@ use crate::release::ReleaseError;
 use crate::store::{ArkError, IncomingError, IndexError, ObjectError};
 
 pub use export::{ExportOptions, ExportReport, export};
-pub use import::{ImportOptions, ImportReport, import};
+pub use import::{ImportOptions, ImportReport, import, read_file_manifest};
+pub use shard::{Outcome, ShardOutcome, ShardStamp, release_name as shard_release_name};
 pub use slice::IndexSlice;
 /// The piece table of a version 2 file (`pieces.bin`), for tools that read the format.
 pub use table::{decode as decode_piece_table, encode as encode_piece_table};
@@ -103,6 +105,9 @@ pub struct ArchiveManifest {
     /// An incremental file's base: the release a receiver must hold already.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base: Option<BaseRelease>,
+    /// A shard file's stamp: the plan and shard it is of, what became of each instance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<ShardStamp>,
     /// Every member after this one, in the order they follow.
     pub members: Vec<ArchiveMember>,
 }

@@ -59,6 +59,7 @@ pub fn export(ctx: &Context, args: ExportArgs) -> anyhow::Result<ExitCode> {
             with_history: args.with_history,
             self_contained: args.self_contained,
             since,
+            shard: None,
         },
         progress.as_ref(),
     )?;
@@ -103,6 +104,7 @@ pub fn import(ctx: &Context, args: ImportArchiveArgs) -> anyhow::Result<ExitCode
         &args.file,
         &ImportOptions {
             expect_root: args.expect_root,
+            shard_of: None,
         },
         progress.as_ref(),
     )?;

@@ -24,6 +24,7 @@ mod pack;
 mod plan;
 mod release;
 mod replay;
+mod shard;
 mod show;
 mod text;
 mod unpack;
@@ -119,6 +120,10 @@ pub enum Command {
     /// Cut instances into N shards for many machines: a context's instances together, shards
     /// balanced by recorded test time.
     Plan(plan::PlanArgs),
+    /// One shard of a plan, run on this machine and written out as a shard file.
+    Shard(shard::ShardArgs),
+    /// Shard files brought into this archive, each all or nothing.
+    Merge(shard::MergeArgs),
 }
 
 /// Parses the command line, runs the command and returns the process exit code.
@@ -149,6 +154,8 @@ pub fn main() -> ExitCode {
         Command::Text(args) => text::run(&ctx, args),
         Command::Demo(args) => demo::run(&ctx, args),
         Command::Plan(args) => plan::run(&ctx, args),
+        Command::Shard(args) => shard::run(&ctx, args),
+        Command::Merge(args) => shard::merge(&ctx, args),
     };
     match result {
         Ok(code) => code,

@@ -66,6 +66,9 @@ pub struct Plan {
 pub struct Shard {
     pub index: usize,
     pub cost: u64,
+    /// The sha256 of the shard's instances, as [`instances_sha256`] names them: a worker
+    /// checks that the instances it is given are the ones planned.
+    pub instances_sha256: Sha256Digest,
     /// The shard's contexts, by repository and version, each with its instances by id.
     pub contexts: Vec<Context>,
 }
@@ -168,6 +171,7 @@ pub fn make(instances: &[Planned], shards: usize) -> Result<Plan, PlanError> {
         .map(|index| Shard {
             index,
             cost: 0,
+            instances_sha256: Sha256Digest::of(b""),
             contexts: Vec::new(),
         })
         .collect();
@@ -179,9 +183,18 @@ pub fn make(instances: &[Planned], shards: usize) -> Result<Plan, PlanError> {
         least.cost += c.cost;
         least.contexts.push(c);
     }
+    let by_id: BTreeMap<&str, &Instance> = instances
+        .iter()
+        .map(|p| (p.instance.instance_id.as_str(), &p.instance))
+        .collect();
     for s in &mut out {
         s.contexts
             .sort_by(|a, b| (&a.repo, &a.version).cmp(&(&b.repo, &b.version)));
+        let mine: Vec<&Instance> = s
+            .instance_ids()
+            .filter_map(|i| by_id.get(i).copied())
+            .collect();
+        s.instances_sha256 = instances_sha256(&mine);
     }
     let all: Vec<&Instance> = instances.iter().map(|p| &p.instance).collect();
     Ok(Plan {

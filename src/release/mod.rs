@@ -169,11 +169,26 @@ pub fn root_of(instances: &[ReleaseInstance]) -> Sha256Digest {
 impl Snapshot {
     /// A snapshot of `instances` (sorted here) with its root.
     pub fn new(name: &str, instances: &[ReleaseInstance]) -> Result<Snapshot, ReleaseError> {
+        Snapshot::make(name, instances, false)
+    }
+
+    /// A snapshot of a shard's kept instances, which may be none (a shard file's release).
+    pub fn of_shard(name: &str, instances: &[ReleaseInstance]) -> Result<Snapshot, ReleaseError> {
+        Snapshot::make(name, instances, true)
+    }
+
+    fn make(
+        name: &str,
+        instances: &[ReleaseInstance],
+        may_be_empty: bool,
+    ) -> Result<Snapshot, ReleaseError> {
         if !valid_name(name) {
             return Err(ReleaseError::BadName(name.to_string()));
         }
         let instances = normalized(instances);
-        check_instances(&instances)?;
+        if !(may_be_empty && instances.is_empty()) {
+            check_instances(&instances)?;
+        }
         Ok(Snapshot {
             format: FORMAT.to_string(),
             version: VERSION,
@@ -187,6 +202,15 @@ impl Snapshot {
     /// Parses a snapshot file's bytes. The root it states is not checked here:
     /// [`Snapshot::computed_root`] says what it should be.
     pub fn parse(bytes: &[u8]) -> Result<Snapshot, ReleaseError> {
+        Snapshot::parse_as(bytes, false)
+    }
+
+    /// [`Snapshot::parse`] for a shard file's release, which may hold no instance.
+    pub fn parse_of_shard(bytes: &[u8]) -> Result<Snapshot, ReleaseError> {
+        Snapshot::parse_as(bytes, true)
+    }
+
+    fn parse_as(bytes: &[u8], may_be_empty: bool) -> Result<Snapshot, ReleaseError> {
         let snap: Snapshot = serde_json::from_slice(bytes)
             .map_err(|e| ReleaseError::BadSnapshot(format!("is not valid: {e}")))?;
         if snap.format != FORMAT {
@@ -204,7 +228,9 @@ impl Snapshot {
         if !valid_name(&snap.name) {
             return Err(ReleaseError::BadName(snap.name));
         }
-        check_instances(&normalized(&snap.instances))?;
+        if !(may_be_empty && snap.instances.is_empty()) {
+            check_instances(&normalized(&snap.instances))?;
+        }
         Ok(snap)
     }
 

@@ -726,6 +726,27 @@ impl Index {
         )
     }
 
+    /// The dataset instance `instance_id` was imported from, with its environments date (none
+    /// for a collected instance).
+    pub fn dataset_of(&self, instance_id: &str) -> Result<Option<DatasetDate>, IndexError> {
+        Ok(self
+            .rows(
+                "SELECT d.name, d.environments_as_of, d.rule
+                 FROM instances i JOIN datasets d ON d.name = i.dataset
+                 WHERE i.instance_id = ?1",
+                [instance_id],
+                |c| {
+                    Ok(DatasetDate {
+                        name: c.get(0)?,
+                        environments_as_of: c.get(1)?,
+                        rule: c.get(2)?,
+                    })
+                },
+            )?
+            .into_iter()
+            .next())
+    }
+
     /// Records a lock and every object it names, in one transaction.
     pub fn record_lock(
         &mut self,

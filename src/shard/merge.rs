@@ -1,0 +1,389 @@
+//! `merge`: shard files brought into one archive, each all or nothing.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use crate::archive::{self, ImportOptions, Outcome, ShardStamp};
+use crate::digest::Sha256Digest;
+use crate::plan::Plan;
+use crate::progress::Progress;
+use crate::store::Ark;
+use crate::validate::Verdict;
+
+use super::ShardError;
+
+#[derive(Debug, Clone, Default)]
+pub struct MergeOptions {
+    /// The plan the shards are of: each file is checked against it, and what the archive
+    /// still lacks of it is reported. Without it, the first file's plan is the reference.
+    pub plan: Option<Plan>,
+    /// Register a release of the kept instances (of the plan, with `plan`; of the files
+    /// merged, without) under this name.
+    pub release: Option<String>,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct MergedShard {
+    pub index: usize,
+    pub file: PathBuf,
+    pub kept: usize,
+    pub not_kept: usize,
+    pub not_run: usize,
+    pub bundles_added: usize,
+    pub bundles_present: usize,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RefusedFile {
+    pub file: PathBuf,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct NotRun {
+    pub shard: usize,
+    pub instance_id: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct MergeReport {
+    /// The plan the shards are of (none when no file could be read).
+    pub plan: Option<Sha256Digest>,
+    pub shards: usize,
+    pub merged: Vec<MergedShard>,
+    pub refused: Vec<RefusedFile>,
+    /// Shards of which no file was merged (with a plan: whose instances the archive still
+    /// lacks).
+    pub missing: Vec<usize>,
+    /// Instances not run, with why: to run again (`shard run … --index K`).
+    pub not_run: Vec<NotRun>,
+    /// The release registered, with its root.
+    pub release: Option<(String, Sha256Digest)>,
+}
+
+/// Merges shard `files` into the archive at `root` (created if needed).
+pub fn merge(
+    root: &Path,
+    files: &[PathBuf],
+    opts: &MergeOptions,
+    progress: &dyn Progress,
+) -> Result<MergeReport, ShardError> {
+    if files.is_empty() {
+        return Err(ShardError::Input("give at least one shard file".into()));
+    }
+    let mut refused = Vec::new();
+    let refuse = |refused: &mut Vec<RefusedFile>, file: &Path, reason: String| {
+        refused.push(RefusedFile {
+            file: file.to_path_buf(),
+            reason,
+        })
+    };
+    // Each file's manifest, read alone, and checked against the plan.
+    let mut stamped: Vec<(PathBuf, ShardStamp)> = Vec::new();
+    for f in files {
+        match archive::read_file_manifest(f) {
+            Err(e) => refuse(&mut refused, f, e.to_string()),
+            Ok(m) => match m.shard {
+                None => refuse(
+                    &mut refused,
+                    f,
+                    "it is a release file, not a shard file (`swe-ark import-archive` takes it)"
+                        .into(),
+                ),
+                Some(s) => stamped.push((f.clone(), s)),
+            },
+        }
+    }
+    let plan_id = opts
+        .plan
+        .as_ref()
+        .map(Plan::id)
+        .or_else(|| stamped.first().map(|(_, s)| s.plan));
+    let Some(plan_id) = plan_id else {
+        return Ok(MergeReport {
+            plan: None,
+            shards: 0,
+            merged: Vec::new(),
+            refused,
+            missing: Vec::new(),
+            not_run: Vec::new(),
+            release: None,
+        });
+    };
+    let mut of_plan = Vec::new();
+    for (f, s) in stamped {
+        match against_plan(&s, plan_id, opts.plan.as_ref()) {
+            Ok(()) => of_plan.push((f, s)),
+            Err(reason) => refuse(&mut refused, &f, reason),
+        }
+    }
+    let shards = opts
+        .plan
+        .as_ref()
+        .map(|p| p.shards.len())
+        .or_else(|| of_plan.first().map(|(_, s)| s.shards))
+        .unwrap_or(0);
+
+    // Conflicts: an instance with another bundle in another file, or in the archive.
+    let held = held_bundles(root)?;
+    let mut claimed: BTreeMap<String, (Sha256Digest, PathBuf)> = BTreeMap::new();
+    let mut accepted = Vec::new();
+    for (f, s) in of_plan {
+        let mut conflicts = Vec::new();
+        for o in &s.outcomes {
+            let Some(bundle) = o.bundle else { continue };
+            if let Some((other, other_file)) = claimed.get(&o.instance_id)
+                && *other != bundle
+            {
+                conflicts.push(format!(
+                    "{} has bundle {bundle} here and {other} in `{}`",
+                    o.instance_id,
+                    other_file.display()
+                ));
+            }
+            if let Some(ids) = held.get(&o.instance_id)
+                && !ids.contains(&bundle)
+            {
+                conflicts.push(format!(
+                    "{} has bundle {bundle} here; the archive holds {}",
+                    o.instance_id,
+                    ids.iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+        }
+        if !conflicts.is_empty() {
+            refuse(
+                &mut refused,
+                &f,
+                format!(
+                    "shard {}: {} conflict(s), the same instance with two bundle ids: {}",
+                    s.index,
+                    conflicts.len(),
+                    conflicts.join("; ")
+                ),
+            );
+            continue;
+        }
+        for o in &s.outcomes {
+            if let Some(bundle) = o.bundle {
+                claimed.insert(o.instance_id.clone(), (bundle, f.clone()));
+            }
+        }
+        accepted.push((f, s));
+    }
+
+    // Each file imported whole, or not at all.
+    let mut merged = Vec::new();
+    let mut merged_stamps = Vec::new();
+    for (f, s) in accepted {
+        let import = archive::import(
+            root,
+            &f,
+            &ImportOptions {
+                expect_root: None,
+                shard_of: Some(plan_id),
+            },
+            progress,
+        );
+        match import {
+            Ok(r) => {
+                let count = |k: Outcome| s.outcomes.iter().filter(|o| o.outcome == k).count();
+                merged.push(MergedShard {
+                    index: s.index,
+                    file: f,
+                    kept: count(Outcome::Kept),
+                    not_kept: count(Outcome::NotKept),
+                    not_run: count(Outcome::NotRun),
+                    bundles_added: r.bundles_added,
+                    bundles_present: r.bundles_present,
+                });
+                merged_stamps.push(s);
+            }
+            Err(e) => refuse(&mut refused, &f, e.to_string()),
+        }
+    }
+    let (missing, not_run, kept) = completeness(root, opts.plan.as_ref(), shards, &merged_stamps)?;
+    let release = match (&opts.release, kept.is_empty()) {
+        (Some(name), false) => Some(register(root, name, kept)?),
+        _ => None,
+    };
+    merged.sort_by_key(|m| m.index);
+    Ok(MergeReport {
+        plan: Some(plan_id),
+        shards,
+        merged,
+        refused,
+        missing,
+        not_run,
+        release,
+    })
+}
+
+/// A stamp of the plan `plan_id` (and, given the plan, as it plans that shard).
+fn against_plan(s: &ShardStamp, plan_id: Sha256Digest, plan: Option<&Plan>) -> Result<(), String> {
+    if s.plan != plan_id {
+        return Err(format!(
+            "it is shard {} of plan {}; {} plan {plan_id}",
+            s.index,
+            s.plan,
+            if plan.is_some() {
+                "--plan is"
+            } else {
+                "the first shard file is of"
+            }
+        ));
+    }
+    let Some(plan) = plan else { return Ok(()) };
+    let Some(planned) = plan
+        .shards
+        .get(s.index)
+        .filter(|_| s.shards == plan.shards.len())
+    else {
+        return Err(format!(
+            "it says it is shard {} of {}; the plan has {} shard(s)",
+            s.index,
+            s.shards,
+            plan.shards.len()
+        ));
+    };
+    let listed: BTreeSet<&str> = s.outcomes.iter().map(|o| o.instance_id.as_str()).collect();
+    let wanted: BTreeSet<&str> = planned.instance_ids().collect();
+    if listed != wanted || s.instances_sha256 != planned.instances_sha256 {
+        return Err(format!(
+            "its instances are not those the plan gives shard {} ({} listed, {} planned)",
+            s.index,
+            listed.len(),
+            wanted.len()
+        ));
+    }
+    Ok(())
+}
+
+/// The bundles the archive at `root` holds, by instance (none when there is no archive yet).
+fn held_bundles(root: &Path) -> Result<BTreeMap<String, BTreeSet<Sha256Digest>>, ShardError> {
+    if !crate::store::Layout::new(root).index().is_file() {
+        return Ok(BTreeMap::new());
+    }
+    let fail = |e: Box<dyn std::error::Error + Send + Sync>| {
+        ShardError::Input(format!("the archive `{}`: {e}", root.display()))
+    };
+    let ark = Ark::open(root).map_err(|e| fail(e.into()))?;
+    let mut out: BTreeMap<String, BTreeSet<Sha256Digest>> = BTreeMap::new();
+    for b in ark.index().bundles().map_err(|e| fail(e.into()))? {
+        out.entry(b.instance_id).or_default().insert(b.id);
+    }
+    Ok(out)
+}
+
+type Completeness = (Vec<usize>, Vec<NotRun>, Vec<String>);
+
+/// What is still missing: shards with no file merged, instances not run (with why), and the
+/// kept instances a release takes. With the plan, judged on the archive (earlier merges
+/// count); without it, on the files merged now.
+fn completeness(
+    root: &Path,
+    plan: Option<&Plan>,
+    shards: usize,
+    stamps: &[ShardStamp],
+) -> Result<Completeness, ShardError> {
+    let reasons: BTreeMap<&str, (usize, &str)> = stamps
+        .iter()
+        .flat_map(|s| {
+            s.outcomes
+                .iter()
+                .filter(|o| o.outcome == Outcome::NotRun)
+                .map(move |o| (o.instance_id.as_str(), (s.index, o.reason.as_str())))
+        })
+        .collect();
+    let merged: BTreeSet<usize> = stamps.iter().map(|s| s.index).collect();
+    let Some(plan) = plan else {
+        let missing = (0..shards).filter(|i| !merged.contains(i)).collect();
+        let not_run = reasons
+            .iter()
+            .map(|(id, (shard, why))| NotRun {
+                shard: *shard,
+                instance_id: id.to_string(),
+                reason: why.to_string(),
+            })
+            .collect();
+        let kept = stamps
+            .iter()
+            .flat_map(|s| &s.outcomes)
+            .filter(|o| o.outcome == Outcome::Kept)
+            .map(|o| o.instance_id.clone())
+            .collect();
+        return Ok((missing, not_run, kept));
+    };
+    if !crate::store::Layout::new(root).index().is_file() {
+        let missing = (0..plan.shards.len()).collect();
+        return Ok((missing, Vec::new(), Vec::new()));
+    }
+    let fail = |e: Box<dyn std::error::Error + Send + Sync>| {
+        ShardError::Input(format!("the archive `{}`: {e}", root.display()))
+    };
+    let ark = Ark::open(root).map_err(|e| fail(e.into()))?;
+    let verdicts: BTreeMap<String, Verdict> = ark
+        .index()
+        .validations()
+        .map_err(|e| fail(e.into()))?
+        .into_iter()
+        .map(|v| (v.instance_id, v.verdict))
+        .collect();
+    let bundled: BTreeSet<String> = ark
+        .index()
+        .bundles()
+        .map_err(|e| fail(e.into()))?
+        .into_iter()
+        .map(|b| b.instance_id)
+        .collect();
+    let (mut missing, mut not_run, mut kept) = (Vec::new(), Vec::new(), Vec::new());
+    for s in &plan.shards {
+        let mut lacking = false;
+        for id in s.instance_ids() {
+            match verdicts.get(id) {
+                Some(Verdict::Kept) if bundled.contains(id) => kept.push(id.to_string()),
+                Some(_) => {}
+                None => {
+                    lacking = true;
+                    let reason = match reasons.get(id) {
+                        Some((_, why)) => why.to_string(),
+                        None if merged.contains(&s.index) => "not run".to_string(),
+                        None => "no file of its shard was merged".to_string(),
+                    };
+                    not_run.push(NotRun {
+                        shard: s.index,
+                        instance_id: id.to_string(),
+                        reason,
+                    });
+                }
+            }
+        }
+        if lacking && !merged.contains(&s.index) {
+            missing.push(s.index);
+        }
+    }
+    Ok((missing, not_run, kept))
+}
+
+/// Registers release `name` of the `kept` instances (replacing an earlier one of that name:
+/// a merge's release grows as shards come in).
+fn register(
+    root: &Path,
+    name: &str,
+    kept: Vec<String>,
+) -> Result<(String, Sha256Digest), ShardError> {
+    let step = |e: Box<dyn std::error::Error + Send + Sync>| ShardError::Merge {
+        step: "registering the merged release",
+        source: e,
+    };
+    let ark = Ark::open(root).map_err(|e| step(e.into()))?;
+    let snap = crate::release::create(&ark, name, &crate::release::Selection::Ids(kept))
+        .map_err(|e| step(e.into()))?;
+    ark.register_release(name, &snap.to_bytes())
+        .map_err(|e| step(e.into()))?;
+    Ok((snap.name, snap.root))
+}
