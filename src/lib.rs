@@ -24,6 +24,7 @@ pub mod pack;
 pub mod plan;
 pub mod progress;
 pub mod release;
+pub mod remote;
 pub mod replay;
 pub mod sandbox;
 pub mod shard;

@@ -17,7 +17,7 @@ const LAYERS: &[(u32, &[&str])] = &[
     (4, &["store"]),
     (3, &["mirror"]),
     (2, &["bundle", "manifest"]),
-    (1, &["dataset", "logparse", "vcs", "sandbox"]),
+    (1, &["dataset", "logparse", "vcs", "sandbox", "remote"]),
     (
         0,
         &[

@@ -42,9 +42,10 @@ pub struct ShardRunArgs {
     /// instances and mirrors are copied from it.
     #[arg(long, value_name = "ARK")]
     pub from: Option<PathBuf>,
-    /// The directory to write the shard file into (shard-K-of-N-<plan>.ark).
-    #[arg(long, value_name = "DIR")]
-    pub to: PathBuf,
+    /// Where to write the shard file (shard-K-of-N-<plan>.ark): a directory, or
+    /// s3://BUCKET/PREFIX/ (credentials and endpoint from the AWS_* variables).
+    #[arg(long, value_name = "DIR|s3://BUCKET/PREFIX/")]
+    pub to: String,
     /// Instances validated at once.
     #[arg(long, default_value_t = 1)]
     pub jobs: usize,
@@ -71,9 +72,10 @@ pub struct ShardRunArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct MergeArgs {
-    /// Shard files (`shard run` wrote them).
-    #[arg(required = true, value_name = "SHARD_FILE")]
-    pub files: Vec<PathBuf>,
+    /// Shard files (`shard run` wrote them): paths, s3://BUCKET/PREFIX/NAME.ark, or
+    /// s3://BUCKET/PREFIX/ for every shard file there.
+    #[arg(required = true, value_name = "SHARD_FILE|URL")]
+    pub files: Vec<String>,
     /// The plan: each file is checked against it, and what this archive still lacks of it is
     /// reported (earlier merges count).
     #[arg(long, value_name = "FILE")]
@@ -177,7 +179,7 @@ fn run_shard(ctx: &Context, a: ShardRunArgs) -> anyhow::Result<ExitCode> {
             not_run,
             human_bytes(report.bytes)
         ));
-        out!("{}", report.file.display());
+        out!("{}", report.file);
     }
     if not_run > 0 {
         ctx.note(format!(
@@ -214,21 +216,11 @@ pub fn merge(ctx: &Context, a: MergeArgs) -> anyhow::Result<ExitCode> {
             ctx.note(format!(
                 "merged shard {} ({}): {} kept, {} not kept, {} not run; bundles {} new, {} \
                  already here",
-                m.index,
-                m.file.display(),
-                m.kept,
-                m.not_kept,
-                m.not_run,
-                m.bundles_added,
-                m.bundles_present
+                m.index, m.file, m.kept, m.not_kept, m.not_run, m.bundles_added, m.bundles_present
             ));
         }
         for r in &report.refused {
-            eprintln!(
-                "swe-ark: error: refused `{}`: {}",
-                r.file.display(),
-                r.reason
-            );
+            eprintln!("swe-ark: error: refused `{}`: {}", r.file, r.reason);
         }
         for n in &report.not_run {
             ctx.note(format!(

@@ -25,7 +25,8 @@ pub struct MergeOptions {
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct MergedShard {
     pub index: usize,
-    pub file: PathBuf,
+    /// The file as given (a path, or an s3:// URL).
+    pub file: String,
     pub kept: usize,
     pub not_kept: usize,
     pub not_run: usize,
@@ -35,7 +36,7 @@ pub struct MergedShard {
 
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct RefusedFile {
-    pub file: PathBuf,
+    pub file: String,
     pub reason: String,
 }
 
@@ -62,36 +63,149 @@ pub struct MergeReport {
     pub release: Option<(String, Sha256Digest)>,
 }
 
-/// Merges shard `files` into the archive at `root` (created if needed).
+/// Merges the shard files `sources` (paths; `s3://…/NAME` URLs; `s3://…/PREFIX/`, every
+/// shard file there) into the archive at `root` (created if needed).
 pub fn merge(
     root: &Path,
-    files: &[PathBuf],
+    sources: &[String],
     opts: &MergeOptions,
     progress: &dyn Progress,
 ) -> Result<MergeReport, ShardError> {
-    if files.is_empty() {
+    if sources.is_empty() {
         return Err(ShardError::Input("give at least one shard file".into()));
     }
     let mut refused = Vec::new();
-    let refuse = |refused: &mut Vec<RefusedFile>, file: &Path, reason: String| {
+    // Remote files are downloaded (and checked against their sha256) into the archive's
+    // scratch space first; a directory this merge made is removed if nothing came of it.
+    let created: Vec<PathBuf> = root
+        .ancestors()
+        .take_while(|a| !a.as_os_str().is_empty() && !a.exists())
+        .map(Path::to_path_buf)
+        .collect();
+    let scratch = if sources.iter().any(|s| crate::remote::is_remote(s)) {
+        let tmp = crate::store::Layout::new(root).tmp();
+        std::fs::create_dir_all(&tmp).map_err(|source| ShardError::Destination {
+            dir: tmp.clone(),
+            source,
+        })?;
+        Some(
+            tempfile::Builder::new()
+                .prefix(&format!("{}merge-", crate::fsutil::TEMP_PREFIX))
+                .tempdir_in(&tmp)
+                .map_err(|source| ShardError::Destination { dir: tmp, source })?,
+        )
+    } else {
+        None
+    };
+    let files = fetch(sources, scratch.as_ref().map(|d| d.path()), &mut refused);
+    let report = merge_files(root, &files, opts, refused, progress);
+    drop(scratch);
+    let merged_any = report.as_ref().is_ok_and(|r| !r.merged.is_empty());
+    if !merged_any {
+        let _ = std::fs::remove_dir(crate::store::Layout::new(root).tmp());
+        for dir in &created {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+    report
+}
+
+/// The sources as local files, each with how it was given; what cannot be fetched is refused.
+fn fetch(
+    sources: &[String],
+    scratch: Option<&Path>,
+    refused: &mut Vec<RefusedFile>,
+) -> Vec<(String, PathBuf)> {
+    let mut out = Vec::new();
+    for source in sources {
+        let Some(dir) = scratch.filter(|_| crate::remote::is_remote(source)) else {
+            out.push((source.clone(), PathBuf::from(source)));
+            continue;
+        };
+        let mut refuse = |file: String, reason: String| refused.push(RefusedFile { file, reason });
+        // s3://…/NAME.ark is one file; anything else a prefix of shard files.
+        let (base, names) = if source.ends_with(".ark") {
+            let (base, name) = source.rsplit_once('/').unwrap_or((source, ""));
+            (format!("{base}/"), vec![name.to_string()])
+        } else {
+            let base = format!("{}/", source.trim_end_matches('/'));
+            let listed = crate::remote::Remote::open(&base).and_then(|r| r.list());
+            match listed {
+                Err(e) => {
+                    refuse(source.clone(), e.to_string());
+                    continue;
+                }
+                Ok(names) => {
+                    let arks: Vec<String> = names
+                        .iter()
+                        .filter(|n| n.ends_with(".ark"))
+                        .cloned()
+                        .collect();
+                    if arks.is_empty() {
+                        refuse(source.clone(), "no shard file there".into());
+                        continue;
+                    }
+                    for n in &arks {
+                        let hash = format!("{n}{}", crate::remote::HASH_SUFFIX);
+                        if !names.contains(&hash) {
+                            refuse(
+                                format!("{base}{n}"),
+                                format!("its upload did not finish (no {hash} beside it)"),
+                            );
+                        }
+                    }
+                    let complete = arks
+                        .into_iter()
+                        .filter(|n| names.contains(&format!("{n}{}", crate::remote::HASH_SUFFIX)))
+                        .collect();
+                    (base, complete)
+                }
+            }
+        };
+        let remote = match crate::remote::Remote::open(&base) {
+            Ok(r) => r,
+            Err(e) => {
+                refuse(source.clone(), e.to_string());
+                continue;
+            }
+        };
+        for name in names {
+            let local = dir.join(&name);
+            match remote.download(&name, &local) {
+                Ok(_) => out.push((remote.url(&name), local)),
+                Err(e) => refuse(remote.url(&name), e.to_string()),
+            }
+        }
+    }
+    out
+}
+
+fn merge_files(
+    root: &Path,
+    files: &[(String, PathBuf)],
+    opts: &MergeOptions,
+    mut refused: Vec<RefusedFile>,
+    progress: &dyn Progress,
+) -> Result<MergeReport, ShardError> {
+    let refuse = |refused: &mut Vec<RefusedFile>, file: &str, reason: String| {
         refused.push(RefusedFile {
-            file: file.to_path_buf(),
+            file: file.to_string(),
             reason,
         })
     };
     // Each file's manifest, read alone, and checked against the plan.
-    let mut stamped: Vec<(PathBuf, ShardStamp)> = Vec::new();
-    for f in files {
+    let mut stamped: Vec<(String, PathBuf, ShardStamp)> = Vec::new();
+    for (shown, f) in files {
         match archive::read_file_manifest(f) {
-            Err(e) => refuse(&mut refused, f, e.to_string()),
+            Err(e) => refuse(&mut refused, shown, e.to_string()),
             Ok(m) => match m.shard {
                 None => refuse(
                     &mut refused,
-                    f,
+                    shown,
                     "it is a release file, not a shard file (`swe-ark import-archive` takes it)"
                         .into(),
                 ),
-                Some(s) => stamped.push((f.clone(), s)),
+                Some(s) => stamped.push((shown.clone(), f.clone(), s)),
             },
         }
     }
@@ -99,7 +213,7 @@ pub fn merge(
         .plan
         .as_ref()
         .map(Plan::id)
-        .or_else(|| stamped.first().map(|(_, s)| s.plan));
+        .or_else(|| stamped.first().map(|(_, _, s)| s.plan));
     let Some(plan_id) = plan_id else {
         return Ok(MergeReport {
             plan: None,
@@ -112,24 +226,24 @@ pub fn merge(
         });
     };
     let mut of_plan = Vec::new();
-    for (f, s) in stamped {
+    for (shown, f, s) in stamped {
         match against_plan(&s, plan_id, opts.plan.as_ref()) {
-            Ok(()) => of_plan.push((f, s)),
-            Err(reason) => refuse(&mut refused, &f, reason),
+            Ok(()) => of_plan.push((shown, f, s)),
+            Err(reason) => refuse(&mut refused, &shown, reason),
         }
     }
     let shards = opts
         .plan
         .as_ref()
         .map(|p| p.shards.len())
-        .or_else(|| of_plan.first().map(|(_, s)| s.shards))
+        .or_else(|| of_plan.first().map(|(_, _, s)| s.shards))
         .unwrap_or(0);
 
     // Conflicts: an instance with another bundle in another file, or in the archive.
     let held = held_bundles(root)?;
-    let mut claimed: BTreeMap<String, (Sha256Digest, PathBuf)> = BTreeMap::new();
+    let mut claimed: BTreeMap<String, (Sha256Digest, String)> = BTreeMap::new();
     let mut accepted = Vec::new();
-    for (f, s) in of_plan {
+    for (shown, f, s) in of_plan {
         let mut conflicts = Vec::new();
         for o in &s.outcomes {
             let Some(bundle) = o.bundle else { continue };
@@ -137,9 +251,8 @@ pub fn merge(
                 && *other != bundle
             {
                 conflicts.push(format!(
-                    "{} has bundle {bundle} here and {other} in `{}`",
+                    "{} has bundle {bundle} here and {other} in `{other_file}`",
                     o.instance_id,
-                    other_file.display()
                 ));
             }
             if let Some(ids) = held.get(&o.instance_id)
@@ -158,7 +271,7 @@ pub fn merge(
         if !conflicts.is_empty() {
             refuse(
                 &mut refused,
-                &f,
+                &shown,
                 format!(
                     "shard {}: {} conflict(s), the same instance with two bundle ids: {}",
                     s.index,
@@ -170,16 +283,16 @@ pub fn merge(
         }
         for o in &s.outcomes {
             if let Some(bundle) = o.bundle {
-                claimed.insert(o.instance_id.clone(), (bundle, f.clone()));
+                claimed.insert(o.instance_id.clone(), (bundle, shown.clone()));
             }
         }
-        accepted.push((f, s));
+        accepted.push((shown, f, s));
     }
 
     // Each file imported whole, or not at all.
     let mut merged = Vec::new();
     let mut merged_stamps = Vec::new();
-    for (f, s) in accepted {
+    for (shown, f, s) in accepted {
         let import = archive::import(
             root,
             &f,
@@ -194,7 +307,7 @@ pub fn merge(
                 let count = |k: Outcome| s.outcomes.iter().filter(|o| o.outcome == k).count();
                 merged.push(MergedShard {
                     index: s.index,
-                    file: f,
+                    file: shown,
                     kept: count(Outcome::Kept),
                     not_kept: count(Outcome::NotKept),
                     not_run: count(Outcome::NotRun),
@@ -203,7 +316,7 @@ pub fn merge(
                 });
                 merged_stamps.push(s);
             }
-            Err(e) => refuse(&mut refused, &f, e.to_string()),
+            Err(e) => refuse(&mut refused, &shown, e.to_string()),
         }
     }
     let (missing, not_run, kept) = completeness(root, opts.plan.as_ref(), shards, &merged_stamps)?;

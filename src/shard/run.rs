@@ -34,8 +34,8 @@ pub struct RunOptions {
     pub index: usize,
     /// The archive the plan was made from (read only): instances and mirrors come from it.
     pub from: Option<PathBuf>,
-    /// The directory the shard file is written into.
-    pub to: PathBuf,
+    /// Where the shard file goes: a directory, or `s3://BUCKET/PREFIX/`.
+    pub to: String,
     /// What a repository with no mirror here or in `from` is fetched from (OWNER/NAME.git).
     pub git_base: String,
     pub lock: LockSettings,
@@ -49,8 +49,8 @@ pub struct RunReport {
     pub plan: Sha256Digest,
     pub index: usize,
     pub shards: usize,
-    /// The shard file written.
-    pub file: PathBuf,
+    /// The shard file written: its path, or its s3:// URL.
+    pub file: String,
     pub bytes: u64,
     /// Every instance of the shard, by id.
     pub outcomes: Vec<ShardOutcome>,
@@ -96,10 +96,20 @@ pub fn run(
             source: e,
         }
     };
-    std::fs::create_dir_all(&opts.to).map_err(|source| ShardError::Destination {
-        dir: opts.to.clone(),
-        source,
-    })?;
+    // The destination is tried first: an unreachable one fails now, not after the work.
+    let remote = if crate::remote::is_remote(&opts.to) {
+        let r =
+            crate::remote::Remote::open(&opts.to).map_err(|e| ShardError::Input(e.to_string()))?;
+        r.list()
+            .map_err(|e| step("reaching the destination")(e.into()))?;
+        Some(r)
+    } else {
+        std::fs::create_dir_all(&opts.to).map_err(|source| ShardError::Destination {
+            dir: PathBuf::from(&opts.to),
+            source,
+        })?;
+        None
+    };
     let ids: Vec<&str> = shard.instance_ids().collect();
     let mut ark = Ark::create(root).map_err(|e| step("opening the local archive")(e.into()))?;
     let seed =
@@ -257,7 +267,18 @@ pub fn run(
         instances_sha256: shard.instances_sha256,
         outcomes: outcomes.clone(),
     };
-    let file = opts.to.join(file_name(&plan_id, index, shards));
+    let name = file_name(&plan_id, index, shards);
+    let file = match &remote {
+        Some(_) => {
+            let tmp = ark.tmp_dir();
+            std::fs::create_dir_all(&tmp).map_err(|source| ShardError::Destination {
+                dir: tmp.clone(),
+                source,
+            })?;
+            tmp.join(&name)
+        }
+        None => Path::new(&opts.to).join(&name),
+    };
     let exported = archive::export(
         &ark,
         &snap,
@@ -269,11 +290,20 @@ pub fn run(
         progress,
     )
     .map_err(|e| step("writing the shard file")(e.into()))?;
+    let shown = match &remote {
+        Some(r) => {
+            let sent = r.upload(&file, &name);
+            let _ = std::fs::remove_file(&file);
+            sent.map_err(|e| step("uploading the shard file")(e.into()))?;
+            r.url(&name)
+        }
+        None => file.display().to_string(),
+    };
     Ok(RunReport {
         plan: plan_id,
         index,
         shards,
-        file,
+        file: shown,
         bytes: exported.bytes,
         outcomes,
     })

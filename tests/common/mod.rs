@@ -4,6 +4,7 @@
 
 pub mod pyfix;
 pub mod pyindex;
+pub mod s3;
 pub mod widget;
 
 use std::ffi::OsStr;
