@@ -58,6 +58,40 @@ fn shard_files_go_to_s3_and_come_back_checked() {
     let env = s3.env();
     let node = t.path("node");
 
+    // The plan staged in the bucket (`remote put`), read back (`remote get`), and run from
+    // there.
+    let out = swe_ark(
+        &t,
+        &node,
+        &env,
+        &["remote", "put", &plan, "s3://shards/plans/"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let plan_url = stdout(&out).trim().to_string();
+    assert_eq!(plan_url, "s3://shards/plans/plan.json");
+    let back = t.path("plan-back.json");
+    let out = swe_ark(
+        &t,
+        &node,
+        &env,
+        &["remote", "get", &plan_url, back.to_str().unwrap()],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(std::fs::read(&back).unwrap(), std::fs::read(&plan).unwrap());
+    let out = swe_ark(
+        &t,
+        &node,
+        &env,
+        &[
+            "remote",
+            "get",
+            "s3://shards/plans/none.json",
+            back.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(std::fs::read(&back).unwrap(), std::fs::read(&plan).unwrap());
+
     // Written: the file and its sha256 beside it.
     let out = swe_ark(
         &t,
@@ -66,7 +100,7 @@ fn shard_files_go_to_s3_and_come_back_checked() {
         &[
             "shard",
             "run",
-            &plan,
+            &plan_url,
             "--index",
             "1",
             "--from",

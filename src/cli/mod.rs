@@ -23,6 +23,7 @@ mod output;
 mod pack;
 mod plan;
 mod release;
+mod remote;
 mod replay;
 mod shard;
 mod show;
@@ -124,6 +125,8 @@ pub enum Command {
     Shard(shard::ShardArgs),
     /// Shard files brought into this archive, each all or nothing.
     Merge(shard::MergeArgs),
+    /// Files copied to or from S3-compatible storage, checked by sha256.
+    Remote(remote::RemoteArgs),
 }
 
 /// Parses the command line, runs the command and returns the process exit code.
@@ -156,6 +159,7 @@ pub fn main() -> ExitCode {
         Command::Plan(args) => plan::run(&ctx, args),
         Command::Shard(args) => shard::run(&ctx, args),
         Command::Merge(args) => shard::merge(&ctx, args),
+        Command::Remote(args) => remote::run(&ctx, args),
     };
     match result {
         Ok(code) => code,

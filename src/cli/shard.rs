@@ -1,7 +1,7 @@
 //! `swe-ark shard run` and `swe-ark merge`: a plan's shards run on many machines and brought
 //! back into one archive (docs/DISTRIBUTED.md).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
@@ -32,8 +32,10 @@ pub enum ShardCommand {
 
 #[derive(Debug, clap::Args)]
 pub struct ShardRunArgs {
-    /// The plan file (`swe-ark plan` wrote it).
-    pub plan: PathBuf,
+    /// The plan file (`swe-ark plan` wrote it): a path, or s3://BUCKET/PREFIX/NAME (put there
+    /// with `swe-ark remote put`).
+    #[arg(value_name = "PLAN|URL")]
+    pub plan: String,
     /// Which shard, from 0. Default: $SLURM_ARRAY_TASK_ID (a Slurm job array's task), else
     /// $JOB_COMPLETION_INDEX (a Kubernetes Indexed Job's pod).
     #[arg(long, value_name = "K")]
@@ -87,9 +89,18 @@ pub struct MergeArgs {
     pub json: bool,
 }
 
-fn read_plan(path: &Path) -> anyhow::Result<Plan> {
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read `{}`", path.display()))?;
-    Ok(Plan::parse(&path.display().to_string(), &bytes)?)
+/// The plan at `path`, a file or an s3:// URL (checked against its sha256).
+fn read_plan(path: &str) -> anyhow::Result<Plan> {
+    let bytes = if crate::remote::is_remote(path) {
+        let (base, name) = path.rsplit_once('/').unwrap_or((path, ""));
+        let remote = crate::remote::Remote::open(&format!("{base}/"))?;
+        let tmp = tempfile::NamedTempFile::new()?;
+        remote.download(name, tmp.path())?;
+        std::fs::read(tmp.path())?
+    } else {
+        std::fs::read(path).with_context(|| format!("cannot read `{path}`"))?
+    };
+    Ok(Plan::parse(path, &bytes)?)
 }
 
 /// The shard index: given, or the engine's.
@@ -185,7 +196,7 @@ fn run_shard(ctx: &Context, a: ShardRunArgs) -> anyhow::Result<ExitCode> {
         ctx.note(format!(
             "{not_run} instance(s) not run (above); run this shard again when their cause is \
              mended: `swe-ark shard run {} --index {index}` (what is done is kept)",
-            a.plan.display()
+            a.plan
         ));
         return Ok(ExitCode::from(1));
     }
@@ -193,7 +204,11 @@ fn run_shard(ctx: &Context, a: ShardRunArgs) -> anyhow::Result<ExitCode> {
 }
 
 pub fn merge(ctx: &Context, a: MergeArgs) -> anyhow::Result<ExitCode> {
-    let plan = a.plan.as_deref().map(read_plan).transpose()?;
+    let plan = a
+        .plan
+        .as_deref()
+        .map(|p| read_plan(&p.to_string_lossy()))
+        .transpose()?;
     if let Some(name) = &a.release
         && !crate::release::valid_name(name)
     {
