@@ -454,3 +454,61 @@ fn bad_input(
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
+
+/// A seed archive on a read-only filesystem (a read-only bind mount, in a mount namespace of
+/// the test's own) is read, never written: its instances reach the shard, and an instance
+/// whose repository cannot be mirrored is reported as not run (exit 1), its file written.
+#[test]
+fn a_seed_on_a_read_only_filesystem_is_only_read() {
+    let t = TestContext::new();
+    let mounts = std::process::Command::new("unshare")
+        .args(["-m", "true"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !mounts {
+        eprintln!("skipped: no mount namespaces here (`unshare -m` needs root)");
+        return;
+    }
+    let file = t.instance_file();
+    t.run_expect(
+        &[
+            "import",
+            file.to_str().unwrap(),
+            "--environments-as-of",
+            "commit",
+        ],
+        0,
+    );
+    let plan = t.path("plan.json");
+    t.run_expect(
+        &[
+            "plan",
+            "--shards",
+            "1",
+            "--all",
+            "-o",
+            plan.to_str().unwrap(),
+        ],
+        0,
+    );
+    let seed = t.ark();
+    let script = format!(
+        "mount --bind -o ro '{seed}' '{seed}' && touch '{seed}/probe' 2>/dev/null && exit 9; \
+         exec '{bin}' --no-progress --ark '{node}' shard run '{plan}' --index 0 --from '{seed}' \
+         --to '{out}' --git-base file:///nonexistent",
+        seed = seed.display(),
+        bin = env!("CARGO_BIN_EXE_swe-ark"),
+        node = t.path("node").display(),
+        plan = plan.display(),
+        out = t.path("out").display(),
+    );
+    let out = std::process::Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let e = stderr(&out);
+    assert!(e.contains("not run: cannot mirror acme/widgets"), "{e}");
+    assert_eq!(shard_files(&t.path("out")).len(), 1);
+    assert!(!seed.join("probe").exists());
+}

@@ -114,7 +114,7 @@ pub fn run(
     let mut ark = Ark::create(root).map_err(|e| step("opening the local archive")(e.into()))?;
     let seed =
         match &opts.from {
-            Some(p) => Some(Ark::open(p).map_err(|e| {
+            Some(p) => Some(Ark::open_read_only(p).map_err(|e| {
                 ShardError::Input(format!("the seed archive `{}`: {e}", p.display()))
             })?),
             None => None,

@@ -190,6 +190,20 @@ impl Ark {
         })
     }
 
+    /// Opens an existing archive to read its index only, writing nothing
+    /// ([`Index::open_read_only`]): a seed archive another machine shares.
+    pub fn open_read_only(root: &Path) -> Result<Ark, ArkError> {
+        let index_path = super::Layout::new(root).index();
+        if !index_path.is_file() {
+            return Err(ArkError::NotAnArchive(root.to_path_buf()));
+        }
+        let index = Index::open_read_only(&index_path)?;
+        Ok(Ark {
+            root: root.to_path_buf(),
+            index,
+        })
+    }
+
     pub fn root(&self) -> &Path {
         &self.root
     }

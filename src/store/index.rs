@@ -560,6 +560,54 @@ impl Index {
         Ok(index)
     }
 
+    /// Opens an index only to read it, writing nothing (no migration, no journal change): a
+    /// seed archive on a read-only or shared filesystem. Read-only first; where the medium
+    /// itself is read-only (no `-shm` can be made), as immutable, which trusts that nobody
+    /// writes the index meanwhile.
+    pub fn open_read_only(path: &Path) -> Result<Index, IndexError> {
+        use rusqlite::OpenFlags;
+        let sqlite = |source| IndexError::Sqlite {
+            path: path.to_path_buf(),
+            source,
+        };
+        // A URI: `?`, `#` and `%` in the path are escaped.
+        let escaped: String = path
+            .to_string_lossy()
+            .chars()
+            .map(|c| match c {
+                '?' => "%3f".to_string(),
+                '#' => "%23".to_string(),
+                '%' => "%25".to_string(),
+                c => c.to_string(),
+            })
+            .collect();
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI;
+        let version = |conn: &Connection| -> rusqlite::Result<u32> {
+            conn.pragma_query_value(None, "user_version", |r| r.get(0))
+        };
+        let conn = match Connection::open_with_flags(format!("file:{escaped}?mode=ro"), flags) {
+            Ok(c) if version(&c).is_ok() => c,
+            _ => Connection::open_with_flags(format!("file:{escaped}?immutable=1"), flags)
+                .map_err(sqlite)?,
+        };
+        let found = version(&conn).map_err(sqlite)?;
+        if found != SCHEMA_VERSION {
+            return Err(IndexError::Corrupt {
+                path: path.to_path_buf(),
+                detail: format!(
+                    "it has schema version {found}, this swe-ark reads version \
+                     {SCHEMA_VERSION} read-only (open it once for writing with this swe-ark, \
+                     e.g. `swe-ark ls`, to bring it up to date)"
+                ),
+            });
+        }
+        conn.busy_timeout(Duration::from_secs(30)).map_err(sqlite)?;
+        Ok(Index {
+            conn,
+            path: path.to_path_buf(),
+        })
+    }
+
     /// Like [`Index::err`], but holding no borrow of the index, for use beside a transaction.
     fn sql_err(&self) -> impl Fn(rusqlite::Error) -> IndexError + use<> {
         let path = self.path.clone();
