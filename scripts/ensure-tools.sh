@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # Installs, from Debian's packages, the command-line tools that the tests, the demo and the
 # bench use beside cargo; then a pinned uv, from PyPI, in the project's tool folder
-# (.tools/bin/uv, which the Makefile hands to swe-ark as SWE_ARK_UV). Does nothing when they
-# are all there.
+# (.tools/bin/uv, which the Makefile hands to swe-ark as SWE_ARK_UV) and moto's S3 server
+# (.tools/bin/moto_server); as root with apt-get,
+# Slurm and munge for the Slurm test, when it can (SWE_ARK_SKIP_SLURM=1: not). Does nothing
+# when they are all there.
 set -euo pipefail
 
 # The uv that builds environments (`swe-ark env build`). Pinned: a newer uv may install the
 # same wheels differently, and the bench's figures should not move with it.
 UV_VERSION=0.9.9
+# moto, whose server stands in for S3 in the tests and the bench.
+MOTO_VERSION=5.2.5
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 tools="$root/.tools"
@@ -33,17 +37,51 @@ if [ ${#need[@]} -ne 0 ]; then
 fi
 
 # uv, pinned, in its own virtual environment; .tools/bin/uv links to it.
-if [ "$("$tools/bin/uv" --version 2>/dev/null | awk '{print $2}')" = "$UV_VERSION" ]; then
-  exit 0
+if [ "$("$tools/bin/uv" --version 2>/dev/null | awk '{print $2}')" != "$UV_VERSION" ]; then
+  echo "ensure-tools: installing uv $UV_VERSION in $tools (from PyPI)" >&2
+  rm -rf "$tools/uv-venv"
+  python3 -m venv "$tools/uv-venv"
+  "$tools/uv-venv/bin/python" -m pip install -q --disable-pip-version-check "uv==$UV_VERSION"
+  mkdir -p "$tools/bin"
+  ln -sfn ../uv-venv/bin/uv "$tools/bin/uv"
+  got=$("$tools/bin/uv" --version | awk '{print $2}')
+  if [ "$got" != "$UV_VERSION" ]; then
+    echo "ensure-tools: $tools/bin/uv is uv $got, not $UV_VERSION" >&2
+    exit 1
+  fi
 fi
-echo "ensure-tools: installing uv $UV_VERSION in $tools (from PyPI)" >&2
-rm -rf "$tools/uv-venv"
-python3 -m venv "$tools/uv-venv"
-"$tools/uv-venv/bin/python" -m pip install -q --disable-pip-version-check "uv==$UV_VERSION"
-mkdir -p "$tools/bin"
-ln -sfn ../uv-venv/bin/uv "$tools/bin/uv"
-got=$("$tools/bin/uv" --version | awk '{print $2}')
-if [ "$got" != "$UV_VERSION" ]; then
-  echo "ensure-tools: $tools/bin/uv is uv $got, not $UV_VERSION" >&2
-  exit 1
+
+# moto's S3 server, pinned, in its own virtual environment: the real S3 API on 127.0.0.1 the
+# S3 tests and the bench talk to (.tools/bin/moto_server links to it).
+if [ "$("$tools/moto-venv/bin/python" -c 'import moto; print(moto.__version__)' 2>/dev/null)" != "$MOTO_VERSION" ]; then
+  echo "ensure-tools: installing moto $MOTO_VERSION (its S3 server) in $tools (from PyPI)" >&2
+  rm -rf "$tools/moto-venv"
+  python3 -m venv "$tools/moto-venv"
+  "$tools/moto-venv/bin/python" -m pip install -q --disable-pip-version-check \
+    "moto[server]==$MOTO_VERSION"
+  mkdir -p "$tools/bin"
+  ln -sfn ../moto-venv/bin/moto_server "$tools/bin/moto_server"
 fi
+
+# Slurm and munge, for the Slurm test (scripts/slurm-local.sh runs a one-node cluster on this
+# machine). Optional: only as root with apt-get, never fatal; SWE_ARK_SKIP_SLURM=1 skips it.
+slurm_installed() {
+  local tool
+  for tool in slurmctld slurmd sbatch munged; do
+    PATH="$PATH:/usr/sbin:/sbin" command -v "$tool" >/dev/null 2>&1 || return 1
+  done
+}
+if [ -z "${SWE_ARK_SKIP_SLURM:-}" ] && ! slurm_installed && [ "$(id -u)" -eq 0 ] &&
+  command -v apt-get >/dev/null; then
+  slurm=(slurmctld slurmd slurm-client munge)
+  echo "ensure-tools: installing ${slurm[*]} (for the Slurm test)" >&2
+  apt_slurm() {
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${slurm[@]}" \
+      >/dev/null 2>&1
+  }
+  # The package lists are fetched only when the install fails without them.
+  if ! apt_slurm && ! { apt-get update -qq >/dev/null 2>&1 && apt_slurm; }; then
+    echo "ensure-tools: could not install Slurm; the Slurm test will skip" >&2
+  fi
+fi
+exit 0

@@ -12,34 +12,6 @@ use std::process::Output;
 use common::s3::S3Server;
 use common::{TestContext, stderr, stdout};
 
-/// An archive with the fixture instance, and a plan of two shards over it: shard 1 has
-/// nothing to do, so running it is quick and still writes a whole shard file.
-fn planned(t: &TestContext) -> String {
-    let file = t.instance_file();
-    t.run_expect(
-        &[
-            "import",
-            file.to_str().unwrap(),
-            "--environments-as-of",
-            "commit",
-        ],
-        0,
-    );
-    let plan = t.path("plan.json");
-    t.run_expect(
-        &[
-            "plan",
-            "--shards",
-            "2",
-            "--all",
-            "-o",
-            plan.to_str().unwrap(),
-        ],
-        0,
-    );
-    plan.to_str().unwrap().to_string()
-}
-
 fn swe_ark(t: &TestContext, ark: &Path, env: &[(&str, String)], args: &[&str]) -> Output {
     let mut c = t.cmd_at(ark);
     for (k, v) in env {
@@ -54,7 +26,7 @@ fn shard_files_go_to_s3_and_come_back_checked() {
     let t = TestContext::new();
     let Some(s3) = S3Server::start() else { return };
     s3.make_bucket("shards");
-    let plan = planned(&t);
+    let plan = t.fixture_plan(2).to_str().unwrap().to_string();
     let env = s3.env();
     let node = t.path("node");
 

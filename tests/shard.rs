@@ -15,23 +15,14 @@ const RUN: &[&str] = &["--runs", "1", "--timeout", "120"];
 /// The widget's manifest with versions 1.1, 1.2 and 1.3 beside 1.0 (three more contexts);
 /// `broken` makes 1.3 need a distribution the index does not have.
 fn write_manifest(w: &Widget, broken: bool) {
-    let path = w.manifests.join("acme__widget.toml");
-    let text = fs::read_to_string(&path).unwrap();
-    let base = text
-        .split("\n[versions.\"1.1\"]")
-        .next()
-        .unwrap()
-        .to_string();
     let v13 = if broken {
         "[versions.\"1.3\"]\npip_packages = [\"pytest\", \"no-such-dist-anywhere\"]\n"
     } else {
         "[versions.\"1.3\"]\n"
     };
-    fs::write(
-        &path,
-        format!("{base}\n[versions.\"1.1\"]\n\n[versions.\"1.2\"]\n\n{v13}"),
-    )
-    .unwrap();
+    w.set_versions(&format!(
+        "[versions.\"1.1\"]\n\n[versions.\"1.2\"]\n\n{v13}"
+    ));
 }
 
 fn with_version(mut v: serde_json::Value, version: &str) -> serde_json::Value {
@@ -469,28 +460,7 @@ fn a_seed_on_a_read_only_filesystem_is_only_read() {
         eprintln!("skipped: no mount namespaces here (`unshare -m` needs root)");
         return;
     }
-    let file = t.instance_file();
-    t.run_expect(
-        &[
-            "import",
-            file.to_str().unwrap(),
-            "--environments-as-of",
-            "commit",
-        ],
-        0,
-    );
-    let plan = t.path("plan.json");
-    t.run_expect(
-        &[
-            "plan",
-            "--shards",
-            "1",
-            "--all",
-            "-o",
-            plan.to_str().unwrap(),
-        ],
-        0,
-    );
+    let plan = t.fixture_plan(1);
     let seed = t.ark();
     let script = format!(
         "mount --bind -o ro '{seed}' '{seed}' && touch '{seed}/probe' 2>/dev/null && exit 9; \

@@ -34,7 +34,7 @@ use crate::verdict::reason_or_empty;
 pub use predictions::Prediction;
 pub use run::{
     Predictions, ReplayError, ReplayOptions, RunReport, rewrite_reports, run, screen_summary,
-    valid_run_id,
+    summarize_run, valid_run_id,
 };
 
 /// SWE-bench's `report.json` of one instance, with what swe-ark adds.

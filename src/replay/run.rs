@@ -666,6 +666,24 @@ pub fn rewrite_reports(
     })
 }
 
+/// The run reports of run `run_id` written again from its instances' reports as they are
+/// (no grading): after instances were added to the run from elsewhere (`swe-ark merge` of
+/// replay shards).
+pub fn summarize_run(
+    root: &Path,
+    run_id: &str,
+) -> Result<Vec<(String, serde_json::Value, PathBuf)>, ReplayError> {
+    if !valid_run_id(run_id) {
+        return Err(ReplayError::BadRunId(run_id.to_string()));
+    }
+    let runs = Layout::new(root).runs();
+    let mut reports = with_earlier_reports(&runs.join(run_id), Vec::new());
+    reports.sort_by(|a, b| {
+        (&a.instance_id, &a.model_name_or_path).cmp(&(&b.instance_id, &b.model_name_or_path))
+    });
+    write_summaries(&runs, run_id, &reports)
+}
+
 /// A model's score two ways: over every instance of the run (an instance that could not run
 /// counts as not resolved, as the official harness counts it), and over the instances that
 /// reproduce here (those not [`InstanceReport::excluded`]).

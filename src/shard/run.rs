@@ -9,6 +9,7 @@ use crate::dataset::{DatasetDate, Instance, Selection};
 use crate::digest::Sha256Digest;
 use crate::env::build::Installer;
 use crate::env::lock::LockOptions;
+use crate::env::pylock::PyLock;
 use crate::manifest::Manifests;
 use crate::mirror::{Mirror, RepoName};
 use crate::plan::{self, Plan};
@@ -140,7 +141,6 @@ pub fn run(
             }
         }
     }
-    drop(seed);
     let locked: BTreeSet<(String, String)> = ark
         .index()
         .locks()
@@ -154,8 +154,27 @@ pub fn run(
         {
             continue;
         }
-        say(&format!("locking {} {}", c.repo, c.version));
-        if let Err(why) = lock_context(&mut ark, manifests, &c.repo, &c.version, &opts.lock, say) {
+        // The seed's lock when it has one (no network: its wheels come with it), else locked
+        // here.
+        let adopted = match &seed {
+            Some(seed) => adopt_lock(&mut ark, seed, &c.repo, &c.version),
+            None => Ok(false),
+        };
+        let done = match adopted {
+            Ok(true) => {
+                say(&format!(
+                    "{} {}: the seed's lock, with its objects",
+                    c.repo, c.version
+                ));
+                Ok(())
+            }
+            Ok(false) => {
+                say(&format!("locking {} {}", c.repo, c.version));
+                lock_context(&mut ark, manifests, &c.repo, &c.version, &opts.lock, say)
+            }
+            Err(why) => Err(why),
+        };
+        if let Err(why) = done {
             say(&format!("not run: {why}"));
             for i in &c.instances {
                 not_run.insert(i.clone(), why.clone());
@@ -163,6 +182,7 @@ pub fn run(
         }
     }
     drop(ark);
+    drop(seed);
 
     // Validation of every instance ready for it (those validated before are left alone).
     let ready: Vec<String> = ids
@@ -414,6 +434,40 @@ fn ensure_mirror(
     ark.record_mirror(&m)
         .map_err(|e| format!("cannot record the mirror of {repo}: {e}"))?;
     Ok(())
+}
+
+/// Copies the seed's newest lock of `repo` `version`, and every object it needs, into the
+/// local archive; false when the seed has none.
+fn adopt_lock(ark: &mut Ark, seed: &Ark, repo: &str, version: &str) -> Result<bool, String> {
+    let fail =
+        |e: &dyn std::fmt::Display| format!("taking the seed's lock of {repo} {version}: {e}");
+    let Some(row) = seed
+        .index()
+        .locks()
+        .map_err(|e| fail(&e))?
+        .into_iter()
+        .filter(|l| l.repo == repo && l.version == version)
+        .max_by_key(|l| l.created_at)
+    else {
+        return Ok(false);
+    };
+    let bytes = seed.objects().get(&row.id).map_err(|e| fail(&e))?;
+    let lock = PyLock::parse(&bytes).map_err(|e| fail(&e))?;
+    let mut objects: Vec<(Sha256Digest, u64, &str)> = vec![(row.id, bytes.len() as u64, "lock")];
+    objects.extend(lock.needed_objects().map_err(|e| fail(&e))?);
+    let here = ark.objects();
+    for (id, _, _) in &objects {
+        if here.has(id) {
+            continue;
+        }
+        let mut from = seed.objects().open(id).map_err(|e| fail(&e))?;
+        here.put_checked(&mut from, Some(id))
+            .map_err(|e| fail(&e))?;
+    }
+    ark.index_mut()
+        .record_lock(&row, &objects)
+        .map_err(|e| fail(&e))?;
+    Ok(true)
 }
 
 /// Locks a context the local archive has no lock of.

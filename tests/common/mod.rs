@@ -85,6 +85,29 @@ impl TestContext {
         p
     }
 
+    /// Imports the fixture instance (no GitHub behind it: its environment resolves as of its
+    /// commit) and plans it over `shards` shards; returns the plan file. With 2 shards, shard 1
+    /// has nothing to do: running it is quick and still writes a whole shard file.
+    pub fn fixture_plan(&self, shards: usize) -> PathBuf {
+        let file = self.instance_file();
+        let f = file.to_str().unwrap();
+        self.run_expect(&["import", f, "--environments-as-of", "commit"], 0);
+        let plan = self.path("plan.json");
+        let n = shards.to_string();
+        self.run_expect(
+            &[
+                "plan",
+                "--shards",
+                &n,
+                "--all",
+                "-o",
+                plan.to_str().unwrap(),
+            ],
+            0,
+        );
+        plan
+    }
+
     /// Packs `codebase` with the fixture instance; returns the bundle id.
     pub fn pack(&self, codebase: &Path) -> String {
         let inst = self.instance_file();

@@ -60,6 +60,9 @@ pub fn instance(
     })
 }
 
+/// Where [`Widget::set_versions`] adds its tables.
+const MORE_VERSIONS: &str = "\n# more versions\n";
+
 /// The fixture, ready to mirror, lock and validate.
 pub struct Widget {
     /// The interpreter's major.minor and path.
@@ -168,6 +171,15 @@ impl Widget {
             stderr(&out)
         );
         stdout(&out)
+    }
+
+    /// Gives the manifest more versions than 1.0 (more contexts): `tables` is TOML,
+    /// `[versions."X"]` tables, which replace any added before.
+    pub fn set_versions(&self, tables: &str) {
+        let path = self.manifests.join("acme__widget.toml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let base = text.split(MORE_VERSIONS).next().unwrap().to_string();
+        std::fs::write(&path, format!("{base}{MORE_VERSIONS}{tables}")).unwrap();
     }
 
     /// Mirrors the repository, locks its context and imports `instances`.
