@@ -87,7 +87,7 @@ fn a_slurm_job_array_runs_the_shards_and_a_dependent_job_merges_them() {
     let Some(w) = Widget::new(&t) else { return };
     w.set_versions("[versions.\"1.1\"]\n\n[versions.\"1.2\"]\n");
     let more = "\n\ndef test_more():\n    assert True\n";
-    let mut instances = vec![
+    let mut instances = [
         instance(1, &test_patch(ADD_TEST), GOLD, &[], &[], &w.base),
         instance(
             2,
