@@ -289,6 +289,103 @@ fn shards_run_apart_merge_into_what_one_machine_builds_and_bad_files_are_refused
     assert!(shown.contains("acme__widget-4"), "{shown}");
 
     bad_input(&t, &w, &files, &merged, &seed, plan_s);
+    replay_in_shards(&t, &w, &merged);
+}
+
+/// Predictions replayed in two shards from the merged archive (the seed now: it holds the
+/// bundles) and merged into a run of a fresh archive: the same run report as one machine's
+/// replay of them; merged again, nothing added; an altered replay shard file refused.
+fn replay_in_shards(t: &TestContext, w: &Widget, seed: &Path) {
+    let preds: String = [1, 2, 3, 5]
+        .iter()
+        .map(|n| {
+            let patch = if *n == 3 { "" } else { GOLD };
+            format!(
+                "{}\n",
+                serde_json::json!({"instance_id": format!("acme__widget-{n}"),
+                    "model_name_or_path": "m", "model_patch": patch})
+            )
+        })
+        .collect();
+    let preds_path = t.path("preds.jsonl");
+    fs::write(&preds_path, preds).unwrap();
+    let p = preds_path.to_str().unwrap();
+    let rplan = t.path("rplan.json");
+    let rplan_s = rplan.to_str().unwrap();
+    w.ok_at(t, seed, &["plan", "--shards", "2", "--all", "-o", rplan_s]);
+    let one = [
+        "replay",
+        "--predictions",
+        p,
+        "--run-id",
+        "one",
+        "--timeout",
+        "120",
+    ];
+    w.ok_at(t, seed, &one);
+    let rdest = t.path("replay-shards");
+    for k in 0..2 {
+        let out = w
+            .cmd_at(t, &t.path(&format!("rnode{k}")))
+            .args(["shard", "run", rplan_s, "--index", &k.to_string(), "--from"])
+            .arg(seed)
+            .arg("--to")
+            .arg(&rdest)
+            .args(["--predictions", p, "--run-id", "dist", "--timeout", "120"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "replay shard {k}\n{}", stderr(&out));
+    }
+    let files = shard_files(&rdest);
+    assert_eq!(files.len(), 2);
+    let rmerged = t.path("rmerged");
+    let merge = |files: &[PathBuf]| {
+        w.cmd_at(t, &rmerged)
+            .args(["merge", "--plan", rplan_s])
+            .args(strs(files))
+            .output()
+            .unwrap()
+    };
+    let out = merge(&files);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let summary = |ark: &Path, run: &str| {
+        let mut v: serde_json::Value = serde_json::from_slice(
+            &fs::read(ark.join(format!("runs/{run}/m.{run}.json"))).unwrap(),
+        )
+        .unwrap();
+        // Times differ from run to run; everything else must not.
+        for k in ["overhead_seconds", "test_seconds"] {
+            v.as_object_mut().unwrap().remove(k);
+        }
+        v
+    };
+    let dist = summary(&rmerged, "dist");
+    assert_eq!(dist, summary(seed, "one"));
+    assert_eq!(dist["resolved_instances"], 3, "{dist}");
+    assert_eq!(dist["submitted_instances"], 4, "{dist}");
+    // Again: nothing added, the same report.
+    let out = merge(&files);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("0 instance report(s) added"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(summary(&rmerged, "dist"), dist);
+    // A replay shard file altered: refused whole, exit 2.
+    let mut bytes = fs::read(&files[0]).unwrap();
+    // A byte of a report's content (not of the tar's padding, which nothing reads).
+    let at = find(&bytes, b"\"resolved\"").expect("a report in the file");
+    bytes[at + 1] ^= 0x20;
+    let bad = t.path("bad-replay.ark");
+    fs::write(&bad, &bytes).unwrap();
+    let out = w
+        .cmd_at(t, &t.path("rmerged2"))
+        .args(["merge", bad.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(!t.path("rmerged2").join("runs").exists());
 }
 
 impl WidgetExt for Widget {

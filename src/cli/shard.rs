@@ -66,6 +66,22 @@ pub struct ShardRunArgs {
     /// What a repository with no mirror here or in --from is fetched from.
     #[arg(long, env = "SWE_ARK_GIT_BASE", value_name = "URL")]
     pub git_base: Option<String>,
+    /// Replay these predictions (SWE-bench's format) of the shard's instances instead of
+    /// building them; the bundles come from --from (or this archive).
+    #[arg(long, value_name = "FILE", requires = "run_id")]
+    pub predictions: Option<PathBuf>,
+    /// The replay run the shard's reports belong to; `merge` puts every shard's into
+    /// `runs/<run-id>/` of the merged archive.
+    #[arg(long, requires = "predictions")]
+    pub run_id: Option<String>,
+    /// Whose rules to grade a replay by (see `replay --grading`).
+    #[arg(
+        long,
+        default_value = "swebench-5",
+        value_name = "RULES",
+        requires = "predictions"
+    )]
+    pub grading: crate::logparse::Grading,
     #[command(flatten)]
     pub run: RunArgs,
     #[arg(long)]
@@ -153,6 +169,14 @@ fn run_shard(ctx: &Context, a: ShardRunArgs) -> anyhow::Result<ExitCode> {
             lock: None,
         },
         jobs: a.jobs,
+        replay: match (a.predictions, a.run_id) {
+            (Some(predictions), Some(run_id)) => Some(shard::ReplayShard {
+                predictions,
+                run_id,
+                grading: a.grading,
+            }),
+            _ => None,
+        },
     };
     let manifests = ctx.manifests()?;
     let progress = ctx.progress();
@@ -163,9 +187,31 @@ fn run_shard(ctx: &Context, a: ShardRunArgs) -> anyhow::Result<ExitCode> {
         &|m| ctx.note(m),
         progress.as_ref(),
     )?;
-    let not_run = report.count(Outcome::NotRun);
+    let not_run = report.not_run();
     if a.json {
         out!("{}", serde_json::to_string_pretty(&report)?);
+    } else if !report.replays.is_empty() || report.outcomes.is_empty() {
+        for r in &report.replays {
+            ctx.note(format!(
+                "{} ({}): {}",
+                r.instance_id,
+                r.model,
+                if r.replayed {
+                    "replayed".to_string()
+                } else {
+                    format!("not replayed: {}", r.reason)
+                }
+            ));
+        }
+        ctx.note(format!(
+            "shard {} of {} of plan {}: {} prediction(s) replayed, {not_run} not; {}",
+            report.index,
+            report.shards,
+            report.plan,
+            report.replays.len() - not_run,
+            human_bytes(report.bytes)
+        ));
+        out!("{}", report.file);
     } else {
         for o in &report.outcomes {
             let what = match (&o.bundle, o.reason.is_empty()) {
@@ -228,6 +274,21 @@ pub fn merge(ctx: &Context, a: MergeArgs) -> anyhow::Result<ExitCode> {
         out!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         for m in &report.merged {
+            if let Some(run) = &m.run_id {
+                ctx.note(format!(
+                    "merged replay shard {} ({}) into run {run}: {} instance report(s) added, \
+                     {} not replayed; the run's reports are in {}",
+                    m.index,
+                    m.file,
+                    m.replayed,
+                    m.not_run,
+                    crate::store::Layout::new(&ctx.ark)
+                        .runs()
+                        .join(run)
+                        .display()
+                ));
+                continue;
+            }
             ctx.note(format!(
                 "merged shard {} ({}): {} kept, {} not kept, {} not run; bundles {} new, {} \
                  already here",

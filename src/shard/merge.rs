@@ -25,6 +25,11 @@ pub struct MergeOptions {
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct MergedShard {
     pub index: usize,
+    /// A replay shard's run (its reports went to `runs/<run_id>/`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    /// A replay shard: the instances whose reports were added.
+    pub replayed: usize,
     /// The file as given (a path, or an s3:// URL).
     pub file: String,
     pub kept: usize,
@@ -195,7 +200,19 @@ fn merge_files(
     };
     // Each file's manifest, read alone, and checked against the plan.
     let mut stamped: Vec<(String, PathBuf, ShardStamp)> = Vec::new();
+    let mut replays: Vec<(String, PathBuf, super::replay::ReplayStamp)> = Vec::new();
     for (shown, f) in files {
+        match super::replay::read_stamp(f) {
+            Ok(Some(r)) => {
+                replays.push((shown.clone(), f.clone(), r));
+                continue;
+            }
+            Ok(None) => {}
+            Err(e) => {
+                refuse(&mut refused, shown, e);
+                continue;
+            }
+        }
         match archive::read_file_manifest(f) {
             Err(e) => refuse(&mut refused, shown, e.to_string()),
             Ok(m) => match m.shard {
@@ -213,7 +230,8 @@ fn merge_files(
         .plan
         .as_ref()
         .map(Plan::id)
-        .or_else(|| stamped.first().map(|(_, _, s)| s.plan));
+        .or_else(|| stamped.first().map(|(_, _, s)| s.plan))
+        .or_else(|| replays.first().map(|(_, _, s)| s.plan));
     let Some(plan_id) = plan_id else {
         return Ok(MergeReport {
             plan: None,
@@ -237,6 +255,7 @@ fn merge_files(
         .as_ref()
         .map(|p| p.shards.len())
         .or_else(|| of_plan.first().map(|(_, _, s)| s.shards))
+        .or_else(|| replays.first().map(|(_, _, s)| s.shards))
         .unwrap_or(0);
 
     // Conflicts: an instance with another bundle in another file, or in the archive.
@@ -307,6 +326,8 @@ fn merge_files(
                 let count = |k: Outcome| s.outcomes.iter().filter(|o| o.outcome == k).count();
                 merged.push(MergedShard {
                     index: s.index,
+                    run_id: None,
+                    replayed: 0,
                     file: shown,
                     kept: count(Outcome::Kept),
                     not_kept: count(Outcome::NotKept),
@@ -319,7 +340,46 @@ fn merge_files(
             Err(e) => refuse(&mut refused, &shown, e.to_string()),
         }
     }
-    let (missing, not_run, kept) = completeness(root, opts.plan.as_ref(), shards, &merged_stamps)?;
+    // Replay shards: their reports added to their run, each file whole or not at all.
+    let mut replay_not_run = Vec::new();
+    let mut replayed_shards = std::collections::BTreeSet::new();
+    for (shown, f, r) in &replays {
+        let checked = super::replay::against_plan(r, plan_id, opts.plan.as_ref())
+            .and_then(|()| super::replay::merge(root, f, r));
+        match checked {
+            Ok(added) => {
+                replayed_shards.insert(r.index);
+                merged.push(MergedShard {
+                    index: r.index,
+                    run_id: Some(r.run_id.clone()),
+                    replayed: added,
+                    file: shown.clone(),
+                    kept: 0,
+                    not_kept: 0,
+                    not_run: r.outcomes.iter().filter(|o| !o.replayed).count(),
+                    bundles_added: 0,
+                    bundles_present: 0,
+                });
+                replay_not_run.extend(r.outcomes.iter().filter(|o| !o.replayed).map(|o| NotRun {
+                    shard: r.index,
+                    instance_id: o.instance_id.clone(),
+                    reason: format!("not replayed ({}): {}", o.model, o.reason),
+                }));
+            }
+            Err(reason) => refuse(&mut refused, shown, reason),
+        }
+    }
+    let (mut missing, mut not_run, kept) = if stamped_any(&merged_stamps, &replays) {
+        completeness(root, opts.plan.as_ref(), shards, &merged_stamps)?
+    } else {
+        (Vec::new(), Vec::new(), Vec::new())
+    };
+    if !replays.is_empty() {
+        missing.extend((0..shards).filter(|i| !replayed_shards.contains(i)));
+        missing.sort_unstable();
+        missing.dedup();
+        not_run.extend(replay_not_run);
+    }
     let release = match (&opts.release, kept.is_empty()) {
         (Some(name), false) => Some(register(root, name, kept)?),
         _ => None,
@@ -334,6 +394,15 @@ fn merge_files(
         not_run,
         release,
     })
+}
+
+/// Whether the build shards' completeness is to be judged: there were build files, or no
+/// replay file at all.
+fn stamped_any(
+    merged: &[ShardStamp],
+    replays: &[(String, PathBuf, super::replay::ReplayStamp)],
+) -> bool {
+    !merged.is_empty() || replays.is_empty()
 }
 
 /// A stamp of the plan `plan_id` (and, given the plan, as it plans that shard).

@@ -7,6 +7,7 @@
 //! other and imports each, all or nothing.
 
 mod merge;
+mod replay;
 mod run;
 
 use std::path::PathBuf;
@@ -14,6 +15,7 @@ use std::path::PathBuf;
 use crate::digest::Sha256Digest;
 
 pub use merge::{MergeOptions, MergeReport, MergedShard, NotRun, RefusedFile, merge};
+pub use replay::{ReplayShard, Replayed};
 pub use run::{LockSettings, RunOptions, RunReport, file_name, run};
 
 #[derive(Debug, thiserror::Error)]

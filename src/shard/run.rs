@@ -41,8 +41,11 @@ pub struct RunOptions {
     pub git_base: String,
     pub lock: LockSettings,
     pub validate: ValidateOptions,
-    /// Instances validated at once.
+    /// Instances validated (or replayed) at once.
     pub jobs: usize,
+    /// Replay these predictions instead of building (the seed, or this archive, holds the
+    /// bundles).
+    pub replay: Option<super::replay::ReplayShard>,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -53,8 +56,12 @@ pub struct RunReport {
     /// The shard file written: its path, or its s3:// URL.
     pub file: String,
     pub bytes: u64,
-    /// Every instance of the shard, by id.
+    /// Every instance of the shard, by id (a build).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub outcomes: Vec<ShardOutcome>,
+    /// Every prediction of the shard's instances (a replay).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub replays: Vec<super::replay::Replayed>,
 }
 
 impl RunReport {
@@ -63,6 +70,11 @@ impl RunReport {
             .iter()
             .filter(|o| o.outcome == outcome)
             .count()
+    }
+
+    /// Instances (or predictions) that could not be run: to run again.
+    pub fn not_run(&self) -> usize {
+        self.count(Outcome::NotRun) + self.replays.iter().filter(|r| !r.replayed).count()
     }
 }
 
@@ -127,6 +139,33 @@ pub fn run(
     // (Validation fills in the test lists of a kept instance published without them, so a
     // local archive that ran the shard before holds them changed.)
     check_instances(seed.as_ref().unwrap_or(&ark), shard, &ids, index)?;
+    if let Some(how) = &opts.replay {
+        drop(ark);
+        let name = super::replay::file_name(&plan_id, index, shards, &how.run_id);
+        let file = local_file(root, &opts.to, &name, remote.is_some())?;
+        let written = super::replay::run(
+            root,
+            seed.as_ref(),
+            shard,
+            (plan_id, index, shards),
+            how,
+            opts,
+            &file,
+            progress,
+        )?;
+        let bytes = std::fs::metadata(&file).map(|m| m.len()).unwrap_or(0);
+        let shown = deliver(remote.as_ref(), &file, &name)
+            .map_err(|e| step("uploading the shard file")(e.into()))?;
+        return Ok(RunReport {
+            plan: plan_id,
+            index,
+            shards,
+            file: shown,
+            bytes,
+            outcomes: Vec::new(),
+            replays: written.outcomes,
+        });
+    }
 
     // Mirrors and locks, once per repository and context; what fails is not run, with why.
     let mut not_run: BTreeMap<String, String> = BTreeMap::new();
@@ -288,17 +327,7 @@ pub fn run(
         outcomes: outcomes.clone(),
     };
     let name = file_name(&plan_id, index, shards);
-    let file = match &remote {
-        Some(_) => {
-            let tmp = ark.tmp_dir();
-            std::fs::create_dir_all(&tmp).map_err(|source| ShardError::Destination {
-                dir: tmp.clone(),
-                source,
-            })?;
-            tmp.join(&name)
-        }
-        None => Path::new(&opts.to).join(&name),
-    };
+    let file = local_file(root, &opts.to, &name, remote.is_some())?;
     let exported = archive::export(
         &ark,
         &snap,
@@ -310,15 +339,8 @@ pub fn run(
         progress,
     )
     .map_err(|e| step("writing the shard file")(e.into()))?;
-    let shown = match &remote {
-        Some(r) => {
-            let sent = r.upload(&file, &name);
-            let _ = std::fs::remove_file(&file);
-            sent.map_err(|e| step("uploading the shard file")(e.into()))?;
-            r.url(&name)
-        }
-        None => file.display().to_string(),
-    };
+    let shown = deliver(remote.as_ref(), &file, &name)
+        .map_err(|e| step("uploading the shard file")(e.into()))?;
     Ok(RunReport {
         plan: plan_id,
         index,
@@ -326,7 +348,40 @@ pub fn run(
         file: shown,
         bytes: exported.bytes,
         outcomes,
+        replays: Vec::new(),
     })
+}
+
+/// Where the shard file is written: in the destination directory, or (for a bucket) in the
+/// archive's scratch space until it is uploaded.
+fn local_file(root: &Path, to: &str, name: &str, remote: bool) -> Result<PathBuf, ShardError> {
+    if !remote {
+        return Ok(Path::new(to).join(name));
+    }
+    let tmp = crate::store::Layout::new(root).tmp();
+    std::fs::create_dir_all(&tmp).map_err(|source| ShardError::Destination {
+        dir: tmp.clone(),
+        source,
+    })?;
+    Ok(tmp.join(name))
+}
+
+/// The written file uploaded (and its local copy removed) when the destination is a bucket;
+/// where it is, to show.
+fn deliver(
+    remote: Option<&crate::remote::Remote>,
+    file: &Path,
+    name: &str,
+) -> Result<String, crate::remote::RemoteError> {
+    match remote {
+        Some(r) => {
+            let sent = r.upload(file, name);
+            let _ = std::fs::remove_file(file);
+            sent?;
+            Ok(r.url(name))
+        }
+        None => Ok(file.display().to_string()),
+    }
 }
 
 fn first_line(s: &str) -> &str {

@@ -1,0 +1,474 @@
+//! A **replay shard** (docs/DISTRIBUTED.md): the predictions of one shard of a plan replayed
+//! on a machine of its own (`shard run … --predictions FILE --run-id R`), written as one
+//! file, and merged into run R of another archive, which then has the run report a replay on
+//! one machine gives.
+//!
+//! The file is a tar in swe-ark's one layout (`bundle::TarWriter`): first
+//! `swe-ark-replay-shard.json` (a [`ReplayStamp`]: the plan and shard, the run, what became of
+//! each prediction, and every other member's path, size and sha256), then the replayed
+//! instances' files, `runs/<run>/<model>/<instance>/…`, as the replay wrote them.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File};
+use std::io::{BufReader, Read, Write};
+use std::path::{Component, Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::bundle::{MemberKind, PackOptions, TarWriter};
+use crate::dataset::Selection;
+use crate::digest::{Sha256Digest, Sha256Hasher};
+use crate::plan::Plan;
+use crate::progress::Progress;
+use crate::replay::{self, Predictions, ReplayOptions};
+use crate::store::{Ark, Layout};
+
+use super::ShardError;
+
+/// The first member of a replay shard file.
+pub const STAMP: &str = "swe-ark-replay-shard.json";
+pub const FORMAT: &str = "swe-ark-replay-shard";
+pub const VERSION: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplayStamp {
+    pub format: String,
+    pub version: u32,
+    /// The plan's id (the sha256 of its file), the shard, and the planned instances' sha256.
+    pub plan: Sha256Digest,
+    pub index: usize,
+    pub shards: usize,
+    pub instances_sha256: Sha256Digest,
+    /// The replay run the files belong to (`runs/<run_id>/`).
+    pub run_id: String,
+    /// Every prediction of the shard's instances, by instance and model.
+    pub outcomes: Vec<Replayed>,
+    /// Every member after the stamp, in order.
+    pub members: Vec<Member>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Replayed {
+    pub instance_id: String,
+    pub model: String,
+    /// Whether its report was written (resolved or not: the report says).
+    pub replayed: bool,
+    /// Why it was not.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Member {
+    pub path: String,
+    pub size: u64,
+    pub sha256: Sha256Digest,
+}
+
+/// What the replay of a shard needs beside the plan.
+#[derive(Debug, Clone)]
+pub struct ReplayShard {
+    pub predictions: PathBuf,
+    pub run_id: String,
+    pub grading: crate::logparse::Grading,
+}
+
+/// The replay shard file's name.
+pub fn file_name(plan: &Sha256Digest, index: usize, shards: usize, run_id: &str) -> String {
+    format!(
+        "{}-replay-{run_id}.ark",
+        crate::archive::shard_release_name(plan, index, shards)
+    )
+}
+
+pub(super) struct Written {
+    pub outcomes: Vec<Replayed>,
+}
+
+/// Replays the shard's predictions in the archive at `root` (bundles from `seed`, else from
+/// `root`'s own index) and writes the replay shard file at `out`.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn run(
+    root: &Path,
+    seed: Option<&Ark>,
+    shard: &crate::plan::Shard,
+    stamp_of: (Sha256Digest, usize, usize),
+    how: &ReplayShard,
+    opts: &super::RunOptions,
+    out: &Path,
+    progress: &dyn Progress,
+) -> Result<Written, ShardError> {
+    let (plan, index, shards) = stamp_of;
+    let step = |step: &'static str| {
+        move |e: Box<dyn std::error::Error + Send + Sync>| ShardError::Step {
+            plan,
+            index,
+            step,
+            source: e,
+        }
+    };
+    if !replay::valid_run_id(&how.run_id) {
+        return Err(ShardError::Input(format!(
+            "`{}` is not a run id (letters, digits, `-`, `_`, `.`)",
+            how.run_id
+        )));
+    }
+    let all = replay::predictions::read(&how.predictions)
+        .map_err(|e| ShardError::Input(format!("`{}`: {e}", how.predictions.display())))?;
+    let mine: Vec<_> = all
+        .into_iter()
+        .filter(|p| shard.instance_ids().any(|i| i == p.instance_id))
+        .collect();
+    // The bundles: from the seed, written out as files into scratch space; else the local
+    // archive's own.
+    let tmp = Layout::new(root).tmp();
+    fs::create_dir_all(&tmp).map_err(|e| step("making scratch space")(e.into()))?;
+    let scratch = tempfile::Builder::new()
+        .prefix(&format!("{}replay-", crate::fsutil::TEMP_PREFIX))
+        .tempdir_in(&tmp)
+        .map_err(|e| step("making scratch space")(e.into()))?;
+    let mut reasons: BTreeMap<String, String> = BTreeMap::new();
+    let mut bundles = Vec::new();
+    let mut with_bundle = Vec::new();
+    if let Some(seed) = seed {
+        let mut ids: Vec<&str> = mine.iter().map(|p| p.instance_id.as_str()).collect();
+        ids.sort();
+        ids.dedup();
+        for id in ids {
+            let rows = seed
+                .index()
+                .bundles_of_instance(id)
+                .map_err(|e| step("reading the seed")(e.into()))?;
+            match rows.first() {
+                Some(row) => {
+                    let path = seed
+                        .export_bundle(row, scratch.path(), &PackOptions::default())
+                        .map_err(|e| step("reading the seed's bundles")(e.into()))?;
+                    bundles.push(path);
+                    with_bundle.push(id.to_string());
+                }
+                None => {
+                    reasons.insert(id.to_string(), "the seed holds no bundle of it".into());
+                }
+            }
+        }
+    } else {
+        with_bundle = mine.iter().map(|p| p.instance_id.clone()).collect();
+    }
+    let mut failures: BTreeMap<String, String> = BTreeMap::new();
+    if !with_bundle.is_empty() {
+        let report = replay::run(
+            root,
+            &ReplayOptions {
+                predictions: Predictions::File(how.predictions.clone()),
+                run_id: Some(how.run_id.clone()),
+                objects: seed.map(|s| Layout::new(s.root()).objects()),
+                bundles,
+                selection: Selection::ids(with_bundle),
+                jobs: opts.jobs,
+                force: false,
+                run: opts.validate.run.clone(),
+                grading: how.grading,
+            },
+            progress,
+        )
+        .map_err(|e| step("replaying")(e.into()))?;
+        for f in report.failures {
+            if let replay::ReplayError::Of { instance, source } = &f {
+                failures.insert(instance.clone(), source.to_string());
+            }
+        }
+    }
+    drop(scratch);
+
+    // What became of each prediction, and the files of those replayed.
+    let runs = Layout::new(root).runs();
+    let mut outcomes = Vec::new();
+    let mut files: Vec<(String, PathBuf)> = Vec::new();
+    for p in &mine {
+        let dir = replay::instance_dir(&runs, &how.run_id, &p.model, &p.instance_id);
+        let replayed = dir.join("report.json").is_file();
+        let reason = if replayed {
+            String::new()
+        } else {
+            failures
+                .get(&p.instance_id)
+                .or(reasons.get(&p.instance_id))
+                .cloned()
+                .unwrap_or_else(|| "no report was written".into())
+        };
+        if replayed {
+            for f in files_under(&dir).map_err(|e| step("reading the run")(e.into()))? {
+                let rel = f
+                    .strip_prefix(root)
+                    .unwrap_or(&f)
+                    .to_string_lossy()
+                    .into_owned();
+                files.push((rel, f));
+            }
+        }
+        outcomes.push(Replayed {
+            instance_id: p.instance_id.clone(),
+            model: p.model.clone(),
+            replayed,
+            reason,
+        });
+    }
+    outcomes.sort_by(|a, b| (&a.instance_id, &a.model).cmp(&(&b.instance_id, &b.model)));
+    files.sort();
+    let mut members = Vec::new();
+    for (rel, path) in &files {
+        let bytes = fs::read(path).map_err(|e| step("reading the run")(e.into()))?;
+        members.push(Member {
+            path: rel.clone(),
+            size: bytes.len() as u64,
+            sha256: Sha256Digest::of(&bytes),
+        });
+    }
+    let stamp = ReplayStamp {
+        format: FORMAT.into(),
+        version: VERSION,
+        plan,
+        index,
+        shards,
+        instances_sha256: shard.instances_sha256,
+        run_id: how.run_id.clone(),
+        outcomes: outcomes.clone(),
+        members,
+    };
+    write_file(out, &stamp, &files).map_err(|e| step("writing the shard file")(e.into()))?;
+    Ok(Written { outcomes })
+}
+
+/// The regular files under `dir`, sorted.
+fn files_under(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    let mut entries: Vec<_> = fs::read_dir(dir)?.collect::<Result<_, _>>()?;
+    entries.sort_by_key(|e| e.file_name());
+    for e in entries {
+        let t = e.file_type()?;
+        if t.is_dir() {
+            out.extend(files_under(&e.path())?);
+        } else if t.is_file() {
+            out.push(e.path());
+        }
+    }
+    Ok(out)
+}
+
+/// Writes the file at `out`: under a temporary name beside it, then renamed.
+fn write_file(out: &Path, stamp: &ReplayStamp, files: &[(String, PathBuf)]) -> std::io::Result<()> {
+    let dir = crate::fsutil::parent_dir(out);
+    let tmp = crate::fsutil::temp_file_in(dir)?;
+    {
+        let mut w = TarWriter::new(std::io::BufWriter::new(tmp.as_file()));
+        let mut json = serde_json::to_vec_pretty(stamp).map_err(std::io::Error::other)?;
+        json.push(b'\n');
+        w.append(
+            STAMP.as_bytes(),
+            MemberKind::File,
+            json.len() as u64,
+            b"",
+            &mut &json[..],
+        )?;
+        for ((rel, path), m) in files.iter().zip(&stamp.members) {
+            let mut f = File::open(path)?;
+            w.append(rel.as_bytes(), MemberKind::File, m.size, b"", &mut f)?;
+        }
+        let mut inner = w.finish()?;
+        inner.flush()?;
+    }
+    tmp.as_file().sync_all()?;
+    crate::fsutil::persist(tmp, out)
+}
+
+/// The stamp of a replay shard file, or `None` when the file is something else.
+pub(super) fn read_stamp(path: &Path) -> Result<Option<ReplayStamp>, String> {
+    let f = File::open(path).map_err(|e| e.to_string())?;
+    let mut archive = tar::Archive::new(BufReader::new(f));
+    let mut entries = archive.entries().map_err(|e| e.to_string())?;
+    let Some(Ok(mut first)) = entries.next() else {
+        return Ok(None);
+    };
+    if first.path_bytes().as_ref() != STAMP.as_bytes() {
+        return Ok(None);
+    }
+    let mut bytes = Vec::new();
+    first
+        .by_ref()
+        .take(64 << 20)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("{STAMP} cannot be read: {e}"))?;
+    let stamp: ReplayStamp =
+        serde_json::from_slice(&bytes).map_err(|e| format!("{STAMP} is not valid: {e}"))?;
+    if stamp.format != FORMAT || stamp.version != VERSION {
+        return Err(format!(
+            "it is {} version {}; this swe-ark reads {FORMAT} version {VERSION}",
+            stamp.format, stamp.version
+        ));
+    }
+    Ok(Some(stamp))
+}
+
+/// The stamp agrees with the plan (when given): its shard, its instances.
+pub(super) fn against_plan(
+    s: &ReplayStamp,
+    plan_id: Sha256Digest,
+    plan: Option<&Plan>,
+) -> Result<(), String> {
+    if s.plan != plan_id {
+        return Err(format!(
+            "it is a replay of shard {} of plan {}, not of plan {plan_id}",
+            s.index, s.plan
+        ));
+    }
+    if let Some(plan) = plan {
+        let planned = plan
+            .shards
+            .get(s.index)
+            .filter(|_| s.shards == plan.shards.len());
+        let ok = planned.is_some_and(|p| {
+            p.instances_sha256 == s.instances_sha256
+                && s.outcomes
+                    .iter()
+                    .all(|o| p.instance_ids().any(|i| i == o.instance_id))
+        });
+        if !ok {
+            return Err(format!(
+                "it says it is shard {} of {} with instances the plan does not give it",
+                s.index, s.shards
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Merges a checked replay shard file into run `stamp.run_id` of the archive at `root`: its
+/// files staged and checked member by member, refused whole on a conflict (another report
+/// of an instance already there), then moved in and the run's reports written again.
+/// Returns how many instances were added.
+pub(super) fn merge(root: &Path, file: &Path, stamp: &ReplayStamp) -> Result<usize, String> {
+    if !replay::valid_run_id(&stamp.run_id) {
+        return Err(format!("`{}` is not a run id", stamp.run_id));
+    }
+    let prefix = format!("runs/{}/", stamp.run_id);
+    for m in &stamp.members {
+        let rel = Path::new(&m.path);
+        let safe = m.path.starts_with(&prefix)
+            && rel.components().count() >= 5
+            && rel.components().all(|c| matches!(c, Component::Normal(_)));
+        if !safe {
+            return Err(format!(
+                "member `{}` is not a file of run {}",
+                m.path, stamp.run_id
+            ));
+        }
+    }
+    let tmp = Layout::new(root).tmp();
+    fs::create_dir_all(&tmp).map_err(|e| format!("{}: {e}", tmp.display()))?;
+    let staging = tempfile::Builder::new()
+        .prefix(&format!("{}merge-replay-", crate::fsutil::TEMP_PREFIX))
+        .tempdir_in(&tmp)
+        .map_err(|e| format!("{}: {e}", tmp.display()))?;
+    stage(file, stamp, staging.path())?;
+    // Each instance's directory: new, the same as here (already merged), or a conflict.
+    let mut dirs: Vec<PathBuf> = stamp
+        .members
+        .iter()
+        .filter_map(|m| {
+            let c: Vec<&str> = m.path.split('/').collect();
+            (c.len() >= 5).then(|| PathBuf::from(c[..4].join("/")))
+        })
+        .collect();
+    dirs.dedup();
+    let mut new = Vec::new();
+    let mut conflicts = Vec::new();
+    for d in dirs {
+        let here = root.join(&d);
+        if !here.exists() {
+            new.push(d);
+            continue;
+        }
+        let staged_files = files_under(&staging.path().join(&d)).map_err(|e| e.to_string())?;
+        let same = staged_files.iter().all(|f| {
+            let rel = f.strip_prefix(staging.path()).unwrap_or(f);
+            fs::read(root.join(rel)).ok() == fs::read(f).ok()
+        });
+        if !same {
+            conflicts.push(d.display().to_string());
+        }
+    }
+    if !conflicts.is_empty() {
+        return Err(format!(
+            "{} instance(s) of run {} have other reports here: {}",
+            conflicts.len(),
+            stamp.run_id,
+            conflicts.join(", ")
+        ));
+    }
+    for d in &new {
+        let to = root.join(d);
+        let parent = crate::fsutil::parent_dir(&to);
+        fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+        fs::rename(staging.path().join(d), &to).map_err(|e| format!("{}: {e}", to.display()))?;
+    }
+    replay::summarize_run(root, &stamp.run_id).map_err(|e| e.to_string())?;
+    Ok(new.len())
+}
+
+/// Every member after the stamp, as listed, copied under `staging` and checked.
+fn stage(file: &Path, stamp: &ReplayStamp, staging: &Path) -> Result<(), String> {
+    let f = File::open(file).map_err(|e| e.to_string())?;
+    let mut archive = tar::Archive::new(BufReader::new(f));
+    let mut entries = archive.entries().map_err(|e| e.to_string())?;
+    entries.next();
+    for m in &stamp.members {
+        let mut entry = match entries.next() {
+            Some(Ok(e)) => e,
+            Some(Err(e)) => return Err(format!("it is damaged before `{}`: {e}", m.path)),
+            None => return Err(format!("it ends before `{}`: it is truncated", m.path)),
+        };
+        if entry.path_bytes().as_ref() != m.path.as_bytes() {
+            return Err(format!(
+                "`{}` comes where its stamp lists `{}`",
+                String::from_utf8_lossy(&entry.path_bytes()),
+                m.path
+            ));
+        }
+        let dest = staging.join(&m.path);
+        fs::create_dir_all(crate::fsutil::parent_dir(&dest)).map_err(|e| e.to_string())?;
+        let mut out = File::create(&dest).map_err(|e| e.to_string())?;
+        let mut h = Sha256Hasher::new();
+        let mut buf = vec![0u8; 1 << 16];
+        let mut n = 0u64;
+        loop {
+            let k = entry
+                .read(&mut buf)
+                .map_err(|e| format!("`{}` cannot be read: {e}", m.path))?;
+            if k == 0 {
+                break;
+            }
+            h.update(&buf[..k]);
+            out.write_all(&buf[..k]).map_err(|e| e.to_string())?;
+            n += k as u64;
+        }
+        let sha = h.finish();
+        if n != m.size || sha != m.sha256 {
+            return Err(format!(
+                "`{}` is {n} bytes hashing to {sha}; its stamp says {} bytes, {}: it was altered \
+                 or cut short",
+                m.path, m.size, m.sha256
+            ));
+        }
+    }
+    if let Some(Ok(extra)) = entries.next() {
+        return Err(format!(
+            "it holds `{}`, which its stamp does not list",
+            String::from_utf8_lossy(&extra.path_bytes())
+        ));
+    }
+    Ok(())
+}
