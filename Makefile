@@ -43,7 +43,8 @@ SWE_ARK_BENCH_REPO ?=
 # same wheels (its lock step needs PyPI once); validation throughput; replay overhead; `text`
 # (BM25 and prompt) on a 6,000-file code base, and its tokenizer against Python tiktoken
 # (installed into .tools/ from PyPI when it can be); release export and import against
-# tar | zstd and zstd -dc | tar of the same files.
+# tar | zstd and zstd -dc | tar of the same files; two shards against one on a local Slurm
+# cluster, merge against import-archive, and S3 (moto) put/get against cp.
 bench: tools build
 	python3 bench/bench.py --swe-ark $(BIN)
 	python3 bench/bench_dedup.py --swe-ark $(BIN) --repo "$(SWE_ARK_BENCH_REPO)"
@@ -53,6 +54,7 @@ bench: tools build
 	python3 bench/bench_replay.py --swe-ark $(BIN)
 	python3 bench/bench_text.py --swe-ark $(BIN)
 	python3 bench/bench_release.py --swe-ark $(BIN)
+	python3 bench/bench_shard.py --swe-ark $(BIN)
 
 # Real PyPI, end to end: lock a SWE-bench Lite dev context (marshmallow), then build it and
 # run a test file with no network (unshare -n).
