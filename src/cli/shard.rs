@@ -146,6 +146,7 @@ pub fn run(ctx: &Context, args: ShardArgs) -> anyhow::Result<ExitCode> {
 
 fn run_shard(ctx: &Context, a: ShardRunArgs) -> anyhow::Result<ExitCode> {
     let plan = read_plan(&a.plan)?;
+    let replaying = a.predictions.is_some();
     let index = shard_index(a.index)?;
     if a.jobs == 0 {
         anyhow::bail!("--jobs must be at least 1");
@@ -169,7 +170,7 @@ fn run_shard(ctx: &Context, a: ShardRunArgs) -> anyhow::Result<ExitCode> {
             lock: None,
         },
         jobs: a.jobs,
-        replay: match (a.predictions, a.run_id) {
+        replay: match (a.predictions.clone(), a.run_id) {
             (Some(predictions), Some(run_id)) => Some(shard::ReplayShard {
                 predictions,
                 run_id,
@@ -190,7 +191,7 @@ fn run_shard(ctx: &Context, a: ShardRunArgs) -> anyhow::Result<ExitCode> {
     let not_run = report.not_run();
     if a.json {
         out!("{}", serde_json::to_string_pretty(&report)?);
-    } else if !report.replays.is_empty() || report.outcomes.is_empty() {
+    } else if replaying {
         for r in &report.replays {
             ctx.note(format!(
                 "{} ({}): {}",

@@ -129,43 +129,12 @@ fn fetch(
         };
         let mut refuse = |file: String, reason: String| refused.push(RefusedFile { file, reason });
         // s3://…/NAME.ark is one file; anything else a prefix of shard files.
-        let (base, names) = if source.ends_with(".ark") {
-            let (base, name) = source.rsplit_once('/').unwrap_or((source, ""));
-            (format!("{base}/"), vec![name.to_string()])
-        } else {
-            let base = format!("{}/", source.trim_end_matches('/'));
-            let listed = crate::remote::Remote::open(&base).and_then(|r| r.list());
-            match listed {
-                Err(e) => {
-                    refuse(source.clone(), e.to_string());
-                    continue;
-                }
-                Ok(names) => {
-                    let arks: Vec<String> = names
-                        .iter()
-                        .filter(|n| n.ends_with(".ark"))
-                        .cloned()
-                        .collect();
-                    if arks.is_empty() {
-                        refuse(source.clone(), "no shard file there".into());
-                        continue;
-                    }
-                    for n in &arks {
-                        let hash = format!("{n}{}", crate::remote::HASH_SUFFIX);
-                        if !names.contains(&hash) {
-                            refuse(
-                                format!("{base}{n}"),
-                                format!("its upload did not finish (no {hash} beside it)"),
-                            );
-                        }
-                    }
-                    let complete = arks
-                        .into_iter()
-                        .filter(|n| names.contains(&format!("{n}{}", crate::remote::HASH_SUFFIX)))
-                        .collect();
-                    (base, complete)
-                }
+        let (base, one) = match source.strip_suffix(".ark") {
+            Some(_) => {
+                let (base, name) = source.rsplit_once('/').unwrap_or((source, ""));
+                (format!("{base}/"), Some(name.to_string()))
             }
+            None => (format!("{}/", source.trim_end_matches('/')), None),
         };
         let remote = match crate::remote::Remote::open(&base) {
             Ok(r) => r,
@@ -173,6 +142,38 @@ fn fetch(
                 refuse(source.clone(), e.to_string());
                 continue;
             }
+        };
+        let names = match one {
+            Some(name) => vec![name],
+            None => match remote.list() {
+                Err(e) => {
+                    refuse(source.clone(), e.to_string());
+                    continue;
+                }
+                Ok(listed) => {
+                    // A file without its .sha256 beside it did not finish uploading.
+                    let (complete, unfinished): (Vec<String>, Vec<String>) = listed
+                        .iter()
+                        .filter(|n| n.ends_with(".ark"))
+                        .cloned()
+                        .partition(|n| {
+                            listed.contains(&format!("{n}{}", crate::remote::HASH_SUFFIX))
+                        });
+                    if complete.is_empty() && unfinished.is_empty() {
+                        refuse(source.clone(), "no shard file there".into());
+                    }
+                    for n in unfinished {
+                        refuse(
+                            remote.url(&n),
+                            format!(
+                                "its upload did not finish (no {n}{} beside it)",
+                                crate::remote::HASH_SUFFIX
+                            ),
+                        );
+                    }
+                    complete
+                }
+            },
         };
         for name in names {
             let local = dir.join(&name);
@@ -445,14 +446,17 @@ fn against_plan(s: &ShardStamp, plan_id: Sha256Digest, plan: Option<&Plan>) -> R
     Ok(())
 }
 
+/// The error of an archive to merge into that cannot be read.
+fn unreadable(root: &Path) -> impl Fn(Box<dyn std::error::Error + Send + Sync>) -> ShardError + '_ {
+    move |e| ShardError::Input(format!("the archive `{}`: {e}", root.display()))
+}
+
 /// The bundles the archive at `root` holds, by instance (none when there is no archive yet).
 fn held_bundles(root: &Path) -> Result<BTreeMap<String, BTreeSet<Sha256Digest>>, ShardError> {
     if !crate::store::Layout::new(root).index().is_file() {
         return Ok(BTreeMap::new());
     }
-    let fail = |e: Box<dyn std::error::Error + Send + Sync>| {
-        ShardError::Input(format!("the archive `{}`: {e}", root.display()))
-    };
+    let fail = unreadable(root);
     let ark = Ark::open(root).map_err(|e| fail(e.into()))?;
     let mut out: BTreeMap<String, BTreeSet<Sha256Digest>> = BTreeMap::new();
     for b in ark.index().bundles().map_err(|e| fail(e.into()))? {
@@ -504,9 +508,7 @@ fn completeness(
         let missing = (0..plan.shards.len()).collect();
         return Ok((missing, Vec::new(), Vec::new()));
     }
-    let fail = |e: Box<dyn std::error::Error + Send + Sync>| {
-        ShardError::Input(format!("the archive `{}`: {e}", root.display()))
-    };
+    let fail = unreadable(root);
     let ark = Ark::open(root).map_err(|e| fail(e.into()))?;
     let verdicts: BTreeMap<String, Verdict> = ark
         .index()
