@@ -598,11 +598,12 @@ fn plan_store(
     Ok((plan, carried))
 }
 
-/// The file a member's bytes are read from, if any.
+/// The file a member's bytes are read from, if any (an object the archive keeps in its bucket
+/// was fetched by [`size_parts`]).
 fn path_of(store: &ObjectStore, s: &Source) -> Option<PathBuf> {
     match s {
         Source::Bytes(_) => None,
-        Source::Object(id) => Some(store.path_of(id)),
+        Source::Object(id) => Some(store.locate(id).unwrap_or_else(|| store.path_of(id))),
         Source::File(p) => Some(p.clone()),
     }
 }
@@ -620,6 +621,9 @@ fn size_parts(
 ) -> Result<(Vec<u64>, ArchiveManifest), ArchiveError> {
     let mut sizes = Vec::with_capacity(plan.len());
     for p in plan.iter() {
+        if let Source::Object(id) = &p.source {
+            store.ensure(id)?;
+        }
         sizes.push(match path_of(store, &p.source) {
             Some(f) => std::fs::metadata(&f).map_err(io_err(&f))?.len(),
             None => 0,

@@ -12,6 +12,8 @@ pub struct Context {
     pub progress: bool,
     /// `--manifests DIR`: None for the built-in manifests.
     pub manifests: Option<PathBuf>,
+    /// `--store s3://…`: the bucket of the archive's objects and packs, over `store_url`.
+    pub store: Option<String>,
 }
 
 impl Context {
@@ -24,6 +26,16 @@ impl Context {
                 && !cli.no_progress
                 && std::io::IsTerminal::is_terminal(&std::io::stderr()),
             manifests: cli.manifests.clone(),
+            store: cli.store.clone(),
+        }
+    }
+
+    /// Makes `--store` the bucket of the archive at `--ark` for the rest of the process, over
+    /// its `store_url`.
+    pub fn apply_store(&self) -> Result<(), crate::store::ConfigError> {
+        match &self.store {
+            Some(url) => crate::store::set_store_flag(&self.ark, url),
+            None => Ok(()),
         }
     }
 

@@ -68,6 +68,11 @@ pub struct Cli {
     /// into the binary.
     #[arg(long, global = true, env = "SWE_ARK_MANIFESTS", value_name = "DIR")]
     pub manifests: Option<PathBuf>,
+    /// Keep the archive's objects and packs in this bucket (s3://BUCKET/PREFIX), the index
+    /// staying local: reads fetch what is not here, and commands that write upload what they
+    /// wrote. Overrides `store_url` in `<ark>/config.toml` for this command.
+    #[arg(long, global = true, env = "SWE_ARK_STORE", value_name = "S3_URL")]
+    pub store: Option<String>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -129,11 +134,35 @@ pub enum Command {
     Remote(remote::RemoteArgs),
 }
 
+/// Whether `command` may add objects or packs to the archive (then they are uploaded to its
+/// bucket, if it has one, when it ends).
+fn writes_objects(command: &Command) -> bool {
+    matches!(
+        command,
+        Command::Pack(_)
+            | Command::Gc(_)
+            | Command::Migrate(_)
+            | Command::Env(_)
+            | Command::Validate(_)
+            | Command::ImportArchive(_)
+            | Command::Merge(_)
+            | Command::Collect(_)
+    )
+}
+
 /// Parses the command line, runs the command and returns the process exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     context::init_tracing(cli.verbose, cli.quiet);
     let ctx = Context::new(&cli);
+    let writes = writes_objects(&cli.command);
+    if let Err(e) = ctx.apply_store() {
+        eprintln!(
+            "swe-ark: error: {}",
+            output::error_chain(&anyhow::Error::new(e))
+        );
+        return ExitCode::from(2);
+    }
     let result = match cli.command {
         Command::Pack(args) => pack::run(&ctx, args),
         Command::Ls(args) => ls::run(&ctx, args),
@@ -160,6 +189,11 @@ pub fn main() -> ExitCode {
         Command::Shard(args) => shard::run(&ctx, args),
         Command::Merge(args) => shard::merge(&ctx, args),
         Command::Remote(args) => remote::run(&ctx, args),
+    };
+    // What a command wrote goes to the archive's bucket before it is said to be done.
+    let result = match result {
+        Ok(code) if writes => remote::push_after(&ctx).map(|()| code),
+        other => other,
     };
     match result {
         Ok(code) => code,

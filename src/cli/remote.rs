@@ -1,11 +1,13 @@
 //! `swe-ark remote put|get`: a file copied to or from S3-compatible storage, checked by its
 //! sha256 as shard files are (docs/DISTRIBUTED.md): to stage a plan or a release file for
-//! workers that read the bucket, or to fetch one.
+//! workers that read the bucket, or to fetch one. `swe-ark remote push`: the archive's objects
+//! and packs uploaded to its bucket (`--store`, `store_url`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use crate::remote::Remote;
+use crate::store::Ark;
 
 use super::Context;
 use super::output::human_bytes;
@@ -23,6 +25,14 @@ pub enum RemoteCommand {
     Put { file: PathBuf, url: String },
     /// Download s3://BUCKET/PREFIX/NAME to FILE, refused unless it hashes to NAME.sha256.
     Get { url: String, file: PathBuf },
+    /// Upload the archive's objects and packs its bucket (--store, or `store_url` in
+    /// <ark>/config.toml) lacks; commands that write to the archive do it when they end.
+    Push {
+        /// Then remove the local copies the bucket holds: the archive keeps its index, and
+        /// reads fetch what they need again.
+        #[arg(long)]
+        drop_local: bool,
+    },
 }
 
 /// `s3://B/P/NAME` → (`s3://B/P/`, NAME); a URL ending with `/` names no file.
@@ -74,6 +84,67 @@ pub fn run(ctx: &Context, args: RemoteArgs) -> anyhow::Result<ExitCode> {
             ));
             out!("{}", file.display());
         }
+        RemoteCommand::Push { drop_local } => {
+            let ark = Ark::open(&ctx.ark)?;
+            let Some(bucket) = ark.bucket() else {
+                anyhow::bail!(
+                    "the archive `{}` has no bucket: give --store s3://BUCKET/PREFIX, or set \
+                     store_url in `{}`",
+                    ctx.ark.display(),
+                    ark.layout().config().display()
+                );
+            };
+            let url = bucket.url().to_string();
+            let progress = ctx.progress();
+            let report = ark.push_store(drop_local, progress.as_ref())?;
+            ctx.note(format!(
+                "{url}: {} uploaded ({}), {} already there{} in {:.1} s",
+                report.sent,
+                human_bytes(report.sent_bytes),
+                report.held,
+                if drop_local {
+                    format!(
+                        "; {} local copies removed ({})",
+                        report.dropped,
+                        human_bytes(report.dropped_bytes)
+                    )
+                } else {
+                    String::new()
+                },
+                start.elapsed().as_secs_f64()
+            ));
+            out!("{}", serde_json::to_string(&report)?);
+        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// After a command that wrote to the archive: what it wrote, uploaded to the archive's bucket
+/// (if it has one).
+pub fn push_after(ctx: &Context) -> anyhow::Result<()> {
+    if !crate::store::Layout::new(&ctx.ark).index().is_file() {
+        return Ok(());
+    }
+    let ark = Ark::open(&ctx.ark)?;
+    let Some(bucket) = ark.bucket() else {
+        return Ok(());
+    };
+    let url = bucket.url().to_string();
+    let report = ark
+        .push_store(false, &crate::progress::NoProgress)
+        .map_err(|e| {
+            anyhow::Error::new(e).context(format!(
+                "the command's work is in the archive, but uploading it to {url} failed; run \
+                 `swe-ark remote push` when the bucket is reachable"
+            ))
+        })?;
+    if report.sent > 0 {
+        ctx.note(format!(
+            "uploaded {} object(s) and pack(s) ({}) to {}",
+            report.sent,
+            human_bytes(report.sent_bytes),
+            bucket.url()
+        ));
+    }
+    Ok(())
 }

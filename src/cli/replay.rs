@@ -66,7 +66,7 @@ pub fn run(ctx: &Context, args: ReplayArgs) -> anyhow::Result<ExitCode> {
             },
             run_id: args.run_id,
             bundles: args.bundles,
-            objects: args.objects,
+            objects: args.objects.map(crate::store::ObjectStore::new),
             selection: Selection::ids(args.instance_ids),
             jobs: args.jobs,
             force: args.force,

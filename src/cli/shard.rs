@@ -156,6 +156,7 @@ fn run_shard(ctx: &Context, a: ShardRunArgs) -> anyhow::Result<ExitCode> {
         plan,
         index,
         from: a.from,
+        store: ctx.store.clone(),
         to: a.to,
         git_base,
         lock: LockSettings {
@@ -238,6 +239,12 @@ fn run_shard(ctx: &Context, a: ShardRunArgs) -> anyhow::Result<ExitCode> {
             human_bytes(report.bytes)
         ));
         out!("{}", report.file);
+    }
+    if let Some((files, bytes)) = report.fetched {
+        ctx.note(format!(
+            "fetched {files} file(s) ({}) from the seed's bucket",
+            human_bytes(bytes)
+        ));
     }
     if not_run > 0 {
         ctx.note(format!(

@@ -865,7 +865,7 @@ fn build_sdists(ark: &Ark, ins: &Installs, pip_cache: &Path) -> Result<BuiltWhee
                     say(&format!("building a wheel of {}", f.info.filename));
                     std::fs::create_dir_all(&sdist_dir).map_err(io_err(&sdist_dir))?;
                     let sdist = sdist_dir.join(&f.info.filename);
-                    let obj = ark.objects().path_of(&f.sha256);
+                    let obj = ark.objects().ensure(&f.sha256)?;
                     std::fs::copy(&obj, &sdist).map_err(io_err(&obj))?;
                     let out_dir = built_dir.join(&n);
                     let wheel_cmd = || {

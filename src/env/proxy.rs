@@ -611,7 +611,13 @@ fn handle(shared: &Shared, request: tiny_http::Request) {
             return respond(request, 405, "text/plain", b"GET only\n".to_vec());
         }
         return match shared.object_of(&filename) {
-            Ok(Some(f)) => match std::fs::File::open(shared.config.objects.path_of(&f.sha256)) {
+            Ok(Some(f)) => match shared
+                .config
+                .objects
+                .ensure(&f.sha256)
+                .map_err(std::io::Error::other)
+                .and_then(std::fs::File::open)
+            {
                 Ok(file) => {
                     let mut r = tiny_http::Response::from_file(file);
                     if let Ok(h) =

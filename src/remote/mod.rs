@@ -51,14 +51,26 @@ pub enum RemoteError {
         source: Box<object_store::Error>,
     },
     #[error(
-        "{url} hashes to {actual}, but its {HASH_SUFFIX} says {expected}: the object store \
-         gave other bytes than were uploaded"
+        "{url} hashes to {actual}, not to {expected} (its {HASH_SUFFIX} file, or its name \
+         for an object or a pack): the object store gave other bytes than were uploaded"
     )]
     WrongHash {
         url: String,
         expected: Sha256Digest,
         actual: Sha256Digest,
     },
+    #[error(
+        "`{}` hashes to {actual}, not to {expected} as its name says; not uploaded to {url}",
+        .path.display()
+    )]
+    NotUploaded {
+        path: PathBuf,
+        url: String,
+        expected: Sha256Digest,
+        actual: Sha256Digest,
+    },
+    #[error("{0} does not exist")]
+    NotFound(String),
     #[error("{url}{HASH_SUFFIX} is not a sha256 ({detail})")]
     BadHashFile { url: String, detail: String },
     #[error("{path}: {source}")]
@@ -205,13 +217,46 @@ impl Remote {
     /// Uploads the file at `local` as NAME, then its sha256 as NAME.sha256. Returns the sha256
     /// and the size.
     pub fn upload(&self, local: &Path, name: &str) -> Result<(Sha256Digest, u64), RemoteError> {
+        let (sha, size) = self.send(local, name, None)?;
+        let line = format!("{}  {name}\n", sha.hex());
+        let hash_name = format!("{name}{HASH_SUFFIX}");
+        self.rt
+            .block_on(
+                self.store
+                    .put(&self.key(&hash_name), PutPayload::from(line.into_bytes())),
+            )
+            .map_err(self.failed("writing", &hash_name))?;
+        Ok((sha, size))
+    }
+
+    /// Uploads the file at `local` as NAME, a name that says its content's sha256 (an object,
+    /// a pack): content that hashes to anything but `expected` is refused before the upload
+    /// completes, so it never becomes visible. No `.sha256` file: the name is the hash.
+    /// Returns the size.
+    pub fn upload_addressed(
+        &self,
+        local: &Path,
+        name: &str,
+        expected: &Sha256Digest,
+    ) -> Result<u64, RemoteError> {
+        self.send(local, name, Some(expected)).map(|(_, size)| size)
+    }
+
+    /// A multipart upload of `local` as NAME, aborted (nothing visible) on any failure or when
+    /// the content does not hash to `expected`.
+    fn send(
+        &self,
+        local: &Path,
+        name: &str,
+        expected: Option<&Sha256Digest>,
+    ) -> Result<(Sha256Digest, u64), RemoteError> {
         let io = |source| RemoteError::Io {
             path: local.to_path_buf(),
             source,
         };
         let mut file = File::open(local).map_err(io)?;
         let key = self.key(name);
-        let (sha, size) = self.rt.block_on(async {
+        self.rt.block_on(async {
             let mut upload = self
                 .store
                 .put_multipart(&key)
@@ -240,11 +285,22 @@ impl Remote {
                         break;
                     }
                 }
+                let sha = hasher.finish();
+                if let Some(expected) = expected
+                    && *expected != sha
+                {
+                    return Err(RemoteError::NotUploaded {
+                        path: local.to_path_buf(),
+                        url: self.url(name),
+                        expected: *expected,
+                        actual: sha,
+                    });
+                }
                 upload
                     .complete()
                     .await
                     .map_err(self.failed("completing the upload of", name))?;
-                Ok::<_, RemoteError>((hasher.finish(), size))
+                Ok::<_, RemoteError>((sha, size))
             }
             .await;
             if sent.is_err() {
@@ -252,16 +308,89 @@ impl Remote {
                 let _ = upload.abort().await;
             }
             sent
+        })
+    }
+
+    /// Every name under `PREFIX/SUB/`, at any depth, relative to the prefix (so
+    /// `SUB/…`), sorted.
+    pub fn list_under(&self, sub: &str) -> Result<Vec<String>, RemoteError> {
+        let base = self.key(sub.trim_matches('/'));
+        let strip = if self.prefix.is_empty() {
+            String::new()
+        } else {
+            format!("{}/", self.prefix)
+        };
+        let mut names = self.rt.block_on(async {
+            let mut stream = self.store.list(Some(&base));
+            let mut names = Vec::new();
+            while let Some(meta) = stream.next().await {
+                let meta = meta.map_err(self.failed("listing", sub))?;
+                let full = meta.location.to_string();
+                names.push(full.strip_prefix(&strip).unwrap_or(&full).to_string());
+            }
+            Ok::<_, RemoteError>(names)
         })?;
-        let line = format!("{}  {name}\n", sha.hex());
-        let hash_name = format!("{name}{HASH_SUFFIX}");
-        self.rt
-            .block_on(
-                self.store
-                    .put(&self.key(&hash_name), PutPayload::from(line.into_bytes())),
-            )
-            .map_err(self.failed("writing", &hash_name))?;
-        Ok((sha, size))
+        names.sort();
+        Ok(names)
+    }
+
+    /// Whether NAME exists.
+    pub fn exists(&self, name: &str) -> Result<bool, RemoteError> {
+        match self.rt.block_on(self.store.head(&self.key(name))) {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Err(e) => Err(self.failed("looking up", name)(e)),
+        }
+    }
+
+    /// Downloads NAME, whose content must hash to `expected`, to `dest`. A missing NAME is
+    /// [`RemoteError::NotFound`], other bytes [`RemoteError::WrongHash`]; either way `dest`
+    /// holds no verified content and is the caller's to remove.
+    pub fn download_addressed(
+        &self,
+        name: &str,
+        dest: &Path,
+        expected: &Sha256Digest,
+    ) -> Result<u64, RemoteError> {
+        let (actual, size) = self.fetch_to(name, dest)?;
+        if actual != *expected {
+            return Err(RemoteError::WrongHash {
+                url: self.url(name),
+                expected: *expected,
+                actual,
+            });
+        }
+        Ok(size)
+    }
+
+    /// Streams NAME into a new file at `dest`; its sha256 and size.
+    fn fetch_to(&self, name: &str, dest: &Path) -> Result<(Sha256Digest, u64), RemoteError> {
+        let io = |source| RemoteError::Io {
+            path: dest.to_path_buf(),
+            source,
+        };
+        let mut out = File::create(dest).map_err(io)?;
+        let got = self.rt.block_on(async {
+            let got = match self.store.get(&self.key(name)).await {
+                Ok(g) => g,
+                Err(object_store::Error::NotFound { .. }) => {
+                    return Err(RemoteError::NotFound(self.url(name)));
+                }
+                Err(e) => return Err(self.failed("downloading", name)(e)),
+            };
+            let mut stream = got.into_stream();
+            let mut hasher = Sha256Hasher::new();
+            let mut size = 0u64;
+            while let Some(chunk) = stream.next().await {
+                let chunk = chunk.map_err(self.failed("downloading", name))?;
+                hasher.update(&chunk);
+                size += chunk.len() as u64;
+                out.write_all(&chunk).map_err(io)?;
+            }
+            Ok::<_, RemoteError>((hasher.finish(), size))
+        })?;
+        out.sync_all().map_err(io)?;
+        Ok(got)
     }
 
     /// The names under the prefix (not below a further `/`), sorted.
@@ -303,27 +432,7 @@ impl Remote {
                 url: self.url(name),
                 detail: format!("{e}"),
             })?;
-        let io = |source| RemoteError::Io {
-            path: dest.to_path_buf(),
-            source,
-        };
-        let mut out = File::create(dest).map_err(io)?;
-        let actual = self.rt.block_on(async {
-            let got = self
-                .store
-                .get(&self.key(name))
-                .await
-                .map_err(self.failed("downloading", name))?;
-            let mut stream = got.into_stream();
-            let mut hasher = Sha256Hasher::new();
-            while let Some(chunk) = stream.next().await {
-                let chunk = chunk.map_err(self.failed("downloading", name))?;
-                hasher.update(&chunk);
-                out.write_all(&chunk).map_err(io)?;
-            }
-            Ok::<_, RemoteError>(hasher.finish())
-        })?;
-        out.sync_all().map_err(io)?;
+        let (actual, _) = self.fetch_to(name, dest)?;
         if actual != expected {
             return Err(RemoteError::WrongHash {
                 url: self.url(name),

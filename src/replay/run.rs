@@ -34,7 +34,7 @@ pub struct ReplayOptions {
     pub run_id: Option<String>,
     /// Bundle files to replay with no index (then `objects` holds what their locks need).
     pub bundles: Vec<PathBuf>,
-    pub objects: Option<PathBuf>,
+    pub objects: Option<ObjectStore>,
     pub selection: Selection,
     pub jobs: usize,
     /// Replay again instances that already have a report in this run.
@@ -202,7 +202,7 @@ pub fn run(
     crate::harness::sandbox_ready(&opts.run)?;
     let jobs = match_bundles(ark.as_ref(), &opts.bundles, preds, progress)?;
     let objects = match (&opts.objects, &ark) {
-        (Some(dir), _) => ObjectStore::new(dir),
+        (Some(store), _) => store.clone(),
         (None, Some(ark)) => ark.objects(),
         (None, None) => return Err(ReplayError::NoObjects),
     };

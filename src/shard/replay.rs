@@ -165,7 +165,7 @@ pub(super) fn run(
             &ReplayOptions {
                 predictions: Predictions::File(how.predictions.clone()),
                 run_id: Some(how.run_id.clone()),
-                objects: seed.map(|s| Layout::new(s.root()).objects()),
+                objects: seed.map(Ark::objects),
                 bundles,
                 selection: Selection::ids(with_bundle),
                 jobs: opts.jobs,

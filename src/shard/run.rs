@@ -35,6 +35,9 @@ pub struct RunOptions {
     pub index: usize,
     /// The archive the plan was made from (read only): instances and mirrors come from it.
     pub from: Option<PathBuf>,
+    /// The bucket that holds `from`'s objects and packs when its `config.toml` names none
+    /// (`--store`): what the shard reads of them is fetched into this archive.
+    pub store: Option<String>,
     /// Where the shard file goes: a directory, or `s3://BUCKET/PREFIX/`.
     pub to: String,
     /// What a repository with no mirror here or in `from` is fetched from (OWNER/NAME.git).
@@ -62,6 +65,10 @@ pub struct RunReport {
     /// Every prediction of the shard's instances (a replay).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub replays: Vec<super::replay::Replayed>,
+    /// What was fetched from the seed's bucket (objects, packs, mirrors), when it has one:
+    /// (files, bytes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fetched: Option<(u64, u64)>,
 }
 
 impl RunReport {
@@ -125,13 +132,23 @@ pub fn run(
     };
     let ids: Vec<&str> = shard.instance_ids().collect();
     let mut ark = Ark::create(root).map_err(|e| step("opening the local archive")(e.into()))?;
-    let seed =
-        match &opts.from {
-            Some(p) => Some(Ark::open_read_only(p).map_err(|e| {
+    let seed = match &opts.from {
+        Some(p) => {
+            let bad = |e: crate::store::ArkError| {
                 ShardError::Input(format!("the seed archive `{}`: {e}", p.display()))
-            })?),
-            None => None,
-        };
+            };
+            let mut seed = Ark::open_read_only(p).map_err(bad)?;
+            if seed.bucket().is_none()
+                && let Some(url) = &opts.store
+            {
+                seed.use_store(url).map_err(bad)?;
+            }
+            // The seed is not written to: what is fetched of it lands here.
+            seed.fetch_into(&ark.layout());
+            Some(seed)
+        }
+        None => None,
+    };
     if let Some(seed) = &seed {
         seed_instances(&mut ark, seed, &ids)?;
     }
@@ -164,6 +181,7 @@ pub fn run(
             bytes,
             outcomes: Vec::new(),
             replays: written.outcomes,
+            fetched: seed.as_ref().and_then(|s| s.bucket()).map(|b| b.fetched()),
         });
     }
 
@@ -221,6 +239,7 @@ pub fn run(
         }
     }
     drop(ark);
+    let fetched = seed.as_ref().and_then(|s| s.bucket()).map(|b| b.fetched());
     drop(seed);
 
     // Validation of every instance ready for it (those validated before are left alone).
@@ -349,6 +368,7 @@ pub fn run(
         bytes: exported.bytes,
         outcomes,
         replays: Vec::new(),
+        fetched,
     })
 }
 
@@ -463,8 +483,8 @@ fn check_instances(
     Ok(())
 }
 
-/// The repository's mirror in the local archive: there already, or cloned from the seed's, or
-/// fetched from the git base.
+/// The repository's mirror in the local archive: there already, or cloned from the seed's (its
+/// directory, else its bucket's copy), or fetched from the git base.
 fn ensure_mirror(
     ark: &mut Ark,
     seed: Option<&Ark>,
@@ -477,10 +497,22 @@ fn ensure_mirror(
     if Mirror::dir(&here, &name).is_dir() {
         return Ok(());
     }
-    let url = match seed
+    let seed_dir = seed
         .map(|s| Mirror::dir(&s.mirrors_dir(), &name))
-        .filter(|d| d.is_dir())
+        .filter(|d| d.is_dir());
+    if seed_dir.is_none()
+        && let Some(seed) = seed
+        && seed
+            .mirror_from_bucket(&name, &here, &ark.tmp_dir(), progress)
+            .map_err(|e| format!("cannot mirror {repo} from the seed's bucket: {e}"))?
     {
+        let m = Mirror::open(&here, &name)
+            .map_err(|e| format!("cannot open the mirror of {repo}: {e}"))?;
+        ark.record_mirror(&m)
+            .map_err(|e| format!("cannot record the mirror of {repo}: {e}"))?;
+        return Ok(());
+    }
+    let url = match seed_dir {
         Some(dir) => dir.to_string_lossy().into_owned(),
         None => format!("{}/{name}.git", git_base.trim_end_matches('/')),
     };

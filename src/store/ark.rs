@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::fs;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::bundle::{
     self, BundleError, BundleFile, BundleSource, Limits, MANIFEST, PackInputs, PackOptions,
@@ -13,10 +14,11 @@ use crate::dataset::Instance;
 use crate::digest::{Sha256Digest, Sha256Hasher};
 use crate::progress::{NoProgress, Progress};
 
+use super::bucket::{Bucket, Fetch, PushReport};
 use super::index::{BundleRow, BundleSketch, Index, IndexError, StoredParts};
 use super::lock::StoreLock;
 use super::objects::ObjectStore;
-use super::pieces::PieceError;
+use super::pieces::{PieceError, PieceReader};
 use super::put::{self, Collected};
 use super::stored::{RebuiltTar, StoredBundle};
 
@@ -65,6 +67,10 @@ pub enum ArkError {
     #[error(transparent)]
     Index(#[from] IndexError),
     #[error(transparent)]
+    Config(Box<super::ConfigError>),
+    #[error("the archive's bucket: {0}")]
+    Remote(Box<crate::remote::RemoteError>),
+    #[error(transparent)]
     Bundle(#[from] BundleError),
     #[error(transparent)]
     Piece(#[from] PieceError),
@@ -73,6 +79,9 @@ pub enum ArkError {
 pub struct Ark {
     root: PathBuf,
     index: Index,
+    /// The bucket that holds the objects and packs, and where what a read misses is fetched
+    /// into (`store_url`, `--store`).
+    fetch: Option<Fetch>,
 }
 
 /// A bundle of the archive, ready to read: from the deduplicated store, or a whole file
@@ -166,6 +175,18 @@ impl<R: Read> Read for Checked<R> {
     }
 }
 
+impl From<super::ConfigError> for ArkError {
+    fn from(e: super::ConfigError) -> Self {
+        ArkError::Config(Box::new(e))
+    }
+}
+
+impl From<crate::remote::RemoteError> for ArkError {
+    fn from(e: crate::remote::RemoteError) -> Self {
+        ArkError::Remote(Box::new(e))
+    }
+}
+
 impl Ark {
     /// Opens the archive at `root`, creating it if it does not exist.
     pub fn create(root: &Path) -> Result<Ark, ArkError> {
@@ -184,10 +205,15 @@ impl Ark {
             return Err(ArkError::NotAnArchive(root.to_path_buf()));
         }
         let index = Index::open(&index_path)?;
-        Ok(Ark {
+        let mut ark = Ark {
             root: root.to_path_buf(),
             index,
-        })
+            fetch: None,
+        };
+        if let Some(url) = super::store_url(&layout)? {
+            ark.use_store(&url)?;
+        }
+        Ok(ark)
     }
 
     /// Opens an existing archive to read its index only, writing nothing
@@ -198,10 +224,149 @@ impl Ark {
             return Err(ArkError::NotAnArchive(root.to_path_buf()));
         }
         let index = Index::open_read_only(&index_path)?;
-        Ok(Ark {
+        let mut ark = Ark {
             root: root.to_path_buf(),
             index,
-        })
+            fetch: None,
+        };
+        if let Some(url) = super::store_url(&super::Layout::new(root))? {
+            ark.use_store(&url)?;
+        }
+        Ok(ark)
+    }
+
+    /// Keeps the archive's objects and packs in the bucket at `url` (`s3://BUCKET/PREFIX`):
+    /// what a read misses here is fetched from it into the archive's own directories.
+    pub fn use_store(&mut self, url: &str) -> Result<(), ArkError> {
+        let layout = self.layout();
+        self.fetch = Some(Fetch {
+            bucket: Arc::new(Bucket::open(url)?),
+            objects: layout.objects(),
+            packs: layout.packs(),
+        });
+        Ok(())
+    }
+
+    /// Fetches what reads of this (read-only) archive miss into `into`'s directories instead
+    /// of its own: objects into `into`'s object store (they are named by content, so any
+    /// archive may hold them), packs into `into`'s `cache/fetched-packs/`.
+    pub fn fetch_into(&mut self, into: &super::Layout) {
+        if let Some(f) = &mut self.fetch {
+            f.objects = into.objects();
+            f.packs = into.fetched_packs();
+        }
+    }
+
+    /// Clones the mirror of `name` from the bucket into `mirrors_dir` (staged in `scratch`),
+    /// as this archive's index records it; false when there is no bucket, no such mirror in
+    /// the index, or the bucket does not hold it.
+    pub fn mirror_from_bucket(
+        &self,
+        name: &crate::mirror::RepoName,
+        mirrors_dir: &Path,
+        scratch: &Path,
+        progress: &dyn Progress,
+    ) -> Result<bool, ArkError> {
+        let (Some(fetch), Some(row)) = (&self.fetch, self.index.mirror(&name.to_string())?) else {
+            return Ok(false);
+        };
+        let remote_name = super::bucket::mirror_name(&name.dir_name(), &row.refs_sha256);
+        let Some(dir) = fetch.bucket.fetch_mirror(&remote_name, scratch)? else {
+            return Ok(false);
+        };
+        let url = dir.path().to_string_lossy().into_owned();
+        crate::mirror::Mirror::add(mirrors_dir, name, &url, progress).map_err(|e| {
+            ArkError::Io {
+                path: dir.path().to_path_buf(),
+                source: io::Error::other(format!(
+                    "cloning the mirror of {name} from the bucket: {e}"
+                )),
+            }
+        })?;
+        Ok(true)
+    }
+
+    /// The bucket that holds the archive's objects and packs, if any.
+    pub fn bucket(&self) -> Option<&Bucket> {
+        self.fetch.as_ref().map(|f| f.bucket.as_ref())
+    }
+
+    /// A reader of the archive's pieces (fetching packs from the bucket, if any).
+    pub fn piece_reader(&self) -> PieceReader {
+        PieceReader::new(self.packs_dir()).with_fetch(self.fetch.clone())
+    }
+
+    /// Uploads the objects and packs the bucket lacks, each checked against its name before
+    /// the upload completes; with `drop_local`, then removes the local copies the bucket holds
+    /// (reads fetch them again). Without a bucket, does nothing.
+    pub fn push_store(
+        &self,
+        drop_local: bool,
+        progress: &dyn Progress,
+    ) -> Result<PushReport, ArkError> {
+        let Some(fetch) = &self.fetch else {
+            return Ok(PushReport::default());
+        };
+        let layout = self.layout();
+        let local =
+            super::bucket::local_files(&layout.objects(), &layout.packs()).map_err(|source| {
+                ArkError::Io {
+                    path: layout.root().to_path_buf(),
+                    source,
+                }
+            })?;
+        let held: std::collections::BTreeSet<String> =
+            fetch.bucket.listing()?.into_iter().collect();
+        let mut report = PushReport::default();
+        let missing: Vec<_> = local.iter().filter(|(n, _, _)| !held.contains(n)).collect();
+        report.held = (local.len() - missing.len()) as u64;
+        let total = missing
+            .iter()
+            .map(|(_, _, p)| fs::metadata(p).map(|m| m.len()).unwrap_or(0))
+            .sum();
+        progress.start("uploading to the bucket", Some(total));
+        for (name, id, path) in &missing {
+            let size = fetch.bucket.send(path, name, id)?;
+            report.sent_bytes += size;
+            report.sent += 1;
+            progress.advance(size);
+        }
+        progress.finish();
+        // Mirrors, each as it stands in the index, unless the bucket holds that state.
+        for m in self.index.mirrors()? {
+            let Some(name) = crate::mirror::RepoName::parse(&m.name) else {
+                continue;
+            };
+            let dir = crate::mirror::Mirror::dir(&self.mirrors_dir(), &name);
+            let remote_name = super::bucket::mirror_name(&name.dir_name(), &m.refs_sha256);
+            if !dir.is_dir() || fetch.bucket.holds(&remote_name)? {
+                continue;
+            }
+            report.sent_bytes += fetch
+                .bucket
+                .send_mirror(&dir, &remote_name, &self.tmp_dir())?;
+            report.sent += 1;
+            report.mirrors += 1;
+        }
+        if drop_local {
+            for (_, _, path) in &local {
+                let size = fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+                match fs::remove_file(path) {
+                    Ok(()) => {
+                        report.dropped += 1;
+                        report.dropped_bytes += size;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                    Err(source) => {
+                        return Err(ArkError::Io {
+                            path: path.clone(),
+                            source,
+                        });
+                    }
+                }
+            }
+        }
+        Ok(report)
     }
 
     pub fn root(&self) -> &Path {
@@ -221,8 +386,9 @@ impl Ark {
         &mut self.index
     }
 
+    /// The object store (fetching from the bucket, if any).
     pub fn objects(&self) -> ObjectStore {
-        ObjectStore::new(self.layout().objects())
+        ObjectStore::new(self.layout().objects()).with_fetch(self.fetch.clone())
     }
 
     /// Bare mirrors, `mirrors/OWNER__NAME.git`.
@@ -284,7 +450,7 @@ impl Ark {
             let hashing = s.spawn(|| plan.write_tar(io::sink(), &NoProgress));
             let parts = put::put_members(
                 &self.index,
-                &self.packs_dir(),
+                self.piece_reader(),
                 &inputs.instance.repo,
                 &[],
                 &plan,
@@ -360,7 +526,7 @@ impl Ark {
         let held = match row.manifest_piece {
             Some(m) => Held::Stored(Box::new(StoredBundle::load(
                 &self.index,
-                self.packs_dir(),
+                self.piece_reader(),
                 row.id,
                 row.tar_size,
                 m,
@@ -376,7 +542,7 @@ impl Ark {
         match row.manifest_piece {
             Some(m) => {
                 let _lock = self.lock_shared()?;
-                let mut reader = super::pieces::PieceReader::new(self.packs_dir());
+                let mut reader = self.piece_reader();
                 reader.load(&self.index, &[m])?;
                 let bytes = reader.get_checked(&m)?;
                 Ok(super::stored::parse_manifest(
@@ -541,7 +707,7 @@ impl Ark {
             .map_err(|e| not_stored(format!("its instance.json: {e}")))?;
         let parts = put::put_members(
             &self.index,
-            &self.packs_dir(),
+            self.piece_reader(),
             &instance.repo,
             pending,
             &collected,

@@ -85,7 +85,7 @@ impl Ark {
         &self,
         rows: &[BundleRow],
     ) -> Result<BTreeMap<Sha256Digest, BTreeSet<Sha256Digest>>, ArkError> {
-        self.pieces_needed(&mut PieceReader::new(self.packs_dir()), rows)
+        self.pieces_needed(&mut self.piece_reader(), rows)
     }
 
     /// [`Ark::bundle_pieces`], loading their locations into `reader`.
@@ -135,7 +135,7 @@ impl Ark {
         scratch: &Path,
         level: i32,
     ) -> Result<Carried, ArkError> {
-        let mut reader = PieceReader::new(self.packs_dir());
+        let mut reader = self.piece_reader();
         let needs = self.pieces_needed(&mut reader, rows)?;
         let carried: HashSet<Sha256Digest> = needs
             .values()
@@ -177,13 +177,7 @@ impl Ark {
                 .all(|(id, _)| carried.contains(id))
                 && tiles(&reader, &frames, size)?;
             if whole {
-                packs.push((
-                    name.clone(),
-                    pack_path(&self.packs_dir(), &name),
-                    size,
-                    frames,
-                    true,
-                ));
+                packs.push((name.clone(), reader.local_pack(no)?, size, frames, true));
             } else {
                 let keep = |id: &Sha256Digest| carried.contains(id);
                 let (cut, cut_size, moved) = cut_pack(&reader, &frames, &keep, scratch, level)?;

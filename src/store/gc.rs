@@ -258,7 +258,7 @@ impl Ark {
         }
 
         // 2. What the bundles need.
-        let mut reader = PieceReader::new(self.packs_dir());
+        let mut reader = self.piece_reader();
         reader.load_all(self.index())?;
         let live = self.live_pieces(&reader)?;
         let mut by_pack: BTreeMap<i64, Vec<(Sha256Digest, PieceLoc)>> = BTreeMap::new();
@@ -477,14 +477,17 @@ impl Ark {
         &self,
         progress: &dyn Progress,
     ) -> Result<Vec<(String, u64, Vec<String>)>, ArkError> {
-        let mut reader = PieceReader::new(self.packs_dir());
+        let mut reader = self.piece_reader();
         reader.load_all(self.index())?;
         let packs = self.index().packs()?;
         let mut problems: HashMap<i64, Vec<String>> = HashMap::new();
         let total: u64 = packs.iter().map(|p| p.size).sum();
         progress.start("checking packs", Some(total));
         for p in &packs {
-            let path = pack_path(&self.packs_dir(), &p.name);
+            // A pack kept only in the archive's bucket is fetched to be checked.
+            let path = reader
+                .local_pack(p.no)
+                .unwrap_or_else(|_| pack_path(&self.packs_dir(), &p.name));
             match hash_file(&path, progress) {
                 Ok((id, size)) => {
                     if id.hex() != p.name {

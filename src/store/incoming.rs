@@ -107,8 +107,9 @@ impl Incoming {
         packs: Vec<IncomingPack>,
         progress: &dyn Progress,
     ) -> Result<Incoming, IncomingError> {
-        let mut reader = PieceReader::new(
-            receiver.map_or_else(|| PathBuf::from("/nonexistent"), Ark::packs_dir),
+        let mut reader = receiver.map_or_else(
+            || PieceReader::new(PathBuf::from("/nonexistent")),
+            Ark::piece_reader,
         );
         let slots = lay_out(&packs)?;
         for (k, p) in packs.iter().enumerate() {

@@ -58,9 +58,12 @@ impl Layout {
         /// Which object packs which interpreter, `cache/packed-pythons/<key>.json` (a cache:
         /// packing a prefix again gives the same object, only slower).
         packed_pythons = "cache/packed-pythons";
+        /// Packs of another archive's bucket fetched for a read of that archive (a read-only
+        /// seed's), `cache/fetched-packs/<sha256>.pack`.
+        fetched_packs = "cache/fetched-packs";
         /// uv's cache of unpacked wheels.
         uv_cache = "cache/uv";
-        /// Optional settings (`git_base`).
+        /// Optional settings (`git_base`, `store_url`).
         config = "config.toml";
     }
 

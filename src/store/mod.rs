@@ -9,9 +9,14 @@
 //!   objects/sha256/ab/cd…    objects by sha256 (first two hex digits, then the other 62)
 //!   releases/<name>.json     release snapshots whose bundles gc keeps
 //!   bundles/<sha256>.tar.zst whole bundle files from before the deduplicated store
+//!   config.toml              optional settings (`git_base`, `store_url`)
 //! ```
+//!
+//! With a bucket (`store_url`, `--store`), `objects/` and `packs/` are a cache of it
+//! ([`bucket`]).
 
 mod ark;
+mod bucket;
 mod carry;
 mod check;
 mod config;
@@ -28,9 +33,10 @@ mod stats;
 mod stored;
 
 pub use ark::{Ark, ArkBundle, ArkError};
+pub use bucket::{Bucket, PushReport};
 pub use carry::{Carried, CarriedPack, Frame, FrameBase, FrameHolds};
 pub use check::{Checked, check_bundle_file};
-pub use config::{ConfigError, git_base};
+pub use config::{ConfigError, git_base, set_store_flag, store_url};
 pub use gc::{GcReport, release_names};
 pub use incoming::{Incoming, IncomingError, IncomingPack, sketch_of};
 pub use index::{

@@ -1,5 +1,5 @@
 //! Content-addressed objects: stored under their sha256, written atomically, re-hashed when
-//! read back.
+//! read back. With a bucket ([`super::bucket`]), an object missing here is fetched from it.
 
 use std::fs::{self, File};
 use std::io::{self, BufReader, Read, Write};
@@ -7,6 +7,9 @@ use std::path::{Path, PathBuf};
 
 use crate::digest::{Sha256Digest, Sha256Hasher};
 use crate::fsutil;
+use crate::remote::RemoteError;
+
+use super::bucket::{Bucket, Fetch};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ObjectError {
@@ -21,6 +24,12 @@ pub enum ObjectError {
     Mismatch {
         expected: Sha256Digest,
         actual: Sha256Digest,
+    },
+    #[error("object {id} is not here, and fetching it failed: {source}")]
+    Fetch {
+        id: Sha256Digest,
+        #[source]
+        source: Box<RemoteError>,
     },
     #[error("object store I/O on `{path}`: {source}")]
     Io {
@@ -41,20 +50,70 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> ObjectError + '_ {
 #[derive(Debug, Clone)]
 pub struct ObjectStore {
     root: PathBuf,
+    /// Where a missing object is fetched from, and into.
+    fetch: Option<Fetch>,
+}
+
+fn under(root: &Path, id: &Sha256Digest) -> PathBuf {
+    let hex = id.hex();
+    root.join("sha256").join(&hex[..2]).join(&hex[2..])
 }
 
 impl ObjectStore {
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        ObjectStore { root: root.into() }
+        ObjectStore {
+            root: root.into(),
+            fetch: None,
+        }
     }
 
+    pub(crate) fn with_fetch(mut self, fetch: Option<Fetch>) -> Self {
+        self.fetch = fetch;
+        self
+    }
+
+    /// Where object `id` is stored here (whether or not it is).
     pub fn path_of(&self, id: &Sha256Digest) -> PathBuf {
-        let hex = id.hex();
-        self.root.join("sha256").join(&hex[..2]).join(&hex[2..])
+        under(&self.root, id)
     }
 
+    /// The file that holds object `id` on this machine: here, or where fetches went.
+    pub fn locate(&self, id: &Sha256Digest) -> Option<PathBuf> {
+        let here = self.path_of(id);
+        if here.is_file() {
+            return Some(here);
+        }
+        let fetched = under(&self.fetch.as_ref()?.objects, id);
+        fetched.is_file().then_some(fetched)
+    }
+
+    /// Whether object `id` can be read: it is here, or in the bucket.
     pub fn has(&self, id: &Sha256Digest) -> bool {
-        self.path_of(id).is_file()
+        self.locate(id).is_some()
+            || self
+                .fetch
+                .as_ref()
+                .is_some_and(|f| f.bucket.has_object(id).unwrap_or(false))
+    }
+
+    /// The file that holds object `id`, fetched from the bucket (and checked) when it is not
+    /// on this machine.
+    pub fn ensure(&self, id: &Sha256Digest) -> Result<PathBuf, ObjectError> {
+        if let Some(p) = self.locate(id) {
+            return Ok(p);
+        }
+        let Some(fetch) = &self.fetch else {
+            return Err(ObjectError::Missing(*id));
+        };
+        let dest = under(&fetch.objects, id);
+        match fetch.bucket.fetch(&Bucket::object_name(id), id, &dest) {
+            Ok(_) => Ok(dest),
+            Err(RemoteError::NotFound(_)) => Err(ObjectError::Missing(*id)),
+            Err(source) => Err(ObjectError::Fetch {
+                id: *id,
+                source: Box::new(source),
+            }),
+        }
     }
 
     /// Stores everything `reader` yields; returns its id and size. Storing what is already
@@ -124,7 +183,7 @@ impl ObjectStore {
 
     /// A reader over the object that fails at the end if the content does not hash to `id`.
     pub fn open(&self, id: &Sha256Digest) -> Result<VerifyingReader<BufReader<File>>, ObjectError> {
-        let path = self.path_of(id);
+        let path = self.ensure(id)?;
         let f = match File::open(&path) {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(ObjectError::Missing(*id)),

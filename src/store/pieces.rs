@@ -21,6 +21,7 @@ use crate::digest::{HashingWriter, Sha256Digest};
 use crate::failpoint;
 use crate::fsutil;
 
+use super::bucket::{Bucket, Fetch};
 use super::index::{Index, IndexError, PieceLoc};
 
 /// The first bytes of every pack file.
@@ -78,6 +79,12 @@ pub enum PieceError {
         path: PathBuf,
         detail: String,
     },
+    #[error("pack `{name}` is not here, and fetching it failed: {source}")]
+    Fetch {
+        name: String,
+        #[source]
+        source: Box<crate::remote::RemoteError>,
+    },
     #[error(transparent)]
     Index(#[from] IndexError),
 }
@@ -97,6 +104,8 @@ pub struct PieceReader {
     files: Mutex<HashMap<i64, Arc<File>>>,
     /// Decoded blocks by (pack, offset), most recent last.
     blocks: Mutex<VecDeque<(BlockKey, Arc<Vec<u8>>)>>,
+    /// Where a pack missing from `packs_dir` is fetched from, and into.
+    fetch: Option<Fetch>,
 }
 
 impl PieceReader {
@@ -108,7 +117,18 @@ impl PieceReader {
             foreign: HashMap::new(),
             files: Mutex::new(HashMap::new()),
             blocks: Mutex::new(VecDeque::new()),
+            fetch: None,
         }
+    }
+
+    pub(crate) fn with_fetch(mut self, fetch: Option<Fetch>) -> Self {
+        self.fetch = fetch;
+        self
+    }
+
+    /// The archive's `packs/`, where its packs are read from and new ones written.
+    pub fn packs_dir(&self) -> &Path {
+        &self.packs_dir
     }
 
     /// Loads the locations of `ids` and of every piece their deltas need. Ids the index does
@@ -212,9 +232,59 @@ impl PieceReader {
             return Ok(f.clone());
         }
         let path = self.pack_path(pack);
-        let f = Arc::new(File::open(&path).map_err(|source| PieceError::Io { path, source })?);
+        let f = match File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound && !self.foreign.contains_key(&pack) => {
+                self.fetched(pack).map_err(|e| match e {
+                    Some(err) => err,
+                    None => PieceError::Io {
+                        path: path.clone(),
+                        source: io::Error::from(io::ErrorKind::NotFound),
+                    },
+                })?
+            }
+            Err(source) => return Err(PieceError::Io { path, source }),
+        };
+        let f = Arc::new(f);
         files.insert(pack, f.clone());
         Ok(f)
+    }
+
+    /// The file of pack `pack` on this machine, fetched from the bucket first if it is not.
+    pub fn local_pack(&self, pack: i64) -> Result<PathBuf, PieceError> {
+        self.file(pack)?;
+        let path = self.pack_path(pack);
+        match (&self.fetch, self.pack_names.get(&pack)) {
+            (Some(f), Some(name)) if !path.is_file() => Ok(pack_path(&f.packs, name)),
+            _ => Ok(path),
+        }
+    }
+
+    /// Pack `pack` from where fetches go, fetched from the bucket first if it is not there.
+    /// `Err(None)` when there is no bucket to fetch from.
+    fn fetched(&self, pack: i64) -> Result<File, Option<PieceError>> {
+        let fetch = self.fetch.as_ref().ok_or(None)?;
+        let name = self.pack_names.get(&pack).ok_or(None)?;
+        let dest = pack_path(&fetch.packs, name);
+        if !dest.is_file() {
+            let fetch_err = |source| {
+                Some(PieceError::Fetch {
+                    name: name.clone(),
+                    source: Box::new(source),
+                })
+            };
+            let id: Sha256Digest = name.parse().map_err(|e| {
+                fetch_err(crate::remote::RemoteError::Io {
+                    path: dest.clone(),
+                    source: io::Error::new(io::ErrorKind::InvalidData, e),
+                })
+            })?;
+            fetch
+                .bucket
+                .fetch(&Bucket::pack_name(name), &id, &dest)
+                .map_err(fetch_err)?;
+        }
+        File::open(&dest).map_err(|source| Some(PieceError::Io { path: dest, source }))
     }
 
     /// The stored frame of a piece, as it is in its pack (a block's frame holds others too).

@@ -476,14 +476,14 @@ fn write_pack(
     Ok(())
 }
 
-/// Stores what the store lacks of `members` in a new pack under `packs_dir`; returns what
+/// Stores what the store lacks of `members` in a new pack beside `reader`'s; returns what
 /// the index must record. The caller holds the store lock, so no piece it picks as a base can
 /// go before the index names the new ones. `pending`: bundles whose pieces are recorded but
 /// that the index does not list yet (an import's), also tried as parents.
 #[allow(clippy::too_many_arguments)]
 pub fn put_members(
     index: &Index,
-    packs_dir: &Path,
+    mut reader: PieceReader,
     repo: &str,
     pending: &[BundleSketch],
     members: &dyn Members,
@@ -512,7 +512,8 @@ pub fn put_members(
 
     // The most similar stored bundles of the same repository, and what they hold at the
     // paths of the new pieces: the bases to try.
-    let mut reader = PieceReader::new(packs_dir.to_path_buf());
+    let packs_dir = reader.packs_dir().to_path_buf();
+    let packs_dir = packs_dir.as_path();
     let parents = parent_manifests(index, repo, pending, &member_sketch)?;
     reader.load(index, &parents)?;
     let at_path = pieces_at_paths(&reader, &parents, members, &new);

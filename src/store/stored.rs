@@ -306,7 +306,7 @@ impl StoredBundle {
     /// Loads bundle `id` whose `bundle.json` is piece `manifest_piece`.
     pub(crate) fn load(
         index: &super::Index,
-        packs_dir: PathBuf,
+        mut reader: PieceReader,
         id: Sha256Digest,
         tar_size: u64,
         manifest_piece: Sha256Digest,
@@ -316,7 +316,6 @@ impl StoredBundle {
             path: name.clone(),
             detail,
         };
-        let mut reader = PieceReader::new(packs_dir);
         reader
             .load(index, &[manifest_piece])
             .map_err(|e| stored(e.to_string()))?;
