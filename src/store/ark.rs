@@ -18,7 +18,7 @@ use super::bucket::{Bucket, Fetch, PushReport};
 use super::index::{BundleRow, BundleSketch, Index, IndexError, StoredParts};
 use super::lock::StoreLock;
 use super::objects::ObjectStore;
-use super::pieces::{PieceError, PieceReader};
+use super::pieces::{PACK_SUFFIX, PieceError, PieceReader};
 use super::put::{self, Collected};
 use super::stored::{RebuiltTar, StoredBundle};
 
@@ -309,11 +309,9 @@ impl Ark {
         };
         let layout = self.layout();
         let local =
-            super::bucket::local_files(&layout.objects(), &layout.packs()).map_err(|source| {
-                ArkError::Io {
-                    path: layout.root().to_path_buf(),
-                    source,
-                }
+            local_files(&layout.objects(), &layout.packs()).map_err(|source| ArkError::Io {
+                path: layout.root().to_path_buf(),
+                source,
             })?;
         let held: std::collections::BTreeSet<String> =
             fetch.bucket.listing()?.into_iter().collect();
@@ -780,4 +778,42 @@ impl Ark {
         );
         Ok((unindexed, temps))
     }
+}
+
+/// The local objects and packs under `objects` and `packs`, as (name in the bucket, sha256,
+/// path). Temporary files and anything not named by a sha256 are left out.
+fn local_files(
+    objects: &Path,
+    packs: &Path,
+) -> std::io::Result<Vec<(String, Sha256Digest, PathBuf)>> {
+    let mut out = Vec::new();
+    let read = |dir: &Path| -> std::io::Result<Vec<fs::DirEntry>> {
+        match fs::read_dir(dir) {
+            Ok(rd) => rd.collect(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+            Err(e) => Err(e),
+        }
+    };
+    for shard in read(&objects.join("sha256"))? {
+        let head = shard.file_name().to_string_lossy().into_owned();
+        if head.len() != 2 || !shard.path().is_dir() {
+            continue;
+        }
+        for obj in read(&shard.path())? {
+            let tail = obj.file_name().to_string_lossy().into_owned();
+            if let Ok(id) = format!("{head}{tail}").parse::<Sha256Digest>() {
+                out.push((Bucket::object_name(&id), id, obj.path()));
+            }
+        }
+    }
+    for pack in read(packs)? {
+        let file = pack.file_name().to_string_lossy().into_owned();
+        if let Some(stem) = file.strip_suffix(PACK_SUFFIX)
+            && let Ok(id) = stem.parse::<Sha256Digest>()
+        {
+            out.push((Bucket::pack_name(&file), id, pack.path()));
+        }
+    }
+    out.sort();
+    Ok(out)
 }

@@ -68,8 +68,9 @@ impl Bucket {
         format!("{OBJECTS}/sha256/{}/{}", &hex[..2], &hex[2..])
     }
 
-    pub(crate) fn pack_name(pack: &str) -> String {
-        format!("{PACKS}/{pack}{}", super::pieces::PACK_SUFFIX)
+    /// A pack's name in the bucket, from its file's name (`<sha256>.pack`).
+    pub(crate) fn pack_name(file_name: &str) -> String {
+        format!("{PACKS}/{file_name}")
     }
 
     /// Whether the bucket holds object `id`.
@@ -143,44 +144,6 @@ pub struct PushReport {
     /// Local copies removed (`--drop-local`), and their bytes.
     pub dropped: u64,
     pub dropped_bytes: u64,
-}
-
-/// The local objects and packs under `objects` and `packs`, as (name in the bucket, sha256,
-/// path). Temporary files and anything not named by a sha256 are left out.
-pub(crate) fn local_files(
-    objects: &Path,
-    packs: &Path,
-) -> std::io::Result<Vec<(String, Sha256Digest, PathBuf)>> {
-    let mut out = Vec::new();
-    let read = |dir: &Path| -> std::io::Result<Vec<fs::DirEntry>> {
-        match fs::read_dir(dir) {
-            Ok(rd) => rd.collect(),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-            Err(e) => Err(e),
-        }
-    };
-    for shard in read(&objects.join("sha256"))? {
-        let head = shard.file_name().to_string_lossy().into_owned();
-        if head.len() != 2 || !shard.path().is_dir() {
-            continue;
-        }
-        for obj in read(&shard.path())? {
-            let tail = obj.file_name().to_string_lossy().into_owned();
-            if let Ok(id) = format!("{head}{tail}").parse::<Sha256Digest>() {
-                out.push((Bucket::object_name(&id), id, obj.path()));
-            }
-        }
-    }
-    for pack in read(packs)? {
-        let file = pack.file_name().to_string_lossy().into_owned();
-        if let Some(stem) = file.strip_suffix(super::pieces::PACK_SUFFIX)
-            && let Ok(id) = stem.parse::<Sha256Digest>()
-        {
-            out.push((Bucket::pack_name(stem), id, pack.path()));
-        }
-    }
-    out.sort();
-    Ok(out)
 }
 
 /// A mirror in the bucket: `mirrors/OWNER__NAME/<refs sha256>.tar.zst` (the bare repository,

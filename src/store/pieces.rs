@@ -281,7 +281,11 @@ impl PieceReader {
             })?;
             fetch
                 .bucket
-                .fetch(&Bucket::pack_name(name), &id, &dest)
+                .fetch(
+                    &Bucket::pack_name(&format!("{name}{PACK_SUFFIX}")),
+                    &id,
+                    &dest,
+                )
                 .map_err(fetch_err)?;
         }
         File::open(&dest).map_err(|source| Some(PieceError::Io { path: dest, source }))
