@@ -44,6 +44,13 @@ content, and `remote put`/`remote get` on S3 against a plain file copy.
    alternating rounds after an untimed warm-up. Reported: MB/s (10^6 bytes) of each on the
    medians, and put / cp and get / cp as time ratios. Checks: put prints the URL, and what
    get writes is the file, byte for byte.
+4. **The archive in a bucket** (with parts 1 and 3): the one-shard run's merged archive copied,
+   given `store_url` (a new prefix each round), and `swe-ark remote push` of its objects,
+   packs and mirrors timed against `cp -r` of the same directories + sync; then, the local
+   copies dropped (`remote push --drop-local`, untimed), `swe-ark verify` fetching every pack
+   and object from the bucket against `verify` of a local copy. --s3-runs alternating rounds
+   after a warm-up; reported: the medians and their ratios. Checks: push sends something,
+   both verifies pass.
 
 There are no targets: the bench reports. It needs Python 3.11 from pyenv for parts 1 and 2
 (without it they are skipped, with the reason), git and bash; Slurm (`slurmctld slurmd
@@ -490,7 +497,63 @@ def file_sha(path):
     return h.hexdigest()
 
 
-def part_s3(swe_ark, scratch, args):
+def part_store(swe_ark, scratch, env, args, source):
+    """Part 4: archive `source` kept in the bucket: `remote push` against cp -r of its objects,
+    packs and mirrors; `verify` fetching everything from the bucket against `verify` of the
+    local archive."""
+    root = os.path.join(scratch.root, "store")
+    os.makedirs(root)
+    ark = os.path.join(root, "ark")
+    shutil.copytree(source, ark, symlinks=True)
+    local = os.path.join(root, "local")
+    shutil.copytree(source, local, symlinks=True)
+    dirs = [d for d in ("objects", "packs", "mirrors") if os.path.isdir(os.path.join(ark, d))]
+    size = sum(os.path.getsize(os.path.join(dp, f)) for d in dirs
+               for dp, _, fs in os.walk(os.path.join(ark, d)) for f in fs)
+    config = os.path.join(ark, "config.toml")
+    prefix = [0]
+
+    def fresh_prefix():
+        prefix[0] += 1
+        with open(config, "w") as f:
+            f.write(f'store_url = "s3://bench/store-{prefix[0]}"\n')
+
+    def check_push(out):
+        if json.loads(out)["sent"] == 0:
+            raise BenchError(f"remote push sent nothing: {out.strip()}")
+
+    copy = os.path.join(root, "copy")
+    cp = (lambda: scratch.fresh(copy),
+          shell(f"mkdir -p {copy} && cp -r " + " ".join(os.path.join(ark, d) for d in dirs)
+                + f" {copy}/ && sync"), lambda out: None)
+    push = benchlib.Measure(
+        "store push", (fresh_prefix, [swe_ark, "--ark", ark, "-q", "--no-progress", "remote",
+                                      "push"], check_push),
+        cp, args.s3_runs, env=env).go().summary()
+
+    def dropped():
+        run([swe_ark, "--ark", ark, "-q", "--no-progress", "remote", "push", "--drop-local"],
+            "remote push --drop-local", env)
+
+    verify = benchlib.Measure(
+        "verify from the bucket",
+        (dropped, [swe_ark, "--ark", ark, "-q", "--no-progress", "verify"], lambda out: None),
+        (lambda: None, [swe_ark, "--ark", local, "-q", "--no-progress", "verify"],
+         lambda out: None),
+        args.s3_runs, env=env).go().summary()
+    return {
+        "bytes": size,
+        "dirs": dirs,
+        "push": push["swe-ark"],
+        "cp": push["baseline"],
+        "push_vs_cp": push["ratio_median"],
+        "verify_bucket": verify["swe-ark"],
+        "verify_local": verify["baseline"],
+        "verify_bucket_vs_local": verify["ratio_median"],
+    }
+
+
+def part_s3(swe_ark, scratch, args, store_source=None):
     if not os.access(MOTO, os.X_OK):
         return None, f"no {os.path.relpath(MOTO, ROOT)} (`make tools` installs it)"
     root = os.path.join(scratch.root, "s3")
@@ -533,6 +596,9 @@ def part_s3(swe_ark, scratch, args):
         get = benchlib.Measure(
             "get", (lambda: scratch.fresh(got), [swe_ark, "-q", "remote", "get", url, got],
                     check_get), cp, args.s3_runs, env=env).go().summary()
+        store = None
+        if store_source is not None:
+            store = part_store(swe_ark, scratch, env, args, store_source)
     finally:
         moto.stop()
     cp_times = put["baseline"]["runs"] + get["baseline"]["runs"]
@@ -548,6 +614,7 @@ def part_s3(swe_ark, scratch, args):
         # Time ratios, each against the cp runs alternating with it.
         "put_vs_cp": put["ratio_median"],
         "get_vs_cp": get["ratio_median"],
+        "store": store,
     }, None
 
 
@@ -574,7 +641,8 @@ def bench(args):
         shards, runs, plans, env = part_shards(swe_ark, args.python, scratch, env, args)
         summary["shards"] = shards
         summary["merge"] = part_merge(swe_ark, scratch, env, args, runs, plans, shards)
-    summary["s3"], summary["s3_skipped"] = part_s3(swe_ark, scratch, args)
+    store_source = None if args.python is None else runs[1]["merged"]
+    summary["s3"], summary["s3_skipped"] = part_s3(swe_ark, scratch, args, store_source)
     if summary["s3_skipped"]:
         log(f"part 3: SKIPPED: {summary['s3_skipped']}")
     if args.keep:
@@ -654,6 +722,18 @@ def report(s):
     for what in ("put", "get", "cp"):
         print(f"   {what:<4}{z[what]['median']:>7.2f} s  {z['mb_per_s'][what]:>7.0f} MB/s")
     print(f"   time ratios: put / cp {z['put_vs_cp']:.2f}x, get / cp {z['get_vs_cp']:.2f}x")
+    st = z.get("store")
+    print()
+    if st is None:
+        print("4. the archive in a bucket: SKIPPED: needs part 1's merged archive")
+        return
+    print(f"4. the one-shard merged archive in a bucket ({benchlib.mb(st['bytes'])} of "
+          f"{', '.join(st['dirs'])}); medians of {len(st['push']['runs'])}")
+    print(f"   remote push {st['push']['median']:.2f} s against cp -r + sync "
+          f"{st['cp']['median']:.2f} s: {st['push_vs_cp']:.2f}x")
+    print(f"   verify fetching all from the bucket {st['verify_bucket']['median']:.2f} s against "
+          f"verify of the local archive {st['verify_local']['median']:.2f} s: "
+          f"{st['verify_bucket_vs_local']:.2f}x")
 
 
 def main():

@@ -140,9 +140,11 @@ fn writes_objects(command: &Command) -> bool {
     matches!(
         command,
         Command::Pack(_)
-            | Command::Gc(_)
+            | Command::Gc(gc::GcArgs { dry_run: false, .. })
             | Command::Migrate(_)
-            | Command::Env(_)
+            | Command::Env(env::EnvArgs {
+                command: env::EnvCommand::Lock(_)
+            })
             | Command::Validate(_)
             | Command::ImportArchive(_)
             | Command::Merge(_)
