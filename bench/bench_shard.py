@@ -508,8 +508,11 @@ def part_store(swe_ark, scratch, env, args, source):
     local = os.path.join(root, "local")
     shutil.copytree(source, local, symlinks=True)
     dirs = [d for d in ("objects", "packs", "mirrors") if os.path.isdir(os.path.join(ark, d))]
-    size = sum(os.path.getsize(os.path.join(dp, f)) for d in dirs
-               for dp, _, fs in os.walk(os.path.join(ark, d)) for f in fs)
+
+    def size_of(names):
+        return sum(os.path.getsize(os.path.join(dp, f)) for d in names
+                   for dp, _, fs in os.walk(os.path.join(ark, d)) for f in fs)
+    size = size_of(dirs)
     config = os.path.join(ark, "config.toml")
     prefix = [0]
 
@@ -535,9 +538,15 @@ def part_store(swe_ark, scratch, env, args, source):
         run([swe_ark, "--ark", ark, "-q", "--no-progress", "remote", "push", "--drop-local"],
             "remote push --drop-local", env)
 
+    fetched = []
+
+    def check_fetched(out):
+        # What the verify brought back from the bucket into objects/ and packs/.
+        fetched.append(size_of(["objects", "packs"]))
+
     verify = benchlib.Measure(
         "verify from the bucket",
-        (dropped, [swe_ark, "--ark", ark, "-q", "--no-progress", "verify"], lambda out: None),
+        (dropped, [swe_ark, "--ark", ark, "-q", "--no-progress", "verify"], check_fetched),
         (lambda: None, [swe_ark, "--ark", local, "-q", "--no-progress", "verify"],
          lambda out: None),
         args.s3_runs, env=env).go().summary()
@@ -550,6 +559,7 @@ def part_store(swe_ark, scratch, env, args, source):
         "verify_bucket": verify["swe-ark"],
         "verify_local": verify["baseline"],
         "verify_bucket_vs_local": verify["ratio_median"],
+        "verify_fetched_bytes": min(fetched),
     }
 
 
@@ -731,7 +741,8 @@ def report(s):
           f"{', '.join(st['dirs'])}); medians of {len(st['push']['runs'])}")
     print(f"   remote push {st['push']['median']:.2f} s against cp -r + sync "
           f"{st['cp']['median']:.2f} s: {st['push_vs_cp']:.2f}x")
-    print(f"   verify fetching all from the bucket {st['verify_bucket']['median']:.2f} s against "
+    print(f"   verify fetching all from the bucket ({benchlib.mb(st['verify_fetched_bytes'])} "
+          f"fetched) {st['verify_bucket']['median']:.2f} s against "
           f"verify of the local archive {st['verify_local']['median']:.2f} s: "
           f"{st['verify_bucket_vs_local']:.2f}x")
 
