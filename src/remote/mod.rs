@@ -229,22 +229,83 @@ impl Remote {
         Ok((sha, size))
     }
 
-    /// Uploads the file at `local` as NAME, a name that says its content's sha256 (an object,
-    /// a pack): content that hashes to anything but `expected` is refused before the upload
-    /// completes, so it never becomes visible. No `.sha256` file: the name is the hash.
-    /// Returns the size.
-    pub fn upload_addressed(
+    /// Uploads each (file, NAME, sha256), NAME being a name that says its content's sha256 (an
+    /// object, a pack): content that hashes to anything else is refused before its upload
+    /// completes, so it never becomes visible. No `.sha256` files: the name is the hash.
+    /// `at_once` are in flight at a time (a bucket's requests are slow, not its bandwidth).
+    /// Stops at the first failure; what was uploaded before it stays. Returns the sizes, in
+    /// the order given.
+    pub fn upload_addressed_all(
+        &self,
+        files: &[(PathBuf, String, Sha256Digest)],
+        at_once: usize,
+        mut done: impl FnMut(u64),
+    ) -> Result<Vec<u64>, RemoteError> {
+        self.rt.block_on(async {
+            let mut sizes = vec![0u64; files.len()];
+            let mut sends = futures::stream::iter(files.iter().enumerate())
+                .map(|(i, (path, name, sha))| async move {
+                    self.send_addressed(path, name, sha).await.map(|n| (i, n))
+                })
+                .buffer_unordered(at_once.max(1));
+            while let Some(sent) = sends.next().await {
+                let (i, n) = sent?;
+                sizes[i] = n;
+                done(n);
+            }
+            Ok(sizes)
+        })
+    }
+
+    /// A file named by its sha256: a small one checked whole, then one PUT (which S3 shows
+    /// only once complete); a larger one as a multipart upload checked before it completes.
+    async fn send_addressed(
         &self,
         local: &Path,
         name: &str,
         expected: &Sha256Digest,
     ) -> Result<u64, RemoteError> {
-        self.send(local, name, Some(expected)).map(|(_, size)| size)
+        let io = |source| RemoteError::Io {
+            path: local.to_path_buf(),
+            source,
+        };
+        let len = std::fs::metadata(local).map_err(io)?.len();
+        if len >= PART as u64 {
+            return self
+                .send_parts(local, name, Some(expected))
+                .await
+                .map(|(_, n)| n);
+        }
+        let bytes = std::fs::read(local).map_err(io)?;
+        let actual = Sha256Digest::of(&bytes);
+        if actual != *expected {
+            return Err(RemoteError::NotUploaded {
+                path: local.to_path_buf(),
+                url: self.url(name),
+                expected: *expected,
+                actual,
+            });
+        }
+        let n = bytes.len() as u64;
+        self.store
+            .put(&self.key(name), PutPayload::from(bytes))
+            .await
+            .map_err(self.failed("uploading", name))?;
+        Ok(n)
     }
 
     /// A multipart upload of `local` as NAME, aborted (nothing visible) on any failure or when
     /// the content does not hash to `expected`.
     fn send(
+        &self,
+        local: &Path,
+        name: &str,
+        expected: Option<&Sha256Digest>,
+    ) -> Result<(Sha256Digest, u64), RemoteError> {
+        self.rt.block_on(self.send_parts(local, name, expected))
+    }
+
+    async fn send_parts(
         &self,
         local: &Path,
         name: &str,
@@ -256,59 +317,57 @@ impl Remote {
         };
         let mut file = File::open(local).map_err(io)?;
         let key = self.key(name);
-        self.rt.block_on(async {
-            let mut upload = self
-                .store
-                .put_multipart(&key)
-                .await
-                .map_err(self.failed("starting the upload of", name))?;
-            let sent = async {
-                let mut hasher = Sha256Hasher::new();
-                let mut size = 0u64;
-                let mut parts = 0usize;
-                loop {
-                    let mut buf = vec![0u8; PART];
-                    let n = read_full(&mut file, &mut buf).map_err(io)?;
-                    if n == 0 && parts > 0 {
-                        break;
-                    }
-                    buf.truncate(n);
-                    hasher.update(&buf);
-                    size += n as u64;
-                    upload
-                        .put_part(PutPayload::from(buf))
-                        .await
-                        .map_err(self.failed("uploading a part of", name))?;
-                    parts += 1;
-                    crate::failpoint::hit("s3.upload-part");
-                    if n < PART {
-                        break;
-                    }
+        let mut upload = self
+            .store
+            .put_multipart(&key)
+            .await
+            .map_err(self.failed("starting the upload of", name))?;
+        let sent = async {
+            let mut hasher = Sha256Hasher::new();
+            let mut size = 0u64;
+            let mut parts = 0usize;
+            loop {
+                let mut buf = vec![0u8; PART];
+                let n = read_full(&mut file, &mut buf).map_err(io)?;
+                if n == 0 && parts > 0 {
+                    break;
                 }
-                let sha = hasher.finish();
-                if let Some(expected) = expected
-                    && *expected != sha
-                {
-                    return Err(RemoteError::NotUploaded {
-                        path: local.to_path_buf(),
-                        url: self.url(name),
-                        expected: *expected,
-                        actual: sha,
-                    });
-                }
+                buf.truncate(n);
+                hasher.update(&buf);
+                size += n as u64;
                 upload
-                    .complete()
+                    .put_part(PutPayload::from(buf))
                     .await
-                    .map_err(self.failed("completing the upload of", name))?;
-                Ok::<_, RemoteError>((sha, size))
+                    .map_err(self.failed("uploading a part of", name))?;
+                parts += 1;
+                crate::failpoint::hit("s3.upload-part");
+                if n < PART {
+                    break;
+                }
             }
-            .await;
-            if sent.is_err() {
-                // Nothing becomes visible; the parts are dropped.
-                let _ = upload.abort().await;
+            let sha = hasher.finish();
+            if let Some(expected) = expected
+                && *expected != sha
+            {
+                return Err(RemoteError::NotUploaded {
+                    path: local.to_path_buf(),
+                    url: self.url(name),
+                    expected: *expected,
+                    actual: sha,
+                });
             }
-            sent
-        })
+            upload
+                .complete()
+                .await
+                .map_err(self.failed("completing the upload of", name))?;
+            Ok::<_, RemoteError>((sha, size))
+        }
+        .await;
+        if sent.is_err() {
+            // Nothing becomes visible; the parts are dropped.
+            let _ = upload.abort().await;
+        }
+        sent
     }
 
     /// Every name under `PREFIX/SUB/`, at any depth, relative to the prefix (so

@@ -323,12 +323,13 @@ impl Ark {
             .map(|(_, _, p)| fs::metadata(p).map(|m| m.len()).unwrap_or(0))
             .sum();
         progress.start("uploading to the bucket", Some(total));
-        for (name, id, path) in &missing {
-            let size = fetch.bucket.send(path, name, id)?;
-            report.sent_bytes += size;
-            report.sent += 1;
-            progress.advance(size);
-        }
+        let files: Vec<(PathBuf, String, Sha256Digest)> = missing
+            .iter()
+            .map(|(name, id, path)| (path.clone(), name.clone(), *id))
+            .collect();
+        let sizes = fetch.bucket.send_all(&files, |n| progress.advance(n))?;
+        report.sent = sizes.len() as u64;
+        report.sent_bytes = sizes.iter().sum();
         progress.finish();
         // Mirrors, each as it stands in the index, unless the bucket holds that state.
         for m in self.index.mirrors()? {

@@ -20,6 +20,10 @@ use crate::digest::Sha256Digest;
 use crate::fsutil;
 use crate::remote::{Remote, RemoteError};
 
+/// Uploads in flight at once: a bucket's requests take tens of milliseconds each whatever
+/// their size, and an archive holds thousands of small objects.
+const SENDS_AT_ONCE: usize = 8;
+
 /// Where objects and packs are under the bucket's prefix.
 const OBJECTS: &str = "objects";
 const PACKS: &str = "packs";
@@ -111,14 +115,14 @@ impl Bucket {
         Ok(names)
     }
 
-    /// Uploads `local` as NAME, refused unless it hashes to `expected`.
-    pub(crate) fn send(
+    /// Uploads each (file, NAME, sha256), refused unless it hashes to its sha256,
+    /// [`SENDS_AT_ONCE`] at a time; `done` is told each size as it completes.
+    pub(crate) fn send_all(
         &self,
-        local: &Path,
-        name: &str,
-        expected: &Sha256Digest,
-    ) -> Result<u64, RemoteError> {
-        self.remote.upload_addressed(local, name, expected)
+        files: &[(PathBuf, String, Sha256Digest)],
+        done: impl FnMut(u64),
+    ) -> Result<Vec<u64>, RemoteError> {
+        self.remote.upload_addressed_all(files, SENDS_AT_ONCE, done)
     }
 }
 
