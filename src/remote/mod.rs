@@ -277,15 +277,7 @@ impl Remote {
                 .map(|(_, n)| n);
         }
         let bytes = std::fs::read(local).map_err(io)?;
-        let actual = Sha256Digest::of(&bytes);
-        if actual != *expected {
-            return Err(RemoteError::NotUploaded {
-                path: local.to_path_buf(),
-                url: self.url(name),
-                expected: *expected,
-                actual,
-            });
-        }
+        self.refuse_unless(local, name, Some(expected), Sha256Digest::of(&bytes))?;
         let n = bytes.len() as u64;
         self.store
             .put(&self.key(name), PutPayload::from(bytes))
@@ -303,6 +295,26 @@ impl Remote {
         expected: Option<&Sha256Digest>,
     ) -> Result<(Sha256Digest, u64), RemoteError> {
         self.rt.block_on(self.send_parts(local, name, expected))
+    }
+
+    /// [`RemoteError::NotUploaded`] when `local`, which hashes to `actual`, is expected to hash
+    /// to something else.
+    fn refuse_unless(
+        &self,
+        local: &Path,
+        name: &str,
+        expected: Option<&Sha256Digest>,
+        actual: Sha256Digest,
+    ) -> Result<(), RemoteError> {
+        match expected {
+            Some(e) if *e != actual => Err(RemoteError::NotUploaded {
+                path: local.to_path_buf(),
+                url: self.url(name),
+                expected: *e,
+                actual,
+            }),
+            _ => Ok(()),
+        }
     }
 
     async fn send_parts(
@@ -346,16 +358,7 @@ impl Remote {
                 }
             }
             let sha = hasher.finish();
-            if let Some(expected) = expected
-                && *expected != sha
-            {
-                return Err(RemoteError::NotUploaded {
-                    path: local.to_path_buf(),
-                    url: self.url(name),
-                    expected: *expected,
-                    actual: sha,
-                });
-            }
+            self.refuse_unless(local, name, expected, sha)?;
             upload
                 .complete()
                 .await

@@ -70,6 +70,13 @@ pub enum ArkError {
     Config(Box<super::ConfigError>),
     #[error("the archive's bucket: {0}")]
     Remote(Box<crate::remote::RemoteError>),
+    #[error("cannot clone the mirror of {name} fetched from {url}: {source}")]
+    MirrorFromBucket {
+        name: String,
+        url: String,
+        #[source]
+        source: Box<crate::mirror::MirrorError>,
+    },
     #[error(transparent)]
     Bundle(#[from] BundleError),
     #[error(transparent)]
@@ -204,13 +211,17 @@ impl Ark {
         if !index_path.is_file() && !layout.bundles().is_dir() && !layout.packs().is_dir() {
             return Err(ArkError::NotAnArchive(root.to_path_buf()));
         }
-        let index = Index::open(&index_path)?;
+        Ark::with_index(root, Index::open(&index_path)?)
+    }
+
+    /// The archive at `root` with `index`, and the bucket its configuration names.
+    fn with_index(root: &Path, index: Index) -> Result<Ark, ArkError> {
         let mut ark = Ark {
             root: root.to_path_buf(),
             index,
             fetch: None,
         };
-        if let Some(url) = super::store_url(&layout)? {
+        if let Some(url) = super::store_url(&ark.layout())? {
             ark.use_store(&url)?;
         }
         Ok(ark)
@@ -223,16 +234,7 @@ impl Ark {
         if !index_path.is_file() {
             return Err(ArkError::NotAnArchive(root.to_path_buf()));
         }
-        let index = Index::open_read_only(&index_path)?;
-        let mut ark = Ark {
-            root: root.to_path_buf(),
-            index,
-            fetch: None,
-        };
-        if let Some(url) = super::store_url(&super::Layout::new(root))? {
-            ark.use_store(&url)?;
-        }
-        Ok(ark)
+        Ark::with_index(root, Index::open_read_only(&index_path)?)
     }
 
     /// Keeps the archive's objects and packs in the bucket at `url` (`s3://BUCKET/PREFIX`):
@@ -275,12 +277,11 @@ impl Ark {
             return Ok(false);
         };
         let url = dir.path().to_string_lossy().into_owned();
-        crate::mirror::Mirror::add(mirrors_dir, name, &url, progress).map_err(|e| {
-            ArkError::Io {
-                path: dir.path().to_path_buf(),
-                source: io::Error::other(format!(
-                    "cloning the mirror of {name} from the bucket: {e}"
-                )),
+        crate::mirror::Mirror::add(mirrors_dir, name, &url, progress).map_err(|source| {
+            ArkError::MirrorFromBucket {
+                name: name.to_string(),
+                url: fetch.bucket.url().to_string(),
+                source: Box::new(source),
             }
         })?;
         Ok(true)
@@ -308,26 +309,22 @@ impl Ark {
             return Ok(PushReport::default());
         };
         let layout = self.layout();
-        let local =
-            local_files(&layout.objects(), &layout.packs()).map_err(|source| ArkError::Io {
-                path: layout.root().to_path_buf(),
-                source,
-            })?;
+        let local = local_files(&layout.objects(), &layout.packs())?;
         let held: std::collections::BTreeSet<String> =
             fetch.bucket.listing()?.into_iter().collect();
         let mut report = PushReport::default();
-        let missing: Vec<_> = local.iter().filter(|(n, _, _)| !held.contains(n)).collect();
+        let missing: Vec<_> = local
+            .iter()
+            .filter(|(_, n, _)| !held.contains(n))
+            .cloned()
+            .collect();
         report.held = (local.len() - missing.len()) as u64;
         let total = missing
             .iter()
-            .map(|(_, _, p)| fs::metadata(p).map(|m| m.len()).unwrap_or(0))
+            .map(|(p, _, _)| fs::metadata(p).map(|m| m.len()).unwrap_or(0))
             .sum();
         progress.start("uploading to the bucket", Some(total));
-        let files: Vec<(PathBuf, String, Sha256Digest)> = missing
-            .iter()
-            .map(|(name, id, path)| (path.clone(), name.clone(), *id))
-            .collect();
-        let sizes = fetch.bucket.send_all(&files, |n| progress.advance(n))?;
+        let sizes = fetch.bucket.send_all(&missing, |n| progress.advance(n))?;
         report.sent = sizes.len() as u64;
         report.sent_bytes = sizes.iter().sum();
         progress.finish();
@@ -348,7 +345,7 @@ impl Ark {
             report.mirrors += 1;
         }
         if drop_local {
-            for (_, _, path) in &local {
+            for (path, _, _) in &local {
                 let size = fs::metadata(path).map(|m| m.len()).unwrap_or(0);
                 match fs::remove_file(path) {
                     Ok(()) => {
@@ -781,40 +778,29 @@ impl Ark {
     }
 }
 
-/// The local objects and packs under `objects` and `packs`, as (name in the bucket, sha256,
-/// path). Temporary files and anything not named by a sha256 are left out.
+/// The local objects and packs under `objects` and `packs`, as (path, name in the bucket,
+/// sha256). Temporary files and anything not named by a sha256 are left out.
 fn local_files(
     objects: &Path,
     packs: &Path,
-) -> std::io::Result<Vec<(String, Sha256Digest, PathBuf)>> {
+) -> Result<Vec<(PathBuf, String, Sha256Digest)>, ArkError> {
+    let name_of = |p: &Path| p.file_name().map(|n| n.to_string_lossy().into_owned());
     let mut out = Vec::new();
-    let read = |dir: &Path| -> std::io::Result<Vec<fs::DirEntry>> {
-        match fs::read_dir(dir) {
-            Ok(rd) => rd.collect(),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-            Err(e) => Err(e),
-        }
-    };
-    for shard in read(&objects.join("sha256"))? {
-        let head = shard.file_name().to_string_lossy().into_owned();
-        if head.len() != 2 || !shard.path().is_dir() {
+    for shard in super::gc::list(&objects.join("sha256"))? {
+        let Some(head) = name_of(&shard).filter(|h| h.len() == 2 && shard.is_dir()) else {
             continue;
-        }
-        for obj in read(&shard.path())? {
-            let tail = obj.file_name().to_string_lossy().into_owned();
-            if let Ok(id) = format!("{head}{tail}").parse::<Sha256Digest>() {
-                out.push((Bucket::object_name(&id), id, obj.path()));
+        };
+        for obj in super::gc::list(&shard)? {
+            if let Some(Ok(id)) = name_of(&obj).map(|t| format!("{head}{t}").parse()) {
+                out.push((obj, Bucket::object_name(&id), id));
             }
         }
     }
-    for pack in read(packs)? {
-        let file = pack.file_name().to_string_lossy().into_owned();
-        if let Some(stem) = file.strip_suffix(PACK_SUFFIX)
-            && let Ok(id) = stem.parse::<Sha256Digest>()
-        {
-            out.push((Bucket::pack_name(&file), id, pack.path()));
+    for pack in super::gc::list(packs)? {
+        let Some(file) = name_of(&pack) else { continue };
+        if let Some(Ok(id)) = file.strip_suffix(PACK_SUFFIX).map(str::parse) {
+            out.push((pack, Bucket::pack_name(&file), id));
         }
     }
-    out.sort();
     Ok(out)
 }

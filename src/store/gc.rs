@@ -580,7 +580,8 @@ impl Ark {
     }
 }
 
-fn list(dir: &Path) -> Result<Vec<PathBuf>, ArkError> {
+/// The entries of `dir`, sorted; none when it does not exist.
+pub(super) fn list(dir: &Path) -> Result<Vec<PathBuf>, ArkError> {
     match fs::read_dir(dir) {
         Ok(rd) => {
             let mut out = Vec::new();
