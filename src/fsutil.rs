@@ -39,6 +39,21 @@ pub fn read_some(r: &mut (impl io::Read + ?Sized), buf: &mut [u8]) -> io::Result
 }
 
 /// The directory a path is in (`.` for a bare file name).
+/// The entries of `dir`, sorted; none when it does not exist.
+pub fn list_dir(dir: &Path) -> io::Result<Vec<PathBuf>> {
+    match std::fs::read_dir(dir) {
+        Ok(rd) => {
+            let mut out = rd
+                .map(|e| e.map(|e| e.path()))
+                .collect::<io::Result<Vec<_>>>()?;
+            out.sort();
+            Ok(out)
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(e),
+    }
+}
+
 pub fn parent_dir(path: &Path) -> &Path {
     match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,

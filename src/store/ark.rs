@@ -784,19 +784,25 @@ fn local_files(
     objects: &Path,
     packs: &Path,
 ) -> Result<Vec<(PathBuf, String, Sha256Digest)>, ArkError> {
+    let list = |dir: &Path| {
+        crate::fsutil::list_dir(dir).map_err(|source| ArkError::Io {
+            path: dir.to_path_buf(),
+            source,
+        })
+    };
     let name_of = |p: &Path| p.file_name().map(|n| n.to_string_lossy().into_owned());
     let mut out = Vec::new();
-    for shard in super::gc::list(&objects.join("sha256"))? {
+    for shard in list(&objects.join("sha256"))? {
         let Some(head) = name_of(&shard).filter(|h| h.len() == 2 && shard.is_dir()) else {
             continue;
         };
-        for obj in super::gc::list(&shard)? {
+        for obj in list(&shard)? {
             if let Some(Ok(id)) = name_of(&obj).map(|t| format!("{head}{t}").parse()) {
                 out.push((obj, Bucket::object_name(&id), id));
             }
         }
     }
-    for pack in super::gc::list(packs)? {
+    for pack in list(packs)? {
         let Some(file) = name_of(&pack) else { continue };
         if let Some(Ok(id)) = file.strip_suffix(PACK_SUFFIX).map(str::parse) {
             out.push((pack, Bucket::pack_name(&file), id));

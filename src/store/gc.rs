@@ -580,20 +580,8 @@ impl Ark {
     }
 }
 
-/// The entries of `dir`, sorted; none when it does not exist.
-pub(super) fn list(dir: &Path) -> Result<Vec<PathBuf>, ArkError> {
-    match fs::read_dir(dir) {
-        Ok(rd) => {
-            let mut out = Vec::new();
-            for e in rd {
-                out.push(e.map_err(io_at(dir))?.path());
-            }
-            out.sort();
-            Ok(out)
-        }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Vec::new()),
-        Err(e) => Err(io_at(dir)(e)),
-    }
+fn list(dir: &Path) -> Result<Vec<PathBuf>, ArkError> {
+    crate::fsutil::list_dir(dir).map_err(io_at(dir))
 }
 
 fn hash_file(path: &Path, progress: &dyn Progress) -> io::Result<(Sha256Digest, u64)> {
