@@ -12,7 +12,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use swe_ark::sandbox::{self, Confine, Outcome, SandboxError, Spec};
+use swe_ark::sandbox::{self, Confine, Mount, Outcome, SandboxError, Spec};
 use tempfile::TempDir;
 
 /// A work tree the command may write, a secret directory beside it (an archive's stand-in)
@@ -246,6 +246,78 @@ ls /dev | tr '\n' ' '; echo
     let written = std::fs::symlink_metadata(w.work.join("written.txt")).unwrap();
     // SAFETY: geteuid cannot fail.
     assert_eq!(written.uid(), unsafe { libc::geteuid() });
+}
+
+/// The work tree given as a mount at `/testbed`, confined and not: the command works there,
+/// writes land in the host directory, and nothing of the host's path leads to it (no parent
+/// directory of it exists inside, not even empty); HOME is `/root` and the user root.
+#[test]
+fn a_mount_is_seen_only_at_its_own_place() {
+    if !confinement_or_skip() {
+        return;
+    }
+    for confined in [true, false] {
+        let w = World::new();
+        let host_top = w.work.parent().unwrap().to_path_buf();
+        let script = format!(
+            "pwd; cat given.txt; echo made > made.txt; echo \"$HOME\"; id -u; \
+             for p in {top} {work} {parent}; do test -e \"$p\" && echo \"seen $p\"; done; \
+             test -d /usr/bin && echo usr; echo end",
+            top = host_top.display(),
+            work = w.work.display(),
+            parent = host_top.parent().unwrap().display(),
+        );
+        let mut spec = w.spec(&script);
+        spec.cwd = PathBuf::from("/testbed");
+        spec.mounts = vec![Mount::new(&w.work, "/testbed", true)];
+        // Unconfined, /tmp is the host's unless the run has its own (an instance has).
+        let own_tmp = tempfile::tempdir().unwrap();
+        if confined {
+            spec.confine.as_mut().unwrap().writable.clear();
+        } else {
+            spec.confine = None;
+            spec.tmp = Some(own_tmp.path().to_path_buf());
+        }
+        let out = run(&w, &spec);
+        let text = w.text();
+        assert!(out.success(), "confined {confined}: {out:?}\n{text}");
+        // /tmp's parent is / (seen); the world's own directories are not.
+        let seen: Vec<&str> = text.lines().filter(|l| l.starts_with("seen ")).collect();
+        assert!(
+            seen.iter().all(|l| *l == "seen /tmp"),
+            "confined {confined}: host paths inside: {seen:?}\n{text}"
+        );
+        assert!(
+            text.starts_with("/testbed\ngiven\n/root\n0\n") && text.ends_with("usr\nend\n"),
+            "confined {confined}: {text}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(w.work.join("made.txt")).unwrap(),
+            "made\n"
+        );
+    }
+}
+
+/// A mount must be a directory, seen at an absolute place of its own.
+#[test]
+fn bad_mounts_are_refused() {
+    let w = World::new();
+    for (host, at) in [
+        (w.work.clone(), "testbed"),
+        (w.work.clone(), "/"),
+        (w.work.clone(), "/tmp/x"),
+        (w.work.clone(), "/proc/x"),
+        (w.work.join("given.txt"), "/testbed"),
+        (w.work.join("nothing"), "/testbed"),
+    ] {
+        let mut spec = w.spec("true");
+        spec.mounts = vec![Mount::new(&host, at, true)];
+        spec.cwd = w.work.clone();
+        match sandbox::run(&spec) {
+            Err(SandboxError::InvalidSpec(why)) => assert!(why.contains("mount"), "{why}"),
+            other => panic!("{} at {at}: {other:?}", host.display()),
+        }
+    }
 }
 
 #[test]
@@ -509,6 +581,20 @@ fn helper_confined_nobody() {
         "0\nCapEff:\t0000000000000000\nNoNewPrivs:\t1\netc-read-only\n"
     );
     let made = std::fs::symlink_metadata(w.work.join("made.txt")).unwrap();
+    assert_eq!(made.uid(), 65534);
+    // Unconfined with the work tree mounted at /testbed: the host's view, in a user namespace
+    // where this user is root.
+    let own_tmp = tempfile::tempdir().unwrap();
+    let mut spec = w.spec("pwd; id -u; echo \"$HOME\"; echo y > view.txt");
+    spec.confine = None;
+    spec.cwd = PathBuf::from("/testbed");
+    spec.tmp = Some(own_tmp.path().to_path_buf());
+    spec.mounts = vec![Mount::new(&w.work, "/testbed", true)];
+    let out = run(&w, &spec);
+    let text = w.text();
+    assert!(out.success(), "{out:?}\n{text}");
+    assert_eq!(text, "/testbed\n0\n/root\n");
+    let made = std::fs::symlink_metadata(w.work.join("view.txt")).unwrap();
     assert_eq!(made.uid(), 65534);
     eprintln!("helper_confined_nobody: ok");
 }

@@ -344,6 +344,7 @@ impl<'a> Runner<'a> {
             binds: self.binds.clone(),
             tmp: self.private_tmp.clone(),
             confine: self.confine.clone(),
+            mounts: Vec::new(),
         };
         let t = Instant::now();
         let outcome = sandbox::run(&spec).map_err(|e| Stop(Reason::Sandbox, e.to_string()))?;

@@ -27,7 +27,8 @@ use std::os::fd::RawFd;
 
 use libc::{c_int, pid_t};
 
-use super::confine::{MAX_BINDS, MAX_TASKS, RootOp, RootPlan};
+use super::confine::MAX_TASKS;
+use super::root::{MAX_BINDS, RootOp, RootPlan};
 
 /// A helper step failed: a = step (`STEP_*`), b = errno.
 pub(super) const REC_FAIL: u32 = 1;
@@ -951,11 +952,20 @@ fn stage_c(plan: &Plan, attempt: Attempt) -> io::Result<()> {
         report(fd, REC_FAIL, STEP_RLIMIT_NPROC, e);
         exit(EXIT_SETUP);
     }
-    if let Some(root) = &plan.root
-        && let Err((step, e)) = confine_command(root)
-    {
-        report(fd, REC_FAIL, step, e);
-        exit(EXIT_SETUP);
+    if let Some(root) = &plan.root {
+        // The host's view (unconfined): only the working directory, inside the new root.
+        let entered = if root.confined {
+            confine_command(root)
+        } else if unsafe { libc::chdir(root.cwd.as_ptr()) } != 0 {
+            // SAFETY (above): chdir with a C string made before the fork.
+            Err((STEP_CHDIR, errno()))
+        } else {
+            Ok(())
+        };
+        if let Err((step, e)) = entered {
+            report(fd, REC_FAIL, step, e);
+            exit(EXIT_SETUP);
+        }
     }
     Ok(())
 }

@@ -20,7 +20,8 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
 use super::child;
-use super::confine::{RootOp, RootPlan, SANDBOX_ID};
+use super::confine::SANDBOX_ID;
+use super::root::{RootOp, RootPlan};
 use super::{SandboxError, c_path};
 
 /// A user namespace whose only uid and gid, 0, is [`SANDBOX_ID`] outside: the mapping of every

@@ -16,9 +16,11 @@ mod cgroup;
 mod child;
 mod confine;
 mod idmap;
+mod root;
 mod tmpfs;
 
 pub use confine::{Confine, DEFAULT_TMPFS_SIZE, SANDBOX_ID};
+pub use root::RUN_HOME;
 pub use tmpfs::InstanceTmp;
 
 use std::collections::BTreeMap;
@@ -68,13 +70,35 @@ impl Network {
     }
 }
 
+/// A host directory a run sees at a path of its own (an instance's work tree at `/testbed`):
+/// bound there in the run's root, confined or not; nothing is made on the host to show it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mount {
+    /// The directory on the host.
+    pub host: PathBuf,
+    /// Where the run sees it: absolute, not `/`, not under `/proc`, `/dev`, `/sys` or `/tmp`.
+    pub at: PathBuf,
+    pub writable: bool,
+}
+
+impl Mount {
+    pub fn new(host: impl Into<PathBuf>, at: impl Into<PathBuf>, writable: bool) -> Mount {
+        Mount {
+            host: host.into(),
+            at: at.into(),
+            writable,
+        }
+    }
+}
+
 /// A command to run.
 #[derive(Debug, Clone)]
 pub struct Spec {
     /// A path, or a name looked up in the sandbox's PATH.
     pub program: PathBuf,
     pub args: Vec<OsString>,
-    /// The working directory; it must exist.
+    /// The working directory; it must exist. For a run with a root of its own (confined, or
+    /// given [`Spec::mounts`]) it is a path inside that root, such as a mount's.
     pub cwd: PathBuf,
     /// Set on top of the clean base environment (`PATH`, `HOME`, `TZ=UTC`, `PYTHONHASHSEED=0`,
     /// `LANG` and `LC_ALL` = `C.UTF-8`), replacing base variables of the same name. Nothing of
@@ -111,6 +135,10 @@ pub struct Spec {
     /// capabilities, a seccomp filter. None: the command sees the host's filesystem with the
     /// caller's rights (docs/SANDBOX.md says what each gives).
     pub confine: Option<Confine>,
+    /// Directories the run sees at paths of their own ([`Mount`]). A run given any gets a root
+    /// of its own even unconfined (the host's view, with these on top) and needs a mount
+    /// namespace; its `HOME` is then [`RUN_HOME`].
+    pub mounts: Vec<Mount>,
 }
 
 impl Spec {
@@ -136,7 +164,30 @@ impl Spec {
             binds: Vec::new(),
             tmp: None,
             confine: None,
+            mounts: Vec::new(),
         }
+    }
+
+    /// Whether the run gets a root filesystem of its own: confined, or given mounts.
+    pub fn has_own_root(&self) -> bool {
+        self.confine.is_some() || !self.mounts.is_empty()
+    }
+
+    /// The host directory behind `path` as this run sees it: under a mount, the mount's
+    /// host directory; otherwise `path` itself.
+    pub fn host_path(&self, path: &Path) -> PathBuf {
+        self.mounts
+            .iter()
+            .filter_map(|m| path.strip_prefix(&m.at).ok().map(|rest| (m, rest)))
+            .max_by_key(|(m, _)| m.at.components().count())
+            .map(|(m, rest)| {
+                if rest.as_os_str().is_empty() {
+                    m.host.clone()
+                } else {
+                    m.host.join(rest)
+                }
+            })
+            .unwrap_or_else(|| path.to_path_buf())
     }
 }
 
@@ -283,15 +334,15 @@ pub enum IsolationError {
     Namespaces(String),
 }
 
-/// What the sandbox mounts: its `/etc/resolv.conf` (isolated runs) and `/etc/hosts` (when
-/// the spec names hosts), written in the run's directory, and the spec's binds.
-struct Mounts {
+/// The files the sandbox shows a run: its `/etc/resolv.conf` (isolated runs) and `/etc/hosts`
+/// (when the spec names hosts), written in the run's directory, and the spec's binds.
+struct RunFiles {
     resolv_conf: Option<PathBuf>,
     hosts_file: Option<PathBuf>,
     binds: Vec<(CString, CString)>,
 }
 
-fn mounts(spec: &Spec, rundir: &Path) -> Result<Mounts, SandboxError> {
+fn run_files(spec: &Spec, rundir: &Path) -> Result<RunFiles, SandboxError> {
     let resolv_conf = if spec.network == Network::Isolated {
         let path = rundir.join("resolv.conf");
         fs::write(&path, RESOLV_CONF).map_err(|e| prepare("writing resolv.conf", e))?;
@@ -311,7 +362,7 @@ fn mounts(spec: &Spec, rundir: &Path) -> Result<Mounts, SandboxError> {
         .iter()
         .map(|(from, to)| Ok((c_path(from)?, c_path(to)?)))
         .collect::<Result<Vec<_>, SandboxError>>()?;
-    Ok(Mounts {
+    Ok(RunFiles {
         resolv_conf,
         hosts_file,
         binds,
@@ -398,8 +449,8 @@ fn run_notes(
 fn child_plan(
     spec: &Spec,
     attempts: Vec<child::Attempt>,
-    mounts: Mounts,
-    root: Option<confine::RootPlan>,
+    mounts: RunFiles,
+    root: Option<root::RootPlan>,
     cgroup: Option<&cgroup::PidsCgroup>,
     report_fd: i32,
     cancel_fd: i32,
@@ -421,10 +472,17 @@ fn child_plan(
             (root_map(euid()), root_map(egid()), true)
         }
     });
+    // An unconfined run with a root of its own is root of its user namespace (where it has
+    // one), as a confined run is: the same `HOME` and the same user name in what it prints.
+    let (uid_map, gid_map) = if spec.confine.is_none() && spec.has_own_root() {
+        (root_map(euid()), root_map(egid()))
+    } else {
+        (id_map(euid()), id_map(egid()))
+    };
     Ok(child::Plan {
         attempts,
-        uid_map: id_map(euid()),
-        gid_map: id_map(egid()),
+        uid_map,
+        gid_map,
         resolv_conf: mounts.resolv_conf.as_deref().map(c_path).transpose()?,
         hosts_file: mounts.hosts_file.as_deref().map(c_path).transpose()?,
         binds: mounts.binds,
@@ -448,39 +506,55 @@ fn child_plan(
     })
 }
 
-/// What B must build and enter for a confined run (its root's directory is `<rundir>/root`).
+/// What B must build and enter for a run with a root of its own (its directory is
+/// `<rundir>/root`): a confined one's, or the host's view for an unconfined one given mounts.
 fn root_plan(
     spec: &Spec,
-    confine: &Confine,
-    mounts: &Mounts,
+    files: &RunFiles,
     rundir: &Path,
-    home: &Path,
-) -> Result<confine::RootPlan, SandboxError> {
+) -> Result<Option<root::RootPlan>, SandboxError> {
+    if !spec.has_own_root() {
+        return Ok(None);
+    }
     let root = rundir.join("root");
     fs::create_dir(&root).map_err(|e| prepare("creating the run's root", e))?;
-    let ops = confine::root_ops(
-        &root,
-        confine,
-        confine::NameFiles {
-            resolv_conf: mounts.resolv_conf.as_deref(),
-            hosts: mounts.hosts_file.as_deref(),
+    let inputs = root::RootInputs {
+        names: root::NameFiles {
+            resolv_conf: files.resolv_conf.as_deref(),
+            hosts: files.hosts_file.as_deref(),
         },
-        &spec.binds,
-        spec.tmp.as_deref(),
-        home,
-    )?;
-    Ok(confine::RootPlan {
+        binds: &spec.binds,
+        tmp: spec.tmp.as_deref(),
+        mounts: &spec.mounts,
+        tmpfs_size: spec
+            .confine
+            .as_ref()
+            .map_or(DEFAULT_TMPFS_SIZE, |c| c.tmpfs_size),
+    };
+    let mut plan = root::RootPlan {
         old_root: c_path(&root.join(".oldroot"))?,
         root: c_path(&root)?,
-        ops,
+        ops: Vec::new(),
         cwd: c_path(&spec.cwd)?,
-        filters: confine::seccomp_filters()?,
-        file_size_limit: confine.file_size_limit,
-        cpu_limit: confine.cpu_limit,
-        become_root: sandbox_ids(),
+        filters: Vec::new(),
+        file_size_limit: None,
+        cpu_limit: None,
+        become_root: false,
         prepared: Vec::new(),
         held: Vec::new(),
-    })
+        confined: spec.confine.is_some(),
+    };
+    match &spec.confine {
+        Some(confine) => {
+            plan.ops = root::confined_ops(&root, confine, &inputs)?;
+            plan.filters = confine::seccomp_filters()?;
+            plan.file_size_limit = confine.file_size_limit;
+            plan.cpu_limit = confine.cpu_limit;
+            plan.become_root = sandbox_ids();
+        }
+        None => plan.ops = root::view_ops(&root, &inputs)?,
+    }
+    Ok(Some(plan))
 }
 
 /// Whether a confined command is [`SANDBOX_ID`] outside: when swe-ark runs as root and that
@@ -537,11 +611,13 @@ pub fn run(spec: &Spec) -> Result<Outcome, SandboxError> {
         .prefix("swe-ark-sandbox-")
         .tempdir()
         .map_err(|e| prepare("creating a temporary directory", e))?;
-    // Its HOME: in the run's directory (a confined run's is a tmpfs there). An unconfined run
-    // with a /tmp of its own no longer sees the host's /tmp: its HOME is a hidden directory
-    // of its own /tmp, named by the path it has there (removed with the guard).
-    let (home, _own_tmp_home) = match (&spec.confine, &spec.tmp) {
-        (None, Some(tmp)) => {
+    // Its HOME: with a root of its own, a tmpfs at RUN_HOME there. Otherwise in the run's
+    // directory; but an unconfined run with a /tmp of its own no longer sees the host's /tmp:
+    // its HOME is a hidden directory of its own /tmp, named by the path it has there (removed
+    // with the guard).
+    let (home, _own_tmp_home) = match (spec.has_own_root(), &spec.tmp) {
+        (true, _) => (PathBuf::from(RUN_HOME), None),
+        (false, Some(tmp)) => {
             let dir = tempfile::Builder::new()
                 .prefix(".swe-ark-home-")
                 .tempdir_in(tmp)
@@ -555,20 +631,23 @@ pub fn run(spec: &Spec) -> Result<Outcome, SandboxError> {
             (home, None)
         }
     };
-    let mounts = mounts(spec, rundir.path())?;
-    let mut root = match &spec.confine {
-        Some(c) => Some(root_plan(spec, c, &mounts, rundir.path(), &home)?),
-        None => None,
-    };
+    let files = run_files(spec, rundir.path())?;
+    let mut root = root_plan(spec, &files, rundir.path())?;
     let root_ops: Vec<String> = root
         .as_ref()
-        .map(|r| r.ops.iter().map(confine::RootOp::describe).collect())
+        .map(|r| r.ops.iter().map(root::RootOp::describe).collect())
         .unwrap_or_default();
     // As root, what root owns in the writable trees is the sandbox uid's for the run: shown
     // so by idmapped mounts, or, where a filesystem has none, given to it and taken back.
     let handed_over = match (&spec.confine, root.as_mut()) {
         (Some(c), Some(plan)) if sandbox_ids() => {
             let mut dirs = c.writable.clone();
+            dirs.extend(
+                spec.mounts
+                    .iter()
+                    .filter(|m| m.writable)
+                    .map(|m| m.host.clone()),
+            );
             dirs.extend(spec.tmp.clone());
             let walked = if c.idmap {
                 idmap::idmap_writable(plan, &dirs)?
@@ -580,7 +659,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, SandboxError> {
         }
         _ => Vec::new(),
     };
-    let result = run_prepared(spec, rundir, &home, mounts, root, &root_ops);
+    let result = run_prepared(spec, rundir, &home, files, root, &root_ops);
     let returned = confine::hand_over(&handed_over, confine::SANDBOX_ID, 0);
     let outcome = result?;
     returned?;
@@ -592,8 +671,8 @@ fn run_prepared(
     spec: &Spec,
     rundir: tempfile::TempDir,
     home: &Path,
-    mounts: Mounts,
-    root: Option<confine::RootPlan>,
+    files: RunFiles,
+    root: Option<root::RootPlan>,
     root_ops: &[String],
 ) -> Result<Outcome, SandboxError> {
     let env = environment(spec, home);
@@ -609,20 +688,26 @@ fn run_prepared(
     let (cancel_r, cancel_w) = io::pipe().map_err(|e| prepare("creating a pipe", e))?;
 
     let (cgroup, cgroup_problem) = pids_cgroup(spec);
-    let attempts = attempts(spec.network, spec.confine.is_some());
+    let attempts = attempts(spec.network, spec.confine.is_some(), spec.has_own_root());
     let plan = child_plan(
         spec,
         attempts.clone(),
-        mounts,
+        files,
         root,
         cgroup.as_ref(),
         report_w.as_raw_fd(),
         cancel_r.as_raw_fd(),
     )?;
 
+    // With a root of its own, the command enters its working directory there (C).
+    let start_dir = if spec.has_own_root() {
+        Path::new("/")
+    } else {
+        spec.cwd.as_path()
+    };
     let mut cmd = Command::new(&spec.program);
     cmd.args(&spec.args)
-        .current_dir(&spec.cwd)
+        .current_dir(start_dir)
         .env_clear()
         .envs(&env)
         .stdin(Stdio::null())
@@ -722,7 +807,10 @@ fn hosts_text(hosts: &BTreeMap<String, IpAddr>) -> String {
 
 fn check(spec: &Spec) -> Result<(), SandboxError> {
     if let Some(c) = &spec.confine {
-        c.check(&spec.cwd)?;
+        c.check(&spec.cwd, &spec.mounts)?;
+    }
+    for m in &spec.mounts {
+        check_mount(m)?;
     }
     if let Some(tmp) = &spec.tmp
         && (!tmp.is_absolute() || !tmp.is_dir())
@@ -733,7 +821,8 @@ fn check(spec: &Spec) -> Result<(), SandboxError> {
         )));
     }
     for (from, to) in &spec.binds {
-        for path in [from, to] {
+        // The target as the run sees it: a file under a mount is the mount's.
+        for path in [from.clone(), spec.host_path(to)] {
             if !path.is_absolute() || !path.is_file() {
                 return Err(SandboxError::InvalidSpec(format!(
                     "cannot show {} in place of {}: {} is not an existing file's absolute path",
@@ -763,7 +852,7 @@ fn check(spec: &Spec) -> Result<(), SandboxError> {
             )));
         }
     }
-    match fs::metadata(&spec.cwd) {
+    match fs::metadata(spec.host_path(&spec.cwd)) {
         Ok(m) if m.is_dir() => Ok(()),
         Ok(_) => Err(SandboxError::Cwd {
             path: spec.cwd.clone(),
@@ -774,6 +863,33 @@ fn check(spec: &Spec) -> Result<(), SandboxError> {
             source,
         }),
     }
+}
+
+/// A mount's host side must be an existing directory's absolute path; its place inside an
+/// absolute path of its own, not the root and not where the sandbox puts its own.
+fn check_mount(m: &Mount) -> Result<(), SandboxError> {
+    let plain = |p: &Path| {
+        p.is_absolute()
+            && p.components()
+                .all(|c| !matches!(c, std::path::Component::ParentDir))
+    };
+    if !plain(&m.host) || !m.host.is_dir() {
+        return Err(SandboxError::InvalidSpec(format!(
+            "cannot mount {} in a run: it is not an existing directory's absolute path",
+            m.host.display()
+        )));
+    }
+    let reserved = ["/proc", "/dev", "/sys", "/tmp", RUN_HOME];
+    if !plain(&m.at) || m.at == Path::new("/") || reserved.iter().any(|r| m.at.starts_with(r)) {
+        return Err(SandboxError::InvalidSpec(format!(
+            "cannot mount {} at {} in a run: the place must be an absolute path of its own, \
+             not / or under {}",
+            m.host.display(),
+            m.at.display(),
+            reserved.join(", ")
+        )));
+    }
+    Ok(())
 }
 
 /// The clean base environment, then the caller's variables.
@@ -795,8 +911,9 @@ fn environment(spec: &Spec, home: &Path) -> BTreeMap<OsString, OsString> {
     env
 }
 
-/// The ways to create the sandbox's init process, best first.
-fn attempts(network: Network, confined: bool) -> Vec<child::Attempt> {
+/// The ways to create the sandbox's init process, best first. A run with a root of its own
+/// needs a mount namespace: it is never tried without namespaces.
+fn attempts(network: Network, confined: bool, own_root: bool) -> Vec<child::Attempt> {
     let mut flags = libc::CLONE_NEWPID | libc::CLONE_NEWNS;
     if network == Network::Isolated {
         flags |= libc::CLONE_NEWNET;
@@ -822,7 +939,7 @@ fn attempts(network: Network, confined: bool) -> Vec<child::Attempt> {
         user: true,
         maps_from_parent: false,
     });
-    if network == Network::Allowed {
+    if network == Network::Allowed && !own_root {
         attempts.push(child::Attempt {
             flags: 0,
             user: false,
@@ -1211,7 +1328,7 @@ fn probe() -> Result<(), IsolationError> {
     let pipes = io::pipe().and_then(|report| io::pipe().map(|cancel| (report, cancel)));
     let ((report_r, report_w), (cancel_r, _cancel_w)) =
         pipes.map_err(|e| IsolationError::Pipe(Arc::new(e)))?;
-    let attempts = attempts(Network::Isolated, false);
+    let attempts = attempts(Network::Isolated, false, false);
     let plan = child::Plan {
         attempts: attempts.clone(),
         uid_map: id_map(euid()),
