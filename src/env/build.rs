@@ -62,8 +62,10 @@ pub struct BuiltEnv {
 
 /// What a build makes, as a number: a cached build of another format is built again. 1: a
 /// carried interpreter's build files (and so the environment's copy of its standard
-/// library) name where it is unpacked, not the locker's prefix.
-pub const BUILD_FORMAT: u32 = 1;
+/// library) name where it is unpacked, not the locker's prefix. 2: the environment holds the
+/// interpreter's headers and its build files name the environment itself; services'
+/// environments are prefixes of their own too (an instance's run sees nothing else).
+pub const BUILD_FORMAT: u32 = 2;
 
 const MARKER: &str = "env.json";
 
@@ -350,10 +352,11 @@ fn build_into(
     })
 }
 
-/// A per-instance environment at `dest`: a copy of the cached one, scripts pointed at their
-/// new place. The instance's own install then runs in it offline, with
+/// A per-instance environment at `dest`, for commands that see it at `seen_at` (`dest`
+/// itself, or the place a run mounts it): a copy of the cached one, the files that name its
+/// place rewritten. The instance's own install then runs in it offline, with
 /// [`offline_install_env`].
-pub fn instance_copy(built: &BuiltEnv, dest: &Path) -> Result<Venv, EnvError> {
+pub fn instance_copy(built: &BuiltEnv, dest: &Path, seen_at: &Path) -> Result<Venv, EnvError> {
     if dest.exists() {
         return Err(EnvError::Io {
             path: dest.to_path_buf(),
@@ -364,16 +367,27 @@ pub fn instance_copy(built: &BuiltEnv, dest: &Path) -> Result<Venv, EnvError> {
         });
     }
     let dest = &std::path::absolute(dest).map_err(io_err(dest))?;
-    venv::copy_venv(&built.venv, dest)?;
+    let seen_at = &std::path::absolute(seen_at).map_err(io_err(seen_at))?;
+    venv::copy_venv(&built.venv, dest, seen_at)?;
     Ok(Venv {
         dir: dest.to_path_buf(),
     })
 }
 
-/// The variables that make pip (and uv) install from the wheelhouse only.
-pub fn offline_install_env(built: &BuiltEnv) -> BTreeMap<String, String> {
+/// A copy at `dest` of the environment `src` (a service's), for commands that see it at
+/// `seen_at`.
+pub fn copy_environment(src: &Path, dest: &Path, seen_at: &Path) -> Result<(), EnvError> {
+    if let Some(parent) = dest.parent() {
+        std::fs::create_dir_all(parent).map_err(io_err(parent))?;
+    }
+    venv::copy_venv(src, dest, seen_at)
+}
+
+/// The variables that make pip (and uv) install from the wheelhouse only, seen at
+/// `wheelhouse` (the built environment's own, or where a run mounts it).
+pub fn offline_install_env(wheelhouse: &Path) -> BTreeMap<String, String> {
     let mut env = BTreeMap::new();
-    let wh = built.wheelhouse.display().to_string();
+    let wh = wheelhouse.display().to_string();
     env.insert("PIP_NO_INDEX".into(), "1".into());
     env.insert("PIP_FIND_LINKS".into(), wh.clone());
     env.insert("UV_OFFLINE".into(), "1".into());

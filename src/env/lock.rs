@@ -795,7 +795,7 @@ fn install_at_base_commits(
             dir: work.join(format!("venv-{i}")),
         };
         checkout(&mirror.path, c, &src_i)?;
-        venv::copy_venv(&venv.dir, &venv_i.dir)?;
+        venv::copy_venv(&venv.dir, &venv_i.dir, &venv_i.dir)?;
         let mut failed = None;
         for cmd in ctx.pre_install.iter().filter(|c| !is_system_command(c)) {
             if let Err(e) = step.run(
@@ -1550,7 +1550,8 @@ fn prove_install(
         return Ok(());
     }
     say("running the install again, offline, in a copy");
-    let copy = build::instance_copy(built_env, &work.join("proof-venv"))?;
+    let proof = work.join("proof-venv");
+    let copy = build::instance_copy(built_env, &proof, &proof)?;
     let src = work.join("proof-src");
     checkout(mirror, commit, &src)?;
     // As a replay's install runs: confined, with no network at all.
@@ -1562,7 +1563,7 @@ fn prove_install(
         .read_only(&python::prefix_of(&built_env.interpreter))
         .read_only(mirror);
     let mut env = ctx.env.clone();
-    env.extend(build::offline_install_env(built_env));
+    env.extend(build::offline_install_env(&built_env.wheelhouse));
     for cmd in &lock.tool.swe_ark.context.pre_install {
         steps.run(
             &mut copy.shell(cmd, &src, &env),

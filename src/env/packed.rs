@@ -262,7 +262,7 @@ fn built_prefix(sysconfigdata: &str) -> Option<&str> {
 /// `INCLUDEPY`, so a C extension built offline from another user's archive would look in the
 /// locker's home), the `config-*/Makefile`, `pythonX.Y-config` and the `pkg-config` files. A
 /// system prefix (`/usr`) is left alone: its paths are not the interpreter's alone.
-fn relocate_build_files(unpacked: &Path, dest: &Path) -> Result<(), EnvError> {
+pub(super) fn relocate_build_files(unpacked: &Path, dest: &Path) -> Result<(), EnvError> {
     let lib = unpacked.join("lib");
     let stdlibs: Vec<PathBuf> = std::fs::read_dir(&lib)
         .map_err(io_err(&lib))?

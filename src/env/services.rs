@@ -365,7 +365,9 @@ pub(super) fn build(
         let venv_path = venv_dir(dir, &s.name);
         // pip needs itself in the environment (ensurepip); uv does not.
         let with_pip = installer != Installer::Uv;
-        let venv = Venv::create(python, &venv_path, with_pip)?;
+        // A prefix of its own: a run sees a copy of it at a place of its own, with nothing of
+        // the interpreter's installation.
+        let venv = Venv::create_prefix(python, &venv_path, with_pip)?;
         let steps = steps.writable(&venv_path)?;
         install::install_wheels(&steps, &venv, installer, uv, uv_cache, &files)?;
         check_built(&steps, lock_id, s, &venv, with_pip)?;

@@ -88,6 +88,10 @@ impl Venv {
     /// virtual environment does not survive (tox-current-env links `sys.executable` into
     /// `.tox/py39/bin/`, and Python started that way would not see the venv's packages).
     /// CPython's own test suite (`test/`) and the interpreter's site-packages are left out.
+    /// Its headers (`include/`) are copied too and its build files (`_sysconfigdata`, the
+    /// `config-*/Makefile`) name the environment itself: a C extension built in it finds
+    /// `Python.h` there, so that nothing of the interpreter's own installation is needed
+    /// where the environment is used (an instance's run sees only the environment).
     pub fn create_prefix(base_python: &Path, dir: &Path, with_pip: bool) -> Result<Venv, EnvError> {
         // pip comes last: the copied binary of a shared-library build runs only once its
         // libpython is beside it.
@@ -108,7 +112,8 @@ impl Venv {
              print(base + libdir[len(built):] if built and \
              libdir.startswith(built) else libdir); \
              print(sysconfig.get_config_var('LDLIBRARY') or ''); \
-             print(platform.python_version())",
+             print(platform.python_version()); \
+             print(sysconfig.get_paths()['include'])",
         ]);
         clean_env(&mut cmd, None, &BTreeMap::new());
         let out = run(
@@ -117,11 +122,12 @@ impl Venv {
         )?;
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         let mut lines = text.lines();
-        let (stdlib, libdir, ldlibrary, version) = (
+        let (stdlib, libdir, ldlibrary, version, include) = (
             PathBuf::from(lines.next().unwrap_or("")),
             lines.next().unwrap_or(""),
             lines.next().unwrap_or(""),
             lines.next().unwrap_or(""),
+            PathBuf::from(lines.next().unwrap_or("")),
         );
         let name = stdlib.file_name().ok_or_else(|| EnvError::Command {
             step: "asking the interpreter where its standard library is".into(),
@@ -152,6 +158,8 @@ impl Venv {
                 }
             }
         }
+        copy_headers(&include, dir)?;
+        super::packed::relocate_build_files(dir, dir)?;
         let cfg = dir.join("pyvenv.cfg");
         std::fs::remove_file(&cfg).map_err(io_err(&cfg))?;
         let env = Venv {
@@ -326,25 +334,60 @@ pub fn reproducible_build_env(
     ])
 }
 
-/// Copies `src` to `dest` (a new directory), rewriting `old` to `new` in the text files of
-/// `bin/` and in `pyvenv.cfg`: what makes a copied virtual environment run from its new place
-/// (console scripts carry their interpreter's absolute path in their shebang).
-pub fn copy_venv(src: &Path, dest: &Path) -> Result<(), EnvError> {
+/// The interpreter's headers (`include/pythonX.Y`), copied into the environment `dir` when
+/// they are the interpreter's own (a system interpreter's, under `/usr`, are the system's and
+/// are seen wherever the environment is).
+fn copy_headers(include: &Path, dir: &Path) -> Result<(), EnvError> {
+    let Some(name) = include.file_name() else {
+        return Ok(());
+    };
+    if !include.is_dir() || include.starts_with("/usr") {
+        return Ok(());
+    }
+    copy_tree(include, &dir.join("include").join(name), &|_| true, None)
+}
+
+/// Copies the environment `src` to `dest` (a new directory) for commands that see it at
+/// `seen_at` (`dest` itself, or where a run mounts it), rewriting `src`'s path to it in the
+/// text files that name it: those of `bin/` (console scripts carry their interpreter's
+/// absolute path in their shebang), `pyvenv.cfg`, and the build files (`_sysconfigdata`,
+/// `config-*/Makefile`) of an environment that is a prefix of its own.
+pub fn copy_venv(src: &Path, dest: &Path, seen_at: &Path) -> Result<(), EnvError> {
     let old = src.to_string_lossy().into_owned();
-    let new = dest.to_string_lossy().into_owned();
+    let new = seen_at.to_string_lossy().into_owned();
     copy_tree(
         src,
         dest,
         &|_| true,
         Some(&Rewrite {
-            applies: &|rel: &Path| {
-                rel.starts_with("bin") && rel.components().count() == 2
-                    || rel == Path::new("pyvenv.cfg")
-            },
+            applies: &names_its_place,
             old: &old,
             new: &new,
         }),
     )
+}
+
+/// Whether the file at `rel` in an environment names the environment's own path.
+fn names_its_place(rel: &Path) -> bool {
+    let parts: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    match parts
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .as_slice()
+    {
+        ["bin", _] | ["pyvenv.cfg"] => true,
+        ["lib", py, name] => {
+            py.starts_with("python") && name.starts_with("_sysconfigdata") && name.ends_with(".py")
+        }
+        ["lib", py, config, "Makefile"] => {
+            py.starts_with("python") && config.starts_with("config-")
+        }
+        _ => false,
+    }
 }
 
 /// In the files `applies` names (by their path relative to the tree), `old` becomes `new`.

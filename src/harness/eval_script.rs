@@ -1,23 +1,21 @@
 //! A version-5 dataset row's `eval_script`, made to run here. swebench 5 keeps each
 //! instance's evaluation script in its row; the official harness runs it with bash in the
 //! instance's Docker image, where the code is at `/testbed` and a conda environment `testbed`
-//! holds the dependencies. Here the same script runs in the sandbox, in the instance's work
-//! tree with its locked environment first on `PATH`, after these changes, each made only
-//! outside here-documents (a test patch's text is never touched):
+//! holds the dependencies. Here the same script runs in the sandbox, where the work tree is at
+//! `/testbed` too, with its locked environment first on `PATH`, after these changes, each made
+//! only outside here-documents (a test patch's text is never touched):
 //!
 //! - the `#!/bin/bash` and `set -uxo pipefail` lines the harness strips and adds again
 //!   (`parse_eval_script`, `TestSpec.eval_script`) are stripped and `set -uxo pipefail` put
 //!   first;
 //! - lines that activate or deactivate conda (`source /opt/miniconda3/bin/activate`,
 //!   `conda activate testbed`) become no-ops: the environment is already active;
-//! - `/testbed` becomes the work tree's path;
 //! - the base commit's id becomes `HEAD`: the work tree's commit is the base commit with the
 //!   context's setup committed, which is what the image's `/testbed` holds;
 //! - swebench 5's `record_test_exit_code`: `SWEBENCH_TEST_EXIT_CODE=$?` right before the line
 //!   holding `>>>>> End Test Output`, and `echo ">>>>> Test Exit Code: $SWEBENCH_TEST_EXIT_CODE"`
 //!   right after it.
 
-use std::path::Path;
 use std::sync::OnceLock;
 
 use regex::Regex;
@@ -29,10 +27,9 @@ pub const END_TEST_OUTPUT: &str = ">>>>> End Test Output";
 /// The harness's `TEST_EXIT_CODE`.
 pub const TEST_EXIT_CODE: &str = ">>>>> Test Exit Code";
 
-/// `script` as it runs here (see the module's comment) for the work tree `src` of an instance
-/// whose base commit is `base_commit`.
-pub fn adapt(script: &str, base_commit: &str, src: &Path) -> String {
-    let src = src.display().to_string();
+/// `script` as it runs here (see the module's comment) for an instance whose base commit is
+/// `base_commit`.
+pub fn adapt(script: &str, base_commit: &str) -> String {
     let mut out = vec!["set -uxo pipefail".to_string()];
     let mut heredoc_end: Option<(String, bool)> = None;
     for line in script.trim().split('\n') {
@@ -59,7 +56,7 @@ pub fn adapt(script: &str, base_commit: &str, src: &Path) -> String {
             ));
             continue;
         }
-        let mut line = line.replace("/testbed", &src);
+        let mut line = line.to_string();
         if !base_commit.is_empty() {
             line = line.replace(base_commit, "HEAD");
         }
@@ -159,15 +156,16 @@ mod tests {
 
     #[test]
     fn the_script_runs_in_the_work_tree_with_the_exit_code_recorded() {
-        let s = adapt(&script(), BASE, Path::new("/w/src"));
+        let s = adapt(&script(), BASE);
         let lines: Vec<&str> = s.lines().collect();
         assert_eq!(lines[0], "set -uxo pipefail");
         assert!(!s.contains("#!/bin/bash"));
         assert_eq!(s.matches("set -uxo pipefail").count(), 1);
         assert!(lines[1].starts_with(": swe-ark: the environment is active already: "));
-        assert!(s.contains("\ncd /w/src\n"));
+        // The work tree is at /testbed here too: the script's paths stay as they are.
+        assert!(s.contains("\ncd /testbed\n"));
         assert!(s.contains("git checkout HEAD tests/test_a.py\n"));
-        assert!(s.contains("safe.directory /w/src\n"));
+        assert!(s.contains("safe.directory /testbed\n"));
         // The here-document is left exactly as it was.
         assert!(s.contains(&format!(
             "-x = '/testbed {BASE}'\n+conda activate testbed\nEOF_"

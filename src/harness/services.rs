@@ -1,10 +1,12 @@
 //! A context's services at test time: started in the background inside each test run's own
-//! sandbox (so in its network namespace), from their own environments (`envs/<lock>/services/`),
-//! waited for until every port accepts connections, and given to the tests: the host names they
-//! stand in for resolve to 127.0.0.1 (the run's private /etc/hosts), TLS ports get a
-//! certificate for those names signed by a CA made for this work directory (its key never
-//! written down), and the tests get the CA's file in the variables the manifest names.
-//! Validation and replay both use it.
+//! sandbox (so in its network namespace), from their own environments (the instance's copies,
+//! at `/swe-ark/service-envs/<name>`), waited for until every port accepts connections, and
+//! given to the tests: the host names they stand in for resolve to 127.0.0.1 (the run's
+//! private /etc/hosts), TLS ports get a certificate for those names signed by a CA made for
+//! this work directory (its key never written down), and the tests get the CA's file in the
+//! variables the manifest names. Everything the services write is in the work directory's
+//! `services/`, which the run sees at `/swe-ark/services`: the script names what the run sees,
+//! swe-ark reads the host's side.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
@@ -15,10 +17,10 @@ use rcgen::{
     KeyUsagePurpose, SanType,
 };
 
-use super::directives::shell_quote;
 use super::{Reason, Stop};
-use crate::env::build::BuiltEnv;
+use crate::context::layout;
 use crate::manifest::Service;
+use crate::shell::quote as shell_quote;
 
 /// The first port given to a service that names none (the next ones follow); inside the run's
 /// own network namespace every port is free.
@@ -34,12 +36,30 @@ pub(crate) struct Services {
     pub(crate) hosts: BTreeMap<String, IpAddr>,
     /// One sentence per service, for the results.
     pub(crate) described: Vec<String>,
-    failed: PathBuf,
+    /// The services' directory on the host (none when the context has no services).
+    pub(crate) dir: Option<PathBuf>,
+    failed: Place,
     /// Each listener's log: the only files [`Services::failure`] reads a tail of.
-    logs: Vec<PathBuf>,
-    /// The run's CA certificate, and the checkout's bundles that get it added.
+    logs: Vec<Place>,
+    /// The run's CA certificate (on the host), and the checkout's bundles that get it added.
     ca: Option<PathBuf>,
     ca_files: Vec<String>,
+}
+
+/// A file or directory of `services/`: on the host, and as the run sees it.
+#[derive(Debug, Default, Clone)]
+struct Place {
+    host: PathBuf,
+    seen: PathBuf,
+}
+
+impl Place {
+    fn join(&self, rel: impl AsRef<Path>) -> Place {
+        Place {
+            host: self.host.join(&rel),
+            seen: self.seen.join(&rel),
+        }
+    }
 }
 
 /// One process to start: a service's command on one port.
@@ -50,21 +70,23 @@ struct Listener {
 }
 
 impl Services {
-    /// Prepares `services` for runs in `work` (logs in `work/logs`): their commands with ports
-    /// and certificate paths filled in, the certificate when a TLS port needs one, and the
-    /// variables the tests get.
+    /// Prepares `services` for runs in `work` (logs in `work/logs`), each from its
+    /// environment in `envs` (by name: on the host, and where the run sees it): their commands
+    /// with ports and certificate paths filled in, the certificate when a TLS port needs one,
+    /// and the variables the tests get.
     pub(crate) fn prepare(
         services: &[Service],
-        built: &BuiltEnv,
+        envs: &BTreeMap<String, (PathBuf, PathBuf)>,
         work: &Path,
     ) -> Result<Services, Stop> {
         let io = |p: &Path, e: std::io::Error| Stop(Reason::Io, format!("{}: {e}", p.display()));
-        // The script runs in the checkout and the services in their own folders: absolute
-        // paths only.
         let work = &std::path::absolute(work).map_err(|e| io(work, e))?;
         // Everything the services write is in `work/services`, which a confined run may
         // write (unlike `work/logs`); swe-ark reads it back without following links.
-        let root = work.join("services");
+        let root = Place {
+            host: work.join("services"),
+            seen: PathBuf::from(layout::SERVICES),
+        };
         let mut out = Services {
             failed: root.join("logs").join("service-failed.txt"),
             ..Services::default()
@@ -72,20 +94,21 @@ impl Services {
         if services.is_empty() {
             return Ok(out);
         }
+        out.dir = Some(root.host.clone());
         let logs = root.join("logs");
-        std::fs::create_dir_all(&logs).map_err(|e| io(&logs, e))?;
+        std::fs::create_dir_all(&logs.host).map_err(|e| io(&logs.host, e))?;
         let tls = if services.iter().any(|s| !s.tls_ports.is_empty()) {
             let names: Vec<String> = services.iter().flat_map(|s| s.hosts.clone()).collect();
             Some(make_tls(&names, &root.join("tls"))?)
         } else {
             None
         };
-        let mut script = WAIT_FUNCTION.replace("{failed}", &q(&out.failed));
+        let mut script = WAIT_FUNCTION.replace("{failed}", &q(&out.failed.seen));
         let mut exports = String::new();
         let mut next_port = FIRST_PORT;
         for s in services {
             let dir = root.join(&s.name);
-            std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
+            std::fs::create_dir_all(&dir.host).map_err(|e| io(&dir.host, e))?;
             let mut listeners = Vec::new();
             let mut plain = s.ports.clone();
             if plain.is_empty() && s.tls_ports.is_empty() {
@@ -106,11 +129,11 @@ impl Services {
                     command: s.tls_command.clone().unwrap_or_default(),
                 });
             }
-            let venv = built.services.get(&s.name);
+            let venv = envs.get(&s.name).map(|(_, seen)| seen);
             for l in &listeners {
                 let log = logs.join(format!("service-{}-{}.log", l.service, l.port));
-                out.logs.push(log.clone());
-                script.push_str(&launch_line(l, s, venv, tls.as_ref(), &dir, &log));
+                script.push_str(&launch_line(l, s, venv, tls.as_ref(), &dir.seen, &log.seen));
+                out.logs.push(log);
             }
             let first = plain.first().or(s.tls_ports.first()).copied().unwrap_or(0);
             if let Some(var) = &s.env_var {
@@ -125,7 +148,7 @@ impl Services {
                 && !s.tls_ports.is_empty()
             {
                 for var in s.ca_env() {
-                    exports.push_str(&format!("export {var}={}\n", q(&t.ca)));
+                    exports.push_str(&format!("export {var}={}\n", q(&t.ca.seen)));
                 }
                 out.ca_files.extend(s.ca_files.iter().cloned());
             }
@@ -137,13 +160,13 @@ impl Services {
         script.push_str("for __swe_ark_p in \"${__swe_ark_pids[@]}\"; do __swe_ark_wait \"$__swe_ark_p\"; done\n");
         script.push_str(&exports);
         out.script = script;
-        out.ca = tls.map(|t| t.ca);
+        out.ca = tls.map(|t| t.ca.host);
         Ok(out)
     }
 
-    /// For a test run in the checkout `src`: each of the CA bundles it has, written anew with
-    /// the run's CA added, as (copy, original) to show in its place. Made before each run: the
-    /// patches may have changed a bundle.
+    /// For a test run in the checkout `src` (on the host): each of the CA bundles it has,
+    /// written anew with the run's CA added, as (copy, the original's place in the run) to
+    /// show in its place. Made before each run: the patches may have changed a bundle.
     pub(crate) fn bundles(&self, src: &Path) -> Result<Vec<(PathBuf, PathBuf)>, Stop> {
         let Some(ca) = &self.ca else {
             return Ok(Vec::new());
@@ -169,7 +192,7 @@ impl Services {
             let copy = ca.with_file_name(format!("bundle-{i}.pem"));
             std::fs::write(&copy, bytes).map_err(|e| io(&copy, e))?;
             let absolute = |p: &Path| std::path::absolute(p).map_err(|e| io(p, e));
-            out.push((absolute(&copy)?, absolute(&original)?));
+            out.push((absolute(&copy)?, Path::new(layout::WORK_TREE).join(rel)));
         }
         Ok(out)
     }
@@ -179,16 +202,17 @@ impl Services {
     pub(crate) fn failure(&self) -> Option<String> {
         // Written by the run: read without following a link it may have put there, a
         // bounded amount, and only logs of ours.
-        let bytes = super::read_written(&self.failed, 64 << 10)?;
-        let _ = std::fs::remove_file(&self.failed);
+        let bytes = super::read_written(&self.failed.host, 64 << 10)?;
+        let _ = std::fs::remove_file(&self.failed.host);
         let text = String::from_utf8_lossy(&bytes).into_owned();
         let mut lines = text.lines();
         let reason = lines.next().unwrap_or("a service failed").to_string();
+        // The script names a log as the run sees it.
         let output = lines
             .next()
             .map(Path::new)
-            .filter(|log| self.logs.iter().any(|l| l == log))
-            .and_then(|log| super::read_written(log, 1 << 20))
+            .and_then(|seen| self.logs.iter().find(|l| l.seen == seen))
+            .and_then(|log| super::read_written(&log.host, 1 << 20))
             .map(|b| super::tail(&b, 10))
             .unwrap_or_default();
         Some(if output.trim().is_empty() {
@@ -239,8 +263,8 @@ fn launch_line(
         let mut a = a.replace("{port}", &l.port.to_string());
         if let Some(t) = tls {
             a = a
-                .replace("{certfile}", &t.cert.display().to_string())
-                .replace("{keyfile}", &t.key.display().to_string());
+                .replace("{certfile}", &t.cert.seen.display().to_string())
+                .replace("{keyfile}", &t.key.seen.display().to_string());
         }
         shell_quote(&a)
     };
@@ -304,17 +328,17 @@ fn describe(s: &Service, plain: &[u16], own_env: bool) -> String {
 
 /// The PEM files of a run's TLS: the CA the tests trust, and the services' certificate and key.
 struct Tls {
-    ca: PathBuf,
-    cert: PathBuf,
-    key: PathBuf,
+    ca: Place,
+    cert: Place,
+    key: Place,
 }
 
 /// A CA made for this run (its key dropped once it has signed), and a certificate it signs for
 /// `names`, `localhost` and 127.0.0.1.
-fn make_tls(names: &[String], dir: &Path) -> Result<Tls, Stop> {
+fn make_tls(names: &[String], dir: &Place) -> Result<Tls, Stop> {
     let err = |e: rcgen::Error| Stop(Reason::Io, format!("making the run's TLS certificate: {e}"));
     let io = |p: &Path, e: std::io::Error| Stop(Reason::Io, format!("{}: {e}", p.display()));
-    std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+    std::fs::create_dir_all(&dir.host).map_err(|e| io(&dir.host, e))?;
     let ca_key = KeyPair::generate().map_err(err)?;
     let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(err)?;
     ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -349,12 +373,12 @@ fn make_tls(names: &[String], dir: &Path) -> Result<Tls, Stop> {
         cert: dir.join("cert.pem"),
         key: dir.join("key.pem"),
     };
-    for (path, text) in [
+    for (place, text) in [
         (&tls.ca, ca_cert.pem()),
         (&tls.cert, cert.pem()),
         (&tls.key, key.serialize_pem()),
     ] {
-        std::fs::write(path, text).map_err(|e| io(path, e))?;
+        std::fs::write(&place.host, text).map_err(|e| io(&place.host, e))?;
     }
     Ok(tls)
 }
@@ -387,15 +411,20 @@ hosts = ["httpbin.org"]
     #[test]
     fn the_certificate_names_the_hosts_and_its_ca_signed_it() {
         let dir = tempfile::tempdir().unwrap();
-        let Ok(tls) = make_tls(&["httpbin.org".into()], dir.path()) else {
+        let place = Place {
+            host: dir.path().to_path_buf(),
+            seen: PathBuf::from("/swe-ark/services/tls"),
+        };
+        let Ok(tls) = make_tls(&["httpbin.org".into()], &place) else {
             panic!("no certificate");
         };
-        let ca = std::fs::read_to_string(&tls.ca).unwrap();
-        let cert = std::fs::read_to_string(&tls.cert).unwrap();
+        assert_eq!(tls.ca.seen, Path::new("/swe-ark/services/tls/ca.pem"));
+        let ca = std::fs::read_to_string(&tls.ca.host).unwrap();
+        let cert = std::fs::read_to_string(&tls.cert.host).unwrap();
         assert!(ca.starts_with("-----BEGIN CERTIFICATE-----"), "{ca}");
         assert!(cert.starts_with("-----BEGIN CERTIFICATE-----"), "{cert}");
         assert!(
-            std::fs::read_to_string(&tls.key)
+            std::fs::read_to_string(&tls.key.host)
                 .unwrap()
                 .contains("PRIVATE KEY")
         );

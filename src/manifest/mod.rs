@@ -287,6 +287,9 @@ struct Fields {
 struct File {
     repo: String,
     source: String,
+    /// The kind of context (`python` when absent): what `crate::context` builds it with.
+    #[serde(default)]
+    kind: String,
     log_parser: String,
     #[serde(default)]
     version_rule: Option<VersionRule>,
@@ -311,6 +314,8 @@ pub fn is_system_command(cmd: &str) -> bool {
 pub struct RepoManifest {
     pub repo: String,
     pub source: String,
+    /// The kind of its contexts (empty: Python).
+    pub kind: String,
     pub log_parser: String,
     pub version_rule: Option<VersionRule>,
     pub path: PathBuf,
@@ -323,6 +328,10 @@ pub struct RepoManifest {
 /// The executable context of one repository version, defaults applied.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Context {
+    /// The kind of context (`crate::context`); empty for Python, the kind every context was
+    /// before there were others (and so left out of `env/spec.toml`: bundles keep their ids).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub kind: String,
     pub repo: String,
     pub version: String,
     /// major.minor.
@@ -396,6 +405,7 @@ impl RepoManifest {
             .collect::<Vec<_>>()
             .join("\n");
         Ok(Context {
+            kind: self.kind.clone(),
             repo: self.repo.clone(),
             version: version.to_string(),
             python: either(&v.python, &d.python).ok_or_else(|| incomplete("python"))?,
@@ -458,6 +468,11 @@ fn parse(path: &Path, text: &str) -> Result<RepoManifest, ManifestError> {
     let manifest = RepoManifest {
         repo: file.repo,
         source: file.source,
+        kind: if file.kind == "python" {
+            String::new()
+        } else {
+            file.kind
+        },
         log_parser: file.log_parser,
         version_rule: file.version_rule,
         path: path.to_path_buf(),

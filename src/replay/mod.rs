@@ -1,14 +1,12 @@
 //! Replaying evaluation from bundles, offline: predictions in, SWE-bench's reports out.
 //!
-//! Per instance: the bundle checked and unpacked into a fresh work directory (its codebase made
-//! a git work tree whose history answers `git describe` as its `vcs.json` says), the
-//! environment built from the bundle's lock with objects only, the prediction's patch checked
-//! and applied (three ways, in order), the install, the test files
-//! reset and the test patch applied, the test command run in the sandbox, the log parsed and
-//! graded as SWE-bench grades ([`grade`]). docs/REPLAY.md tells it for users.
+//! Per instance: the bundle checked and unpacked into a fresh work directory, its instance,
+//! context, lock and record of git given to the harness's procedure
+//! ([`crate::harness::Instance`]), which runs one evaluation with the prediction's patch (its
+//! paths checked, applied the harness's ways); the log parsed and graded as SWE-bench grades
+//! ([`grade`]). docs/REPLAY.md tells it for users.
 
 pub mod grade;
-pub mod patch;
 pub mod predictions;
 mod run;
 
@@ -19,12 +17,10 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use crate::bundle::{self, Limits};
+use crate::context::{self as kinds, Lock};
 use crate::dataset::Instance;
 use crate::digest::Sha256Digest;
-use crate::env::build::BuiltEnv;
-use crate::env::pylock::PyLock;
-use crate::env::venv::Venv;
-use crate::harness::{self, Reason, RunOptions, Runner, Stop};
+use crate::harness::{self, Evaluated, Evaluation, PatchIn, Prepared, Reason, RunOptions, Stop};
 use crate::logparse;
 use crate::manifest::Context;
 use crate::progress::NoProgress;
@@ -250,25 +246,11 @@ pub fn replay_one(inputs: &ReplayInputs, p: &Prediction) -> (InstanceReport, Vec
     (report, output)
 }
 
-/// The files in the checkout that the test command runs itself (`./tests/runtests.py`,
-/// `bin/test`): the runner, which a prediction may not change.
-fn runner_scripts(test_cmd: &str, src: &Path) -> Vec<String> {
-    test_cmd
-        .split_whitespace()
-        .map(|w| w.trim_start_matches("./"))
-        .filter(|w| !w.starts_with('-') && !w.contains('=') && !w.split('/').any(|c| c == ".."))
-        .filter(|w| !w.is_empty() && !w.starts_with('/'))
-        .filter(|w| std::fs::symlink_metadata(src.join(w)).is_ok_and(|m| m.file_type().is_file()))
-        .map(str::to_string)
-        .collect()
-}
-
 /// What replay takes from a bundle, checked.
 struct Unpacked {
     instance: Instance,
     ctx: Context,
-    lock_id: Sha256Digest,
-    lock: PyLock,
+    lock: Box<dyn Lock>,
     vcs: Option<crate::vcs::VcsRecord>,
     /// Why validation did not keep the instance, when its record says so.
     not_kept: Option<String>,
@@ -306,9 +288,11 @@ fn unpack(inputs: &ReplayInputs, p: &Prediction, work: &Path) -> Result<Unpacked
     let spec = read("env/spec.toml")?;
     let ctx: Context = toml::from_str(&String::from_utf8_lossy(&spec))
         .map_err(|e| incomplete(format!("env/spec.toml: {e}")))?;
-    let lock_bytes = read("env/pylock.toml")?;
-    let lock_id = Sha256Digest::of(&lock_bytes);
-    let lock = PyLock::parse(&lock_bytes).map_err(|e| incomplete(e.to_string()))?;
+    let kind = kinds::kind_of(&ctx).map_err(|e| incomplete(e.to_string()))?;
+    let lock_bytes = read(kind.lock_member())?;
+    let lock = kind
+        .read_lock(Sha256Digest::of(&lock_bytes), &lock_bytes)
+        .map_err(|e| incomplete(e.to_string()))?;
     // What git said about the base commit (format version 2); unpack checked it already.
     let vcs = match std::fs::read(unpacked.join(crate::vcs::MEMBER)) {
         Ok(bytes) => Some(
@@ -356,48 +340,10 @@ fn unpack(inputs: &ReplayInputs, p: &Prediction, work: &Path) -> Result<Unpacked
     Ok(Unpacked {
         instance,
         ctx,
-        lock_id,
         lock,
         vcs,
         not_kept,
     })
-}
-
-/// Step 2: the codebase in `work/src` made a git work tree and the environment built from
-/// objects only, side by side (one is mostly git hashing the codebase, the other mostly
-/// copying files); with the seconds of each.
-fn tree_and_environment(
-    inputs: &ReplayInputs,
-    b: &Unpacked,
-    work: &Path,
-) -> Result<(BuiltEnv, Venv, f64, f64), Stop> {
-    let src = work.join("src");
-    let ((tree, tree_seconds), env) = std::thread::scope(|s| {
-        let tree = s.spawn(|| {
-            let t = Instant::now();
-            let built = crate::vcs::build_work_tree(&src, b.vcs.as_ref())
-                .map_err(|e| Stop(Reason::Io, e.to_string()));
-            (built, t.elapsed().as_secs_f64())
-        });
-        let t = Instant::now();
-        let env = harness::environment(
-            inputs.objects,
-            inputs.cache_root,
-            &b.lock_id,
-            &b.lock,
-            work,
-            inputs.opts.unconfined,
-        )
-        .map(|(built, venv)| (built, venv, t.elapsed().as_secs_f64()));
-        let tree = tree.join().unwrap_or_else(|_| {
-            let panicked = Stop(Reason::Io, "the git work tree thread panicked".into());
-            (Err(panicked), 0.0)
-        });
-        (tree, env)
-    });
-    tree?;
-    let (built, venv, env_seconds) = env?;
-    Ok((built, venv, tree_seconds, env_seconds))
 }
 
 fn run_steps(
@@ -407,123 +353,70 @@ fn run_steps(
     report: &mut InstanceReport,
     output: &mut Vec<u8>,
 ) -> Result<(), Stop> {
-    let mut clock = Instant::now();
-    let mut lap = |report: &mut InstanceReport, step: &str| {
-        report
-            .timings
-            .insert(step.to_string(), clock.elapsed().as_secs_f64());
-        clock = Instant::now();
-    };
-    // 1. The bundle.
+    // The bundle.
+    let t = Instant::now();
     let b = unpack(inputs, p, work)?;
-    report.lock = b.lock_id.hex();
+    report.lock = b.lock.id().hex();
     report.excluded = b.not_kept.clone().unwrap_or_default();
-    lap(report, "unpack");
-    // 2. The codebase as a git work tree, the environment from objects only.
-    let (built, venv, tree_seconds, env_seconds) = tree_and_environment(inputs, &b, work)?;
-    report.timings.insert("worktree".into(), tree_seconds);
-    report.timings.insert("environment".into(), env_seconds);
-    lap(report, "worktree+environment");
-    let Unpacked {
-        instance, ctx, vcs, ..
-    } = b;
-    let parser = instance.harness().log_parser.unwrap_or(&ctx.log_parser);
-    if logparse::canonical_parser(parser).is_none() {
-        return Err(Stop(
-            Reason::UnknownLogParser,
-            format!("log parser `{parser}` is not one swe-ark knows (docs/LOG-PARSERS.md)"),
-        ));
-    }
-    let src = work.join("src");
-
-    // 3. The prediction's patch, checked before anything runs.
+    let unpack_seconds = t.elapsed().as_secs_f64();
+    let grading_of_row = b.instance.harness();
+    let eval_type =
+        grade::EvalType::parse(grading_of_row.eval_type.unwrap_or_default()).unwrap_or_default();
+    let instance = b.instance.clone();
+    let prepared = Prepared {
+        instance: b.instance,
+        ctx: b.ctx,
+        lock: b.lock,
+        record: b.vcs,
+        objects: inputs.objects.clone(),
+        cache_root: inputs.cache_root.to_path_buf(),
+    };
+    // The procedure, with the prediction's patch.
+    let mut run = harness::Instance::start(work, prepared, inputs.opts)?;
+    run.time("unpack", unpack_seconds);
+    report.services = run.services().to_vec();
+    report.evaluated_with = run.evaluated_with().to_string();
+    let parser = run.parser().to_string();
     let patch_text = p.patch.clone().unwrap_or_default();
-    if let Some(why) = patch::unsafe_path(&patch_text, &src) {
-        return Err(Stop(Reason::PatchUnsafe, why));
-    }
-
-    // 4. The context's setup, as SWE-bench's image has it when the patch goes in: its
-    // pre_install run and committed.
-    let mut runner = Runner::new(work, src.clone(), &ctx, &built, &venv, inputs.opts)?;
-    runner.setup(&ctx, vcs.as_ref())?;
-    lap(report, "setup");
-
-    // 5. The patch, applied one way or another.
-    let patch_file = work.join("model.diff");
-    std::fs::write(&patch_file, &patch_text).map_err(|e| Stop(Reason::Io, e.to_string()))?;
-    let (way, transcript) = patch::apply(&src, &patch_file, inputs.grading);
-    lap(report, "patch");
-    let Some(way) = way else {
-        return Err(Stop(Reason::PatchApplyFailed, transcript));
-    };
-    report.patch_successfully_applied = true;
-    report.applied_with = way.to_string();
-
-    // 6. What the prediction may not change, put back: how tests are collected and reported
-    // (a conftest.py hook could report any test passed), then the test patch's files (a model
-    // may have edited them, or created one the test patch creates).
-    let runner_scripts = runner_scripts(&ctx.test_cmd, &src);
-    let config = patch::test_config_changes(
-        &src,
-        &harness::paths::touched_paths(&patch_text),
-        &runner_scripts,
+    let mut evaluated = Evaluated::default();
+    let result = run.evaluate(
+        &Evaluation {
+            name: "test",
+            numbered: false,
+            patch: Some(PatchIn::Prediction {
+                text: &patch_text,
+                grading: inputs.grading,
+            }),
+            runs: 1,
+            install_must_succeed: false,
+        },
+        &mut evaluated,
     );
-    let config_paths: Vec<String> = config.iter().map(|(p, _)| p.clone()).collect();
-    report.reset_paths = harness::paths::restore(&src, &config_paths)
-        .into_iter()
-        .zip(&config)
-        .map(|(done, (_, why))| format!("{done} ({why})"))
-        .collect();
-    harness::paths::restore(&src, &harness::paths::touched_paths(&instance.test_patch));
-    report.services = runner.services.described.clone();
-
-    // 7. The evaluation: the row's own eval_script (a version-5 dataset), or as SWE-bench's
-    // evaluation script does it with the context's commands: install, the test patch, the
-    // test command.
-    let row = instance.harness();
-    let result = match row.eval_script {
-        Some(script) => {
-            report.evaluated_with = "eval_script".into();
-            let adapted = harness::eval_script::adapt(script, &instance.base_commit, &src);
-            runner.run_tests("test", "", &adapted)
-        }
-        None => {
-            report.evaluated_with = "context".into();
-            let prelude = harness::eval_prelude(&ctx);
-            if !ctx.install.is_empty() {
-                // A failed install is not an error of the run: the tests say what it cost.
-                runner.run("install", &format!("{prelude}{}\n", ctx.install))?;
-            }
-            lap(report, "install");
-            runner
-                .apply("test-patch", &instance.test_patch)
-                .map_err(|stop| stop.with_reason(Reason::TestPatchDoesNotApply))?;
-            lap(report, "test-patch");
-            let (_, test_cmd) = harness::test_command(&ctx, &instance.test_patch);
-            runner.run_tests("test", &prelude, &test_cmd)
-        }
-    };
-    lap(report, "test");
+    let record = run.finish();
+    report.timings.extend(record.timings);
     report.test_seconds = report.timings.get("test").copied().unwrap_or(0.0);
-    report.network = runner.network.to_string();
-    report.confinement = runner.confinement().to_string();
-    let (log, _) = result?;
-    *output = log;
-    let test_exit_code = if row.eval_script.is_some() {
-        harness::eval_script::require_markers("test", output)?;
-        harness::eval_script::recorded_exit_code(&String::from_utf8_lossy(output))
-    } else {
-        runner.exit_codes.get("test").copied()
+    report.network = record.network;
+    report.confinement = record.confinement;
+    report.patch_successfully_applied = evaluated.applied_with.is_some();
+    report.applied_with = evaluated.applied_with.unwrap_or_default().to_string();
+    report.reset_paths = evaluated.reset_paths;
+    result?;
+    let Some(test_run) = evaluated.runs.pop() else {
+        return Err(Stop(Reason::TestsDidNotRun, "the tests did not run".into()));
     };
+    *output = test_run.log;
     report.grading = Some(GradingInputs {
-        log_parser: row.log_parser.unwrap_or(&ctx.log_parser).to_string(),
+        log_parser: parser,
         fail_to_pass: instance.fail_to_pass.clone(),
         pass_to_pass: instance.pass_to_pass.clone(),
-        eval_type: grade::EvalType::parse(row.eval_type.unwrap_or_default()).unwrap_or_default(),
-        test_exit_code,
+        eval_type,
+        test_exit_code: test_run.exit_code,
     });
+    let t = Instant::now();
     let graded = grade_output(report, output, inputs.grading)
         .map_err(|e| Stop(Reason::LogParseFailed, e.to_string()));
-    lap(report, "parse");
+    report
+        .timings
+        .insert("parse".into(), t.elapsed().as_secs_f64());
     graded
 }

@@ -1,9 +1,14 @@
 //! What a bundle keeps of a validation (format version 3): what the run proved, as a pure
 //! function of the bundle's inputs — the lists, the per-test statuses, the exit codes of the
-//! test runs, and the logs with the run's paths, durations, addresses and seeds masked. What
-//! only this run saw (the raw logs, timings, the tool's version, where it ran) stays in the
-//! archive as evidence objects that the validation row names by hash, outside the bundle id
-//! (docs/BUNDLE-FORMAT.md, "expected.json" and "Normalized logs").
+//! test runs, and the logs with durations, addresses and seeds masked. What only this run saw
+//! (the raw logs, timings, the tool's version) stays in the archive as evidence objects that
+//! the validation row names by hash, outside the bundle id (docs/BUNDLE-FORMAT.md,
+//! "expected.json" and "Normalized logs").
+//!
+//! A validation at the fixed layout ([`FIXED_LAYOUT`]) ran with nothing of the host's paths
+//! in sight, so its logs need no more. The masks of the host's paths ([`HOST_PATH_MASKS`] and
+//! the recorded [`RunPaths`]) stay only for validations recorded before it, whose bundles must
+//! rebuild to the same ids.
 
 use std::sync::LazyLock;
 
@@ -14,8 +19,12 @@ pub use crate::bundle::Expected;
 
 use super::Results;
 
-/// Where a validation ran: the paths its logs may name, each replaced by a fixed name when
-/// the logs are normalized. Recorded in `results.json` (an observation, not in bundles).
+/// The version of the fixed layout validations run at now (`layout` in `results.json`).
+pub const FIXED_LAYOUT: u32 = 1;
+
+/// Where a validation from before the fixed layout ran: the paths its logs may name, each
+/// replaced by a fixed name when the logs are normalized. Recorded in `results.json` (an
+/// observation, not in bundles).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RunPaths {
@@ -91,11 +100,14 @@ pub struct BundleRecord {
 impl BundleRecord {
     /// From a validation's results and raw logs (the evidence the archive keeps).
     pub fn of(results: &Results, pre_log: Option<&[u8]>, post_log: Option<&[u8]>) -> Self {
-        let paths = results.paths.as_ref();
+        let normalize = |l: &[u8]| match results.layout {
+            Some(_) => normalize_log(l),
+            None => normalize_host_log(l, results.paths.as_ref()),
+        };
         BundleRecord {
             expected: expected_of(results).to_bytes(),
-            pre_log: pre_log.map(|l| normalize_log(l, paths)),
-            post_log: post_log.map(|l| normalize_log(l, paths)),
+            pre_log: pre_log.map(normalize),
+            post_log: post_log.map(normalize),
         }
     }
 }
@@ -109,9 +121,9 @@ fn re(pattern: &str) -> Regex {
 /// them are made of in practice (no whitespace, quotes or brackets).
 const PATH: &str = r#"(?:/[^/\s'"(){}\[\]<>,;:]+)*"#;
 
-/// Masks that do not depend on the run's recorded paths, in order. Each is documented in
-/// docs/BUNDLE-FORMAT.md, "Normalized logs".
-static MASKS: LazyLock<Vec<(Regex, &'static [u8])>> = LazyLock::new(|| {
+/// The masks of the host's paths and user, for validations from before the fixed layout, in
+/// order (docs/BUNDLE-FORMAT.md, "Normalized logs", 2 and 3).
+static HOST_PATH_MASKS: LazyLock<Vec<(Regex, &'static [u8])>> = LazyLock::new(|| {
     vec![
         // The work directory of a validation made before its paths were recorded, and of
         // replay: swe-ark's own temporary names.
@@ -148,6 +160,13 @@ static MASKS: LazyLock<Vec<(Regex, &'static [u8])>> = LazyLock::new(|| {
         (re(r"(?:\.\./)+tmp/pytest-of-"), b"/tmp/pytest-of-"),
         // pytest's per-user temporary root.
         (re(r"\bpytest-of-[A-Za-z0-9_.-]+"), b"pytest-of-<user>"),
+    ]
+});
+
+/// The masks of what differs between two runs of the same tests, in order
+/// (docs/BUNDLE-FORMAT.md, "Normalized logs", 4 to 6).
+static RUN_MASKS: LazyLock<Vec<(Regex, &'static [u8])>> = LazyLock::new(|| {
+    vec![
         // tox 4's summary: `py39: OK (4.89=setup[0.02]+cmd[4.87] seconds)`.
         (
             re(r"\(\d+\.\d+=setup\[\d+\.\d+\]\+cmd\[[\d.,]*\] seconds\)"),
@@ -173,16 +192,27 @@ static MASKS: LazyLock<Vec<(Regex, &'static [u8])>> = LazyLock::new(|| {
     ]
 });
 
-/// A log as a version 3 bundle keeps it: the run's paths replaced by fixed names (when
-/// known), then the masks above. A pure function of the raw log and the paths.
-pub fn normalize_log(raw: &[u8], paths: Option<&RunPaths>) -> Vec<u8> {
+/// A log of a validation at the fixed layout as a version 3 bundle keeps it: what differs
+/// between runs masked. A pure function of the raw log.
+pub fn normalize_log(raw: &[u8]) -> Vec<u8> {
+    apply(raw.to_vec(), &RUN_MASKS)
+}
+
+/// A log of a validation from before the fixed layout as a version 3 bundle keeps it: the
+/// run's paths replaced by fixed names (when known), the host's paths and user masked, then
+/// what differs between runs. A pure function of the raw log and the paths.
+pub fn normalize_host_log(raw: &[u8], paths: Option<&RunPaths>) -> Vec<u8> {
     let mut out = raw.to_vec();
     if let Some(paths) = paths {
         for (from, to) in paths.replacements() {
             out = replace_all(&out, from.as_bytes(), to.as_bytes());
         }
     }
-    for (mask, with) in MASKS.iter() {
+    apply(apply(out, &HOST_PATH_MASKS), &RUN_MASKS)
+}
+
+fn apply(mut out: Vec<u8>, masks: &[(Regex, &'static [u8])]) -> Vec<u8> {
+    for (mask, with) in masks {
         if let std::borrow::Cow::Owned(o) = mask.replace_all(&out, *with) {
             out = o;
         }
@@ -247,8 +277,8 @@ mod tests {
             .replace("(5 durations", "(7 durations")
             .replace("4.89=setup[0.02]+cmd[4.87,0.10]", "16.1=setup[1.05]+cmd[15.0,0.05]")
             .replace("0.20s", "13.75s");
-        let na = normalize_log(a.as_bytes(), Some(&paths("/home/alice")));
-        let nb = normalize_log(b.as_bytes(), Some(&paths("/srv/bob/deeper")));
+        let na = normalize_host_log(a.as_bytes(), Some(&paths("/home/alice")));
+        let nb = normalize_host_log(b.as_bytes(), Some(&paths("/srv/bob/deeper")));
         assert_eq!(String::from_utf8_lossy(&na), String::from_utf8_lossy(&nb));
         let text = String::from_utf8(na).unwrap();
         assert!(
@@ -277,7 +307,7 @@ mod tests {
     fn without_recorded_paths_swe_arks_own_temporary_names_are_recognized() {
         let raw = b"rootdir: /x/y/ark/tmp/.tmp-validate-Zz9Yy8/src, configfile: setup.cfg\n\
                     HOME=/tmp/swe-ark-sandbox-q1W2e3/home\n";
-        let n = normalize_log(raw, None);
+        let n = normalize_host_log(raw, None);
         assert_eq!(
             String::from_utf8(n).unwrap(),
             "rootdir: /testbed, configfile: setup.cfg\nHOME=/root\n"
@@ -287,6 +317,20 @@ mod tests {
     #[test]
     fn what_is_not_an_observation_is_left_alone() {
         let raw = b"test_version passed: 1.2.3\nsize 4096 bytes, 0x1f flag, 3 s timeout\n";
-        assert_eq!(normalize_log(raw, None), raw.to_vec());
+        assert_eq!(normalize_host_log(raw, None), raw.to_vec());
+        assert_eq!(normalize_log(raw), raw.to_vec());
+    }
+
+    #[test]
+    fn at_the_fixed_layout_only_what_differs_between_runs_is_masked() {
+        let raw = b"rootdir: /testbed\n/env/lib/python3.9/site.py:1: Warning\n\
+                    /tmp/pytest-of-root/pytest-0/a.txt ../tmp/pytest-of-root/x\n\
+                    E   <Foo object at 0x7f3a2c1d5e80>\n3 passed in 0.20s\n";
+        assert_eq!(
+            String::from_utf8(normalize_log(raw)).unwrap(),
+            "rootdir: /testbed\n/env/lib/python3.9/site.py:1: Warning\n\
+             /tmp/pytest-of-root/pytest-0/a.txt ../tmp/pytest-of-root/x\n\
+             E   <Foo object at 0x<address>>\n3 passed in <duration>\n"
+        );
     }
 }

@@ -1,9 +1,9 @@
 //! Execution-based validation (the SWE-bench paper's appendix A.3, made exact and offline):
-//! per instance, the codebase at base_commit from the mirror, the environment from its lock
-//! (no network), the install, the test patch and a run (`log_pre`), the gold patch, the install
-//! again and K runs (`log_post`), both parsed, and a verdict kept with its evidence. The runs
-//! themselves are the [`crate::harness`]'s; this module is the policy: what to run and how to
-//! judge it.
+//! per instance, the codebase at base_commit from the mirror and the context's newest lock
+//! (or the one asked for) given to the harness's procedure ([`crate::harness::Instance`]),
+//! which runs two evaluations: no patch (`log_pre`), then the gold patch, K runs (`log_post`);
+//! both parsed, and a verdict kept with its evidence. This module is the policy: what to run
+//! and how to judge it.
 //!
 //! - [`outcome`]: FAIL_TO_PASS / PASS_TO_PASS / XFAIL / flaky and the verdict rules;
 //! - [`expected`]: what a bundle keeps of a validation;
@@ -19,11 +19,11 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
 
+use crate::context::{self as kinds, Lock};
 use crate::dataset::Instance;
 use crate::digest::Sha256Digest;
-use crate::env::pylock::PyLock;
-use crate::harness::{self, Reason, RunOptions, Runner, Stop};
-use crate::logparse::{self, StatusMap};
+use crate::harness::{self, Evaluated, Evaluation, PatchIn, Prepared, Reason, RunOptions, Stop};
+use crate::logparse::{self, Grading, StatusMap};
 use crate::manifest::{Context, Manifests};
 use crate::mirror::{Mirror, RepoName};
 use crate::store::{Ark, ArkError, ValidationRow};
@@ -123,6 +123,12 @@ pub struct Results {
     /// swe-ark recorded it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paths: Option<expected::RunPaths>,
+    /// The fixed layout the commands ran at (docs/SANDBOX.md, "The fixed layout"): the work
+    /// tree at `/testbed`, the environment at `/env`, nothing of the host's paths. Absent: a
+    /// validation from before, at the host's paths (`paths`), whose logs a bundle keeps with
+    /// those paths masked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layout: Option<u32>,
     /// The manifest the context came from (absent: a validation from before swe-ark recorded
     /// it); the archive keeps the file as an object.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -153,49 +159,33 @@ pub struct Validation {
     pub manifest: Option<Vec<u8>>,
 }
 
-/// The newest lock of `repo` `version` in the archive.
-fn lock_for(ark: &Ark, repo: &str, version: &str) -> Result<Option<(Sha256Digest, PyLock)>, Stop> {
+/// The lock to run with: the one the options name, or the newest of the context's.
+fn chosen_lock(ark: &Ark, ctx: &Context, opts: &ValidateOptions) -> Result<Box<dyn Lock>, Stop> {
     let no_lock = |why: String| Stop(Reason::NoLock, why);
-    let locks = ark.index().locks().map_err(|e| no_lock(e.to_string()))?;
-    let Some(row) = locks
-        .into_iter()
-        .filter(|l| l.repo == repo && l.version == version)
-        .max_by_key(|l| l.created_at)
-    else {
-        return Ok(None);
+    let id = match &opts.lock {
+        Some(id) => *id,
+        None => {
+            let locks = ark.index().locks().map_err(|e| no_lock(e.to_string()))?;
+            let newest = locks
+                .into_iter()
+                .filter(|l| l.repo == ctx.repo && l.version == ctx.version)
+                .max_by_key(|l| l.created_at);
+            let Some(row) = newest else {
+                return Err(no_lock(format!(
+                    "no environment lock for {} {}; run `swe-ark env lock {} {}` (online) first",
+                    ctx.repo, ctx.version, ctx.repo, ctx.version
+                )));
+            };
+            row.id
+        }
     };
     let bytes = ark
         .objects()
-        .get(&row.id)
-        .map_err(|e| no_lock(e.to_string()))?;
-    let lock = PyLock::parse(&bytes).map_err(|e| no_lock(format!("lock {}: {e}", row.id)))?;
-    Ok(Some((row.id, lock)))
-}
-
-/// The lock to run with: the one the options name, or the newest of the context's.
-fn chosen_lock(
-    ark: &Ark,
-    ctx: &Context,
-    opts: &ValidateOptions,
-) -> Result<(Sha256Digest, PyLock), Stop> {
-    let no_lock = |why: String| Stop(Reason::NoLock, why);
-    let chosen = match &opts.lock {
-        Some(id) => {
-            let bytes = ark
-                .objects()
-                .get(id)
-                .map_err(|e| no_lock(format!("lock {id} is not in the archive's objects: {e}")))?;
-            let lock = PyLock::parse(&bytes).map_err(|e| no_lock(format!("lock {id}: {e}")))?;
-            Some((*id, lock))
-        }
-        None => lock_for(ark, &ctx.repo, &ctx.version)?,
-    };
-    chosen.ok_or_else(|| {
-        no_lock(format!(
-            "no environment lock for {} {}; run `swe-ark env lock {} {}` (online) first",
-            ctx.repo, ctx.version, ctx.repo, ctx.version
-        ))
-    })
+        .get(&id)
+        .map_err(|e| no_lock(format!("lock {id} is not in the archive's objects: {e}")))?;
+    let kind = kinds::kind_of(ctx).map_err(|e| Stop(Reason::NoContext, e.to_string()))?;
+    kind.read_lock(id, &bytes)
+        .map_err(|e| no_lock(e.to_string()))
 }
 
 /// Validates one instance. Errors of swe-ark itself (no work directory) are `Err`; every
@@ -231,6 +221,7 @@ pub fn validate(
         tool: format!("swe-ark {}", env!("CARGO_PKG_VERSION")),
         describe: None,
         paths: None,
+        layout: None,
         manifest: None,
     };
     let mut logs = Logs::default();
@@ -296,71 +287,43 @@ fn run_steps(
             sha256: Sha256Digest::of(m.text.as_bytes()),
         });
     }
-    // A version-5 row names its parser; otherwise the manifest does.
-    let mut ctx = ctx;
-    if let Some(parser) = instance.harness().log_parser {
-        ctx.log_parser = parser.to_string();
-    }
-    results.log_parser = ctx.log_parser.clone();
-    if logparse::canonical_parser(&ctx.log_parser).is_none() {
-        return Err(Stop(
-            Reason::UnknownLogParser,
-            format!(
-                "{} names log parser `{}`; known: {}",
-                if instance.harness().log_parser.is_some() {
-                    format!("the dataset row of {}", instance.instance_id)
-                } else {
-                    format!("the manifest of {}", ctx.repo)
-                },
-                ctx.log_parser,
-                logparse::parser_names().collect::<Vec<_>>().join(", ")
-            ),
-        ));
-    }
+    results.log_parser = harness::Instance::parser_of(instance, &ctx)?;
 
-    // 1. The codebase, from the mirror.
+    // The codebase, from the mirror; the lock.
     let t = Instant::now();
-    let (src, record) = checkout(ark, instance, work)?;
+    let record = materialize(ark, instance, work)?;
     results.describe = record.describe.clone();
     results
         .timings
         .insert("materialize".into(), t.elapsed().as_secs_f64());
+    let lock = chosen_lock(ark, &ctx, opts)?;
+    results.lock = lock.id().hex();
+    results.python = lock.runtime();
+    results.layout = Some(expected::FIXED_LAYOUT);
 
-    // 2. The environment, from its lock, offline.
-    let t = Instant::now();
-    let (lock_id, lock) = chosen_lock(ark, &ctx, opts)?;
-    results.lock = lock_id.hex();
-    results.python = lock.tool.swe_ark.python.version.clone();
-    let (built, venv) = harness::environment(
-        &ark.objects(),
-        ark.root(),
-        &lock_id,
-        &lock,
-        work,
-        opts.run.unconfined,
-    )?;
-    results.paths = Some(run_paths(ark, work, &src, &venv.dir));
-    results
-        .timings
-        .insert("environment".into(), t.elapsed().as_secs_f64());
-
-    // 3. and 4. The tests before and after the gold patch, judged.
-    let mut runner = Runner::new(work, src.clone(), &ctx, &built, &venv, &opts.run)?;
-    let outcome = run_and_judge(&mut runner, &ctx, instance, &record, opts, results, logs);
-    results.exit_codes = std::mem::take(&mut runner.exit_codes);
-    results.timings.extend(std::mem::take(&mut runner.timings));
-    results.network = runner.network.to_string();
-    results.confinement = runner.confinement().to_string();
+    // The procedure: the work tree and environment, the setup, two evaluations.
+    let prepared = Prepared {
+        instance: instance.clone(),
+        ctx,
+        lock,
+        record: Some(record),
+        objects: ark.objects(),
+        cache_root: ark.root().to_path_buf(),
+    };
+    let mut run = harness::Instance::start(work, prepared, &opts.run)?;
+    let outcome = run_and_judge(&mut run, instance, opts, results, logs);
+    let record = run.finish();
+    results.exit_codes = record.exit_codes;
+    results.timings.extend(record.timings);
+    results.network = record.network;
+    results.confinement = record.confinement;
     outcome
 }
 
-/// The codebase at the base commit, from the mirror, written to `work/src` as a git work tree
-/// made from the record of its history: what replay will see from the bundle.
-fn checkout(
-    ark: &Ark,
-    instance: &Instance,
-    work: &Path,
-) -> Result<(std::path::PathBuf, crate::vcs::VcsRecord), Stop> {
+/// The codebase at the base commit, from the mirror, written to `work/src` (the procedure
+/// makes it a git work tree from the record of its history: what replay will see from the
+/// bundle); the record.
+fn materialize(ark: &Ark, instance: &Instance, work: &Path) -> Result<crate::vcs::VcsRecord, Stop> {
     let name = RepoName::parse(&instance.repo).ok_or_else(|| {
         Stop(
             Reason::BadInstance,
@@ -384,140 +347,75 @@ fn checkout(
         .map_err(|e| missing_object(&e))?;
     let record = crate::vcs::record(&mirror.path, &instance.base_commit)
         .map_err(|e| Stop(Reason::History, e.to_string()))?;
-    let src = work.join("src");
     codebase
-        .write_to(&src)
+        .write_to(&work.join("src"))
         .map_err(|e| Stop(Reason::Checkout, e.to_string()))?;
-    drop(codebase);
-    crate::vcs::build_work_tree(&src, Some(&record))
-        .map_err(|e| Stop(Reason::Checkout, e.to_string()))?;
-    Ok((src, record))
+    Ok(record)
 }
 
-/// Where the run happens, as its own getcwd() names them: absolute, symlinks resolved.
-fn run_paths(ark: &Ark, work: &Path, src: &Path, venv: &Path) -> expected::RunPaths {
-    let real = |p: &Path| {
-        std::fs::canonicalize(p)
-            .or_else(|_| std::path::absolute(p))
-            .unwrap_or_else(|_| p.to_path_buf())
-            .display()
-            .to_string()
-    };
-    expected::RunPaths {
-        work_tree: real(src),
-        environment: real(venv),
-        tmp: format!("{}/tmp", real(work)),
-        work: real(work),
-        ark: real(ark.root()),
-    }
-}
-
-/// The context's install, when it has one; a failed install stops the instance.
-fn install(runner: &mut Runner, ctx: &Context, prelude: &str, step: &str) -> Result<(), Stop> {
-    if ctx.install.is_empty() {
-        return Ok(());
-    }
-    let (log, ok) = runner.run(step, &format!("{prelude}{}\n", ctx.install))?;
-    if ok {
-        return Ok(());
-    }
-    Err(Stop(
-        Reason::InstallFailed,
-        format!(
-            "`{}` failed ({step}):\n{}",
-            ctx.install,
-            harness::tail(&log, 15)
-        ),
-    ))
-}
-
-fn parse_log(ctx: &Context, log: &[u8]) -> Result<StatusMap, Stop> {
-    // The readings of swebench 4.1.0's parsers: those the published lists were written with.
-    logparse::parse(
-        &ctx.log_parser,
-        &String::from_utf8_lossy(log),
-        logparse::Grading::Swebench4,
-    )
-    .map_err(|e| Stop(Reason::UnknownLogParser, e.to_string()))
-}
-
-/// Steps 3 and 4: the setup, install, test patch and a run before the gold patch; the gold
-/// patch, install again and K runs after it; the lists, judged against the published ones.
+/// The two evaluations, parsed by the readings of swebench 4.1.0's parsers (those the
+/// published lists were written with), and the lists judged against the published ones.
 fn run_and_judge(
-    runner: &mut Runner,
-    ctx: &Context,
+    run: &mut harness::Instance,
     instance: &Instance,
-    record: &crate::vcs::VcsRecord,
     opts: &ValidateOptions,
     results: &mut Results,
     logs: &mut Logs,
 ) -> Result<(), Stop> {
-    let prelude = harness::eval_prelude(ctx);
-    let (directives, test_cmd) = harness::test_command(ctx, &instance.test_patch);
+    let directives = run.test_command().directives.clone();
     results.test_directives = directives.clone();
-    results.services = runner.services.described.clone();
+    results.services = run.services().to_vec();
 
-    // A version-5 row's own evaluation script replaces the install, the test patch and the
-    // test command (it does all three), adapted to run here.
-    let eval_script = instance
-        .harness()
-        .eval_script
-        .map(|s| harness::eval_script::adapt(s, &instance.base_commit, &runner.src));
-    let evaluate = |runner: &mut Runner, step: &str| -> Result<Vec<u8>, Stop> {
-        match &eval_script {
-            Some(script) => {
-                // The test patch's files as the base commit has them (a file it creates
-                // removed), as the script expects to find them.
-                harness::paths::restore(
-                    &runner.src,
-                    &harness::paths::touched_paths(&instance.test_patch),
-                );
-                let (log, _) = runner.run_tests(step, "", script)?;
-                harness::eval_script::require_markers(step, &log)?;
-                Ok(log)
-            }
-            None => Ok(runner.run_tests(step, &prelude, &test_cmd)?.0),
-        }
-    };
-
-    // 3. Before the gold patch: the context's setup, as SWE-bench's image has it.
-    runner.setup(ctx, Some(record))?;
-    if eval_script.is_none() {
-        install(runner, ctx, &prelude, "install")?;
-        runner.apply("test-patch", &instance.test_patch)?;
-    }
-    let pre_log = evaluate(runner, "pre")?;
+    // Before the gold patch.
+    let mut pre = Evaluated::default();
+    run.evaluate(
+        &Evaluation {
+            name: "pre",
+            numbered: false,
+            patch: None,
+            runs: 1,
+            install_must_succeed: true,
+        },
+        &mut pre,
+    )?;
+    let pre_log = pre.runs.pop().map(|r| r.log).unwrap_or_default();
     let pre_text = String::from_utf8_lossy(&pre_log).into_owned();
     let t = Instant::now();
-    let pre = parse_log(ctx, &pre_log)?;
+    let pre_map = run.parse(&pre_log, Grading::Swebench4)?;
     logs.pre = Some(pre_log);
     let mut parse_seconds = t.elapsed().as_secs_f64();
-    results.pre = pre.clone();
-    if let Some(line) = outcome::stopped_by_import_error(&pre_text, &pre, &directives) {
+    results.pre = pre_map.clone();
+    if let Some(line) = outcome::stopped_by_import_error(&pre_text, &pre_map, &directives) {
         return Err(Stop(
             Reason::TestsDidNotRun,
             format!("the tests before the gold patch did not run: {line}"),
         ));
     }
 
-    // 4. After it: install again (a non-editable install would test stale code), K runs.
-    runner.apply("gold-patch", &instance.patch)?;
-    if eval_script.is_none() {
-        install(runner, ctx, &prelude, "reinstall")?;
-    }
+    // After it, K runs (flakiness).
+    let mut post = Evaluated::default();
+    run.evaluate(
+        &Evaluation {
+            name: "post",
+            numbered: true,
+            patch: Some(PatchIn::Gold(&instance.patch)),
+            runs: opts.runs.max(1),
+            install_must_succeed: true,
+        },
+        &mut post,
+    )?;
     let mut posts = Vec::new();
-    for k in 1..=opts.runs.max(1) {
-        let log = evaluate(runner, &format!("post-{k}"))?;
+    for (k, r) in post.runs.into_iter().enumerate() {
         let t = Instant::now();
-        posts.push(parse_log(ctx, &log)?);
+        posts.push(run.parse(&r.log, Grading::Swebench4)?);
         parse_seconds += t.elapsed().as_secs_f64();
-        if k == 1 {
-            logs.post = Some(log);
+        if k == 0 {
+            logs.post = Some(r.log);
         }
     }
     results.post = posts.clone();
-    runner.timings.insert("parse".into(), parse_seconds);
-    let lists: Lists = outcome::lists(&pre, &posts);
+    run.time("parse", parse_seconds);
+    let lists: Lists = outcome::lists(&pre_map, &posts);
     results.fail_to_pass = lists.fail_to_pass.clone();
     results.pass_to_pass = lists.pass_to_pass.clone();
     results.xfail = lists.xfail.clone();

@@ -23,7 +23,7 @@ pub(super) fn build_cmd(ctx: &Context, a: BuildArgs) -> anyhow::Result<ExitCode>
     let copy = match &a.copy_to {
         Some(dest) => {
             let t = std::time::Instant::now();
-            let v = build::instance_copy(&built, dest)?;
+            let v = build::instance_copy(&built, dest, dest)?;
             ctx.note(format!(
                 "copied to {} in {:.2} s",
                 v.dir.display(),

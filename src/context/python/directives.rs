@@ -37,17 +37,6 @@ pub fn test_directives(test_patch: &str, test_cmd: &str) -> Vec<String> {
     out
 }
 
-/// Quotes a directive for bash (ids may hold spaces or brackets).
-pub fn shell_quote(s: &str) -> String {
-    if !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"/._-:=+,@".contains(&b))
-    {
-        return s.to_string();
-    }
-    format!("'{}'", s.replace('\'', "'\\''"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -67,7 +56,5 @@ mod tests {
             test_directives(PATCH, "./tests/runtests.py --verbosity 2"),
             vec!["test_a", "forms_tests.tests.test_b"]
         );
-        assert_eq!(shell_quote("tests/a.py"), "tests/a.py");
-        assert_eq!(shell_quote("it's"), "'it'\\''s'");
     }
 }

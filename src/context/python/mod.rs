@@ -1,0 +1,167 @@
+//! The Python kind: a context locked as a PEP 751 `pylock.toml` (every wheel and sdist kept as
+//! an object, the interpreter carried by hash), built offline into an environment that is a
+//! prefix of its own (`crate::env`), and run with the instance's copy of it at
+//! [`layout::ENVIRONMENT`] and the lock's artifacts at [`layout::WHEELHOUSE`].
+
+mod directives;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use super::{
+    Built, ContextError, Kind, Lock, LockOptions, LockReport, NeededObject, RunEnvironment,
+    TestCommand, layout,
+};
+use crate::digest::Sha256Digest;
+use crate::env::build::{self, BuildOptions, BuiltEnv};
+use crate::env::pylock::PyLock;
+use crate::manifest::Context;
+use crate::sandbox::Mount;
+use crate::store::{Ark, ObjectStore};
+
+pub use directives::test_directives;
+
+/// The Python kind.
+pub struct Python;
+
+impl Kind for Python {
+    fn name(&self) -> &'static str {
+        "python"
+    }
+
+    fn lock_member(&self) -> &'static str {
+        "env/pylock.toml"
+    }
+
+    fn lock(
+        &self,
+        ark: &mut Ark,
+        ctx: &Context,
+        opts: &LockOptions,
+        say: &dyn Fn(&str),
+    ) -> Result<LockReport, ContextError> {
+        let opts = crate::env::lock::LockOptions {
+            commit: opts.commit.clone(),
+            python: opts.runtime.clone(),
+            index_url: opts.index_url.clone(),
+            exclude_newer: opts.exclude_newer,
+            pack_python: opts.pack_runtime,
+            allow_yanked: opts.allow_yanked,
+            installer: opts.installer,
+            unconfined: opts.unconfined,
+        };
+        Ok(crate::env::lock::lock(ark, ctx, &opts, say)?)
+    }
+
+    fn read_lock(&self, id: Sha256Digest, bytes: &[u8]) -> Result<Box<dyn Lock>, ContextError> {
+        let lock = PyLock::parse(bytes).map_err(|e| ContextError::BadLock {
+            id: id.hex(),
+            detail: e.to_string(),
+        })?;
+        // Checked once here: `objects` then cannot fail.
+        let objects = lock
+            .needed_objects()
+            .map_err(|e| ContextError::BadLock {
+                id: id.hex(),
+                detail: e.to_string(),
+            })?
+            .into_iter()
+            .map(|(id, size, kind)| NeededObject { id, size, kind })
+            .collect();
+        Ok(Box::new(PythonLock { id, lock, objects }))
+    }
+
+    fn test_command(&self, ctx: &Context, test_patch: &str) -> TestCommand {
+        let directives = test_directives(test_patch, &ctx.test_cmd);
+        let quoted: Vec<String> = directives.iter().map(|d| crate::shell::quote(d)).collect();
+        TestCommand {
+            command: format!("{} {}", ctx.test_cmd, quoted.join(" ")),
+            directives,
+        }
+    }
+
+    fn default_parser(&self) -> &'static str {
+        "pytest"
+    }
+}
+
+/// A `pylock.toml`, read.
+struct PythonLock {
+    id: Sha256Digest,
+    lock: PyLock,
+    objects: Vec<NeededObject>,
+}
+
+impl Lock for PythonLock {
+    fn id(&self) -> Sha256Digest {
+        self.id
+    }
+
+    fn runtime(&self) -> String {
+        self.lock.tool.swe_ark.python.version.clone()
+    }
+
+    fn objects(&self) -> Vec<NeededObject> {
+        self.objects.clone()
+    }
+
+    fn needs_from_machine(&self) -> Option<String> {
+        let python = &self.lock.tool.swe_ark.python;
+        python.packed.is_none().then(|| {
+            format!(
+                "Python {} ({}) installed (lock it again without --no-pack-python to carry it)",
+                python.version, python.implementation
+            )
+        })
+    }
+
+    fn build(
+        &self,
+        objects: &ObjectStore,
+        cache_root: &Path,
+        unconfined: bool,
+    ) -> Result<Box<dyn Built>, ContextError> {
+        let opts = BuildOptions {
+            unconfined,
+            ..BuildOptions::default()
+        };
+        let built = build::build(objects, cache_root, &self.id, &self.lock, &opts)?;
+        Ok(Box::new(PythonBuilt(built)))
+    }
+}
+
+/// A built Python environment, in the archive's cache.
+struct PythonBuilt(BuiltEnv);
+
+impl Built for PythonBuilt {
+    /// The instance's copy of the environment (`work/venv`, at [`layout::ENVIRONMENT`]), a copy
+    /// of each service's (`work/service-envs/NAME`, at [`layout::SERVICE_ENVS`]), the lock's
+    /// artifacts at [`layout::WHEELHOUSE`], and installs that find them there and nothing else.
+    fn for_run(&self, work: &Path) -> Result<RunEnvironment, ContextError> {
+        let built = &self.0;
+        let env_at = Path::new(layout::ENVIRONMENT);
+        let wheelhouse_at = Path::new(layout::WHEELHOUSE);
+        let venv = build::instance_copy(built, &work.join("venv"), env_at)?;
+        let mut mounts = vec![
+            Mount::new(&venv.dir, env_at, true),
+            Mount::new(&built.wheelhouse, wheelhouse_at, false),
+        ];
+        let mut service_envs = BTreeMap::new();
+        for (name, dir) in &built.services {
+            let copy = work.join("service-envs").join(name);
+            let at = Path::new(layout::SERVICE_ENVS).join(name);
+            build::copy_environment(dir, &copy, &at)?;
+            mounts.push(Mount::new(&copy, &at, false));
+            service_envs.insert(name.clone(), (copy, at));
+        }
+        let mut vars = build::offline_install_env(wheelhouse_at);
+        vars.insert("PIP_CONFIG_FILE".into(), "/dev/null".into());
+        vars.insert("PIP_DISABLE_PIP_VERSION_CHECK".into(), "1".into());
+        Ok(RunEnvironment {
+            mounts,
+            vars,
+            path: vec![format!("{}/bin", layout::ENVIRONMENT)],
+            service_envs,
+        })
+    }
+}

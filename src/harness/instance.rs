@@ -1,0 +1,424 @@
+//! The one procedure that runs an instance, from "a work tree, a context, a lock and patches"
+//! to "test logs and what to grade them with", with its stages, logs, timings and
+//! confinement in one place. Validation and replay are policies over it (which patches, how
+//! many runs, how a result is judged); neither sequences its steps.
+//!
+//! ```text
+//! Instance::start   the work tree made a git work tree (its history as the record says)
+//!                   ‖ the environment built from the lock, offline, and the instance's copy
+//!                   → the runner (fixed layout, sandbox) → the context's setup, committed
+//! Instance::evaluate  the patch (a gold patch exactly, a prediction the harness's ways)
+//!                   → the test patch's files put back → install → test patch → K test runs
+//!                   (or the dataset row's own eval_script, K times)
+//! Instance::finish  exit codes, timings, network, confinement, services: the record
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use super::runner::Runner;
+use super::{Reason, RunOptions, Stop, eval_script, patch, paths, tail};
+use crate::context::{self, Kind, Lock, TestCommand};
+use crate::dataset::Instance as Row;
+use crate::logparse::{self, Grading, StatusMap};
+use crate::manifest::{Context, is_system_command};
+use crate::store::ObjectStore;
+use crate::vcs::VcsRecord;
+
+/// What an instance's run starts from, whichever its source (a mirror and the archive, a
+/// bundle): the work tree's files are in the work directory's `src/` already.
+pub struct Prepared {
+    pub instance: Row,
+    pub ctx: Context,
+    /// The context's lock, read ([`context::Kind::read_lock`]).
+    pub lock: Box<dyn Lock>,
+    /// What git says about the base commit (None: a bundle from before there was a record).
+    pub record: Option<VcsRecord>,
+    /// Where the lock's environment is built from (objects only) and cached.
+    pub objects: ObjectStore,
+    pub cache_root: PathBuf,
+}
+
+/// A patch to evaluate with.
+#[derive(Debug, Clone, Copy)]
+pub enum PatchIn<'p> {
+    /// The gold patch: trusted, applied exactly (`git apply`).
+    Gold(&'p str),
+    /// A model's patch: untrusted. Its paths are checked first; it is applied the ways the
+    /// harness of `grading` tries; what decides how tests are collected or reported is put
+    /// back afterwards.
+    Prediction { text: &'p str, grading: Grading },
+}
+
+/// One evaluation: a patch (or none), then the tests, `runs` times.
+#[derive(Debug, Clone, Copy)]
+pub struct Evaluation<'p> {
+    /// Names its test steps: `NAME`, or `NAME-1` … `NAME-K` when `numbered`.
+    pub name: &'static str,
+    pub numbered: bool,
+    pub patch: Option<PatchIn<'p>>,
+    pub runs: u32,
+    /// Stop the instance when the install fails (validation); otherwise the tests say what
+    /// it cost (replay, as SWE-bench's evaluation script goes on).
+    pub install_must_succeed: bool,
+}
+
+/// What an evaluation produced.
+#[derive(Debug, Default)]
+pub struct Evaluated {
+    /// Each test run, in order.
+    pub runs: Vec<TestRun>,
+    /// How a prediction went in (`git apply --verbose`, …).
+    pub applied_with: Option<&'static str>,
+    /// What was put back after a prediction, each with why.
+    pub reset_paths: Vec<String>,
+}
+
+/// One run of the tests.
+#[derive(Debug)]
+pub struct TestRun {
+    /// Its step's name.
+    pub step: String,
+    pub log: Vec<u8>,
+    /// The test command's own exit code (an eval_script's, as it recorded it).
+    pub exit_code: Option<i64>,
+}
+
+/// What the run did, as results and reports record it.
+#[derive(Debug, Default)]
+pub struct RunRecord {
+    pub exit_codes: std::collections::BTreeMap<String, i64>,
+    pub timings: std::collections::BTreeMap<String, f64>,
+    pub network: String,
+    pub confinement: String,
+    pub services: Vec<String>,
+}
+
+/// What ran the tests: the dataset row's own script, or the context's commands.
+pub const EVAL_SCRIPT: &str = "eval_script";
+pub const CONTEXT: &str = "context";
+
+/// An instance being run.
+pub struct Instance<'a> {
+    row: Row,
+    ctx: Context,
+    kind: &'static dyn Kind,
+    parser: String,
+    test: TestCommand,
+    /// The row's own evaluation script, adapted (a version-5 dataset).
+    eval_script: Option<String>,
+    runner: Runner<'a>,
+    evaluations: u32,
+    lock_id: String,
+    runtime: String,
+}
+
+impl<'a> Instance<'a> {
+    /// The log parser `row` and `ctx` name (the row's first), checked to be one swe-ark
+    /// knows.
+    pub fn parser_of(row: &Row, ctx: &Context) -> Result<String, Stop> {
+        let parser = row.harness().log_parser.unwrap_or(&ctx.log_parser);
+        if logparse::canonical_parser(parser).is_some() {
+            return Ok(parser.to_string());
+        }
+        Err(Stop(
+            Reason::UnknownLogParser,
+            format!(
+                "{} names log parser `{parser}`; known: {}",
+                if row.harness().log_parser.is_some() {
+                    format!("the dataset row of {}", row.instance_id)
+                } else {
+                    format!("the manifest of {}", ctx.repo)
+                },
+                logparse::parser_names().collect::<Vec<_>>().join(", ")
+            ),
+        ))
+    }
+
+    /// Starts the instance in `work` (its files in `work/src`): the work tree and the
+    /// environment side by side, the runner, the context's setup.
+    pub fn start(
+        work: &'a Path,
+        prepared: Prepared,
+        opts: &'a RunOptions,
+    ) -> Result<Instance<'a>, Stop> {
+        let Prepared {
+            instance: row,
+            ctx,
+            lock,
+            record,
+            objects,
+            cache_root,
+        } = prepared;
+        let kind = context::kind_of(&ctx).map_err(|e| Stop(Reason::NoContext, e.to_string()))?;
+        let parser = Self::parser_of(&row, &ctx)?;
+        let tree = work.join("src");
+        let (tree_seconds, env_seconds, run_env) = std::thread::scope(|s| {
+            let git = s.spawn(|| {
+                let t = Instant::now();
+                let made = crate::vcs::build_work_tree(&tree, record.as_ref())
+                    .map_err(|e| Stop(Reason::Checkout, e.to_string()));
+                (made, t.elapsed().as_secs_f64())
+            });
+            let t = Instant::now();
+            let env = lock
+                .build(&objects, &cache_root, opts.unconfined)
+                .and_then(|built| built.for_run(work))
+                .map_err(|e| Stop(Reason::EnvBuildFailed, e.to_string()));
+            let env_seconds = t.elapsed().as_secs_f64();
+            let (made, tree_seconds) = git.join().unwrap_or_else(|_| {
+                let panicked = Stop(Reason::Io, "the git work tree thread panicked".into());
+                (Err(panicked), 0.0)
+            });
+            made.map(|()| (tree_seconds, env_seconds, env))
+        })?;
+        let run_env = run_env?;
+        let mut runner = Runner::new(work, &ctx, &run_env, opts)?;
+        runner.timings.insert("worktree".into(), tree_seconds);
+        runner.timings.insert("environment".into(), env_seconds);
+        let t = Instant::now();
+        runner.setup(&ctx, record.as_ref())?;
+        runner
+            .timings
+            .insert("setup".into(), t.elapsed().as_secs_f64());
+        let eval_script = row
+            .harness()
+            .eval_script
+            .map(|s| eval_script::adapt(s, &row.base_commit));
+        Ok(Instance {
+            test: kind.test_command(&ctx, &row.test_patch),
+            kind,
+            parser,
+            eval_script,
+            runner,
+            evaluations: 0,
+            lock_id: lock.id().hex(),
+            runtime: lock.runtime(),
+            row,
+            ctx,
+        })
+    }
+
+    pub fn row(&self) -> &Row {
+        &self.row
+    }
+
+    pub fn context(&self) -> &Context {
+        &self.ctx
+    }
+
+    /// The kind of its context.
+    pub fn kind(&self) -> &'static dyn Kind {
+        self.kind
+    }
+
+    /// The log parser its logs are read with.
+    pub fn parser(&self) -> &str {
+        &self.parser
+    }
+
+    /// The test command (and the tests it names).
+    pub fn test_command(&self) -> &TestCommand {
+        &self.test
+    }
+
+    /// The lock's id, and the interpreter or toolchain it runs with.
+    pub fn lock(&self) -> (&str, &str) {
+        (&self.lock_id, &self.runtime)
+    }
+
+    /// What ran the tests: [`EVAL_SCRIPT`] or [`CONTEXT`].
+    pub fn evaluated_with(&self) -> &'static str {
+        if self.eval_script.is_some() {
+            EVAL_SCRIPT
+        } else {
+            CONTEXT
+        }
+    }
+
+    /// The services the tests run with, one sentence each.
+    pub fn services(&self) -> &[String] {
+        &self.runner.services.described
+    }
+
+    /// Records `seconds` under `step` in the run's timings.
+    pub fn time(&mut self, step: &str, seconds: f64) {
+        self.runner.timings.insert(step.to_string(), seconds);
+    }
+
+    /// Parses a test log with the instance's parser, by `grading`'s readings.
+    pub fn parse(&self, log: &[u8], grading: Grading) -> Result<StatusMap, Stop> {
+        logparse::parse(&self.parser, &String::from_utf8_lossy(log), grading)
+            .map_err(|e| Stop(Reason::UnknownLogParser, e.to_string()))
+    }
+
+    /// Runs one evaluation (see the module's comment), recording into `out` as it goes: a
+    /// stage that stops the instance leaves what the earlier ones did there.
+    pub fn evaluate(&mut self, e: &Evaluation<'_>, out: &mut Evaluated) -> Result<(), Stop> {
+        self.evaluations += 1;
+        let again = self.evaluations > 1;
+        match e.patch {
+            None => {}
+            Some(PatchIn::Gold(text)) => self.runner.apply(
+                "gold-patch",
+                "gold patch",
+                text,
+                Reason::GoldPatchDoesNotApply,
+            )?,
+            Some(PatchIn::Prediction { text, grading }) => {
+                self.apply_prediction(text, grading, out)?
+            }
+        }
+        // The test patch's files as the base commit has them (a file it creates removed): a
+        // prediction may have edited them, and the test patch goes on them next.
+        paths::restore(
+            &self.runner.tree,
+            &paths::touched_paths(&self.row.test_patch),
+        );
+        if self.eval_script.is_none() {
+            let (install, test_patch) = if again {
+                ("reinstall", "test-patch-again")
+            } else {
+                ("install", "test-patch")
+            };
+            self.install(install, e.install_must_succeed)?;
+            let test_patch_text = self.row.test_patch.clone();
+            self.runner.apply(
+                test_patch,
+                "test patch",
+                &test_patch_text,
+                Reason::TestPatchDoesNotApply,
+            )?;
+        }
+        for k in 1..=e.runs.max(1) {
+            let step = if e.numbered {
+                format!("{}-{k}", e.name)
+            } else {
+                e.name.to_string()
+            };
+            let run = self.run_tests(&step)?;
+            out.runs.push(run);
+        }
+        Ok(())
+    }
+
+    /// A prediction's patch: its paths checked, applied the harness's ways, then what decides
+    /// how tests are collected or reported put back (a conftest.py hook could report any test
+    /// passed).
+    fn apply_prediction(
+        &mut self,
+        text: &str,
+        grading: Grading,
+        out: &mut Evaluated,
+    ) -> Result<(), Stop> {
+        let tree = self.runner.tree.clone();
+        if let Some(why) = patch::unsafe_path(text, &tree) {
+            return Err(Stop(Reason::PatchUnsafe, why));
+        }
+        let t = Instant::now();
+        let file = tree.with_file_name("model.diff");
+        std::fs::write(&file, text).map_err(|e| Stop(Reason::Io, e.to_string()))?;
+        let (way, transcript) = patch::apply(&tree, &file, grading);
+        self.time("patch", t.elapsed().as_secs_f64());
+        let Some(way) = way else {
+            return Err(Stop(Reason::PatchApplyFailed, transcript));
+        };
+        out.applied_with = Some(way);
+        let runner_scripts = runner_scripts(&self.ctx.test_cmd, &tree);
+        let config =
+            patch::test_config_changes(&tree, &paths::touched_paths(text), &runner_scripts);
+        let config_paths: Vec<String> = config.iter().map(|(p, _)| p.clone()).collect();
+        out.reset_paths = paths::restore(&tree, &config_paths)
+            .into_iter()
+            .zip(&config)
+            .map(|(done, (_, why))| format!("{done} ({why})"))
+            .collect();
+        Ok(())
+    }
+
+    /// The context's install, when it has one.
+    fn install(&mut self, step: &str, must_succeed: bool) -> Result<(), Stop> {
+        if self.ctx.install.is_empty() {
+            return Ok(());
+        }
+        let script = format!("{}{}\n", eval_prelude(&self.ctx), self.ctx.install);
+        let (log, ok) = self.runner.run(step, &script)?;
+        if ok || !must_succeed {
+            return Ok(());
+        }
+        Err(Stop(
+            Reason::InstallFailed,
+            format!(
+                "`{}` failed ({step}):\n{}",
+                self.ctx.install,
+                tail(&log, 15)
+            ),
+        ))
+    }
+
+    /// One run of the tests: the context's test command after its eval commands, or the row's
+    /// own script (the test patch's files put back first, as it expects to find them).
+    fn run_tests(&mut self, step: &str) -> Result<TestRun, Stop> {
+        match self.eval_script.clone() {
+            Some(script) => {
+                paths::restore(
+                    &self.runner.tree,
+                    &paths::touched_paths(&self.row.test_patch),
+                );
+                let (log, _) = self.runner.run_tests(step, "", &script)?;
+                eval_script::require_markers(step, &log)?;
+                let exit_code = eval_script::recorded_exit_code(&String::from_utf8_lossy(&log));
+                Ok(TestRun {
+                    step: step.to_string(),
+                    log,
+                    exit_code,
+                })
+            }
+            None => {
+                let prelude = eval_prelude(&self.ctx);
+                let command = self.test.command.clone();
+                let (log, _) = self.runner.run_tests(step, &prelude, &command)?;
+                Ok(TestRun {
+                    step: step.to_string(),
+                    exit_code: self.runner.exit_codes.get(step).copied(),
+                    log,
+                })
+            }
+        }
+    }
+
+    /// The run's record; the work directory stays until the caller drops it.
+    pub fn finish(self) -> RunRecord {
+        let confinement = self.runner.confinement().to_string();
+        RunRecord {
+            exit_codes: self.runner.exit_codes,
+            timings: self.runner.timings,
+            network: self.runner.network.to_string(),
+            confinement,
+            services: self.runner.services.described,
+        }
+    }
+}
+
+/// The context's `eval_commands` that run (system package managers are outside the
+/// environment), one per line, to put before an install or a test command.
+fn eval_prelude(ctx: &Context) -> String {
+    ctx.eval_commands
+        .iter()
+        .filter(|c| !is_system_command(c))
+        .map(|c| format!("{c}\n"))
+        .collect()
+}
+
+/// The files in the checkout that the test command runs itself (`./tests/runtests.py`,
+/// `bin/test`): the runner, which a prediction may not change.
+fn runner_scripts(test_cmd: &str, src: &Path) -> Vec<String> {
+    test_cmd
+        .split_whitespace()
+        .map(|w| w.trim_start_matches("./"))
+        .filter(|w| !w.starts_with('-') && !w.contains('=') && !w.split('/').any(|c| c == ".."))
+        .filter(|w| !w.is_empty() && !w.starts_with('/'))
+        .filter(|w| std::fs::symlink_metadata(src.join(w)).is_ok_and(|m| m.file_type().is_file()))
+        .map(str::to_string)
+        .collect()
+}
