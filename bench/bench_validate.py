@@ -411,7 +411,8 @@ def write_instances(path, base, patches):
 
 TEST_STEPS = ("pre",)  # and post-1 .. post-K
 INSTALL_STEPS = ("install", "reinstall")
-OWN_STEPS = ("materialize", "environment", "test-patch", "gold-patch", "parse")
+OWN_STEPS = ("materialize", "worktree", "environment", "setup", "test-patch", "gold-patch",
+             "test-patch-again", "parse")
 
 
 def is_test_step(step):
@@ -453,8 +454,8 @@ def validate_once(swe_ark, ark, jobs, args, env, force, n):
 
     steps = {}
     totals, per_instance = [], {}
-    expected_steps = (["materialize", "environment", "install", "test-patch", "pre",
-                       "gold-patch", "reinstall"]
+    expected_steps = (["materialize", "worktree", "environment", "setup", "install",
+                       "test-patch", "pre", "gold-patch", "reinstall", "test-patch-again"]
                       + [f"post-{k}" for k in range(1, args.runs + 1)] + ["parse", "total"])
     for iid in want:
         h = rows[iid]["results"]
@@ -515,8 +516,8 @@ def validate_once(swe_ark, ark, jobs, args, env, force, n):
 
 
 def step_order(s):
-    order = ["materialize", "environment", "install", "test-patch", "pre", "gold-patch",
-             "reinstall"]
+    order = ["materialize", "worktree", "environment", "setup", "install", "test-patch", "pre",
+             "gold-patch", "reinstall", "test-patch-again"]
     if s in order:
         return (order.index(s), 0)
     m = re.fullmatch(r"post-(\d+)", s)

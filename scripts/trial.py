@@ -314,6 +314,7 @@ def report(args, rows, locks, root, verified, cut, export_bytes, times):
         c["locked"] = lk.get("ok")
         c["lock_error"] = lk.get("error", "")
         c["lock_seconds"] = lk.get("seconds")
+        c["lock_id"] = lk.get("id", "")
         c["built_offline"] = bool(lk.get("ok")) and not any(
             rows[i].get("gold") == "env-build-failed" for i in ids)
         for m in ("exact", "covering", "differing", "not validated"):

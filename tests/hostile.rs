@@ -574,13 +574,14 @@ fn check_cases(runs: &BTreeMap<&str, CaseRun>, token: &str, replayer: Replayer) 
         }
     }
 
-    // Its own /tmp and HOME are writable; nothing of the host is.
+    // Its own /tmp and HOME (/root, as in SWE-bench's containers) are writable; nothing of
+    // the host is.
     let w = r("writes");
     assert_eq!(w.result("writes", "tmp"), "ok");
     assert_eq!(w.result("writes", "home"), "ok");
+    assert_eq!(w.result("writes", "root"), "ok");
     for label in [
         "caller-home",
-        "root",
         "archive",
         "archive-index",
         "archive-runs",
@@ -600,6 +601,9 @@ fn check_cases(runs: &BTreeMap<&str, CaseRun>, token: &str, replayer: Replayer) 
     rd.refused("reads", "read-index.sqlite");
     rd.refused("reads", "read-index.sqlite-wal");
     assert_eq!(rd.result("reads", "through-proc-root"), "0");
+    // The fixed layout: the work tree at /testbed, and nothing of the host's paths around it.
+    assert_eq!(rd.result("reads", "cwd"), "/testbed");
+    assert_eq!(rd.result("reads", "host-paths-seen"), "none");
     for l in rd
         .output
         .lines()

@@ -7,12 +7,13 @@ use std::path::Path;
 
 /// docs/ARCHITECTURE.md, "Layers".
 const LAYERS: &[(u32, &[&str])] = &[
-    (11, &["cli", "main", "lib"]),
-    (10, &["shard"]),
-    (9, &["archive", "demo"]),
-    (8, &["pack", "release"]),
-    (7, &["validate", "replay"]),
-    (6, &["harness"]),
+    (12, &["cli", "main", "lib"]),
+    (11, &["shard"]),
+    (10, &["archive", "demo"]),
+    (9, &["pack", "release"]),
+    (8, &["validate", "replay"]),
+    (7, &["harness"]),
+    (6, &["context"]),
     (5, &["env", "collect", "text", "plan"]),
     (4, &["store"]),
     (3, &["mirror"]),
@@ -30,9 +31,17 @@ const LAYERS: &[(u32, &[&str])] = &[
             "verdict",
             "workers",
             "local_server",
+            "shell",
         ],
     ),
 ];
+
+/// The machinery of one kind of context (docs/ARCHITECTURE.md, "Context kinds"): only
+/// `context` reaches it, and the `env` verb of the command line, whose options are the
+/// Python kind's own. Everything else goes through `context::Kind`, so that a new language
+/// is an implementation in `context/` and its manifests.
+const KIND_MACHINERY: &[&str] = &["env"];
+const KIND_USERS: &[&str] = &["context", "cli/env/"];
 
 fn layer_of(module: &str) -> Option<u32> {
     LAYERS
@@ -118,6 +127,34 @@ fn no_module_uses_one_of_its_own_layer_or_above() {
         "modules with no layer (give them one in tests/layers.rs and docs/ARCHITECTURE.md): {unplaced:?}"
     );
     assert!(bad.is_empty(), "arrows up or sideways:\n{}", bad.join("\n"));
+}
+
+#[test]
+fn only_the_context_kinds_use_a_kinds_machinery() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files.sort();
+    let mut bad = Vec::new();
+    for f in &files {
+        let rel = f.strip_prefix(&src).unwrap().display().to_string();
+        let module = rel.split('/').next().unwrap().trim_end_matches(".rs");
+        if KIND_MACHINERY.contains(&module) || KIND_USERS.iter().any(|u| rel.starts_with(u)) {
+            continue;
+        }
+        let own = layer_of(module).unwrap_or(0);
+        let text = std::fs::read_to_string(f).unwrap();
+        for (line, used) in uses(&text) {
+            if KIND_MACHINERY.contains(&used.as_str()) && own > layer_of("context").unwrap() {
+                bad.push(format!("src/{rel}:{line}: uses crate::{used}"));
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "modules above `context` that reach a kind's machinery (go through context::Kind):\n{}",
+        bad.join("\n")
+    );
 }
 
 #[test]

@@ -9,7 +9,6 @@ use std::path::{Path, PathBuf};
 use crate::bundle::{self, MemberKind, PackOptions, TarWriter};
 use crate::dataset::Instance;
 use crate::digest::{Sha256Digest, Sha256Hasher};
-use crate::env::pylock::PyLock;
 use crate::fsutil;
 use crate::mirror::{Mirror, RepoName};
 use crate::progress::Progress;
@@ -293,33 +292,28 @@ fn lock_objects(
 ) -> Result<BTreeSet<Sha256Digest>, ArchiveError> {
     let fail = |detail: String| export_error(snap, detail);
     let mut needed = BTreeSet::new();
-    let Some((lock_id, lock)) = lock_reader.lock_of_bundle(&row.id)? else {
+    let Some(bundle_lock) = lock_reader.lock_of_bundle(&row.id)? else {
         return Ok(needed);
     };
-    let parsed = PyLock::parse(&lock).map_err(|e| {
-        fail(format!(
-            "the lock of {id} (in bundle {}) is not valid: {e}",
-            row.id
-        ))
-    })?;
-    for (o, _, kind) in parsed.needed_objects().map_err(|e| {
-        fail(format!(
-            "the lock of {id} (in bundle {}) is not valid: {e}",
-            row.id
-        ))
-    })? {
-        needed.insert(o);
-        g.objects.entry(o).or_insert(kind);
-        g.brings.entry(id.to_string()).or_default().insert(o);
+    let lock_id = bundle_lock.id;
+    let lock = bundle_lock
+        .kind
+        .read_lock(lock_id, &bundle_lock.bytes)
+        .map_err(|e| {
+            fail(format!(
+                "the lock of {id} (in bundle {}) is not valid: {e}",
+                row.id
+            ))
+        })?;
+    for o in lock.objects() {
+        needed.insert(o.id);
+        g.objects.entry(o.id).or_insert(o.kind);
+        g.brings.entry(id.to_string()).or_default().insert(o.id);
     }
-    let python = &parsed.tool.swe_ark.python;
-    if python.packed.is_none() {
+    if let Some(needs) = lock.needs_from_machine() {
         g.notes.insert(format!(
-            "lock {} carries no packed interpreter: the machine that replays it needs \
-             Python {} ({}) installed (lock it again without --no-pack-python to carry it)",
+            "lock {} carries no packed interpreter: the machine that replays it needs {needs}",
             lock_id.short(),
-            python.version,
-            python.implementation
         ));
     }
     if ark.objects().has(&lock_id) {

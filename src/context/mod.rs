@@ -98,11 +98,12 @@ pub struct LockOptions {
     pub pack_runtime: bool,
     pub allow_yanked: bool,
     /// Which installer builds environments (`uv`, `pip`, or the best that serves).
-    pub installer: crate::env::build::Installer,
+    pub installer: Installer,
     /// Run the installs with the caller's rights, not confined.
     pub unconfined: bool,
 }
 
+pub use crate::env::build::Installer;
 pub use crate::env::lock::{DEFAULT_INDEX, LockReport};
 
 /// A context's lock, read: what a run, an export and a release need of it.
@@ -179,6 +180,11 @@ pub fn kind_of(ctx: &Context) -> Result<&'static dyn Kind, ContextError> {
 
 /// Every kind swe-ark knows.
 static KINDS: &[&dyn Kind] = &[&python::Python];
+
+/// Every kind swe-ark knows, in the order they are tried.
+pub fn kinds() -> impl Iterator<Item = &'static dyn Kind> {
+    KINDS.iter().copied()
+}
 
 fn kind_named(name: &str) -> Option<&'static dyn Kind> {
     let name = if name.is_empty() { "python" } else { name };

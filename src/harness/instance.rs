@@ -153,6 +153,7 @@ impl<'a> Instance<'a> {
         let kind = context::kind_of(&ctx).map_err(|e| Stop(Reason::NoContext, e.to_string()))?;
         let parser = Self::parser_of(&row, &ctx)?;
         let tree = work.join("src");
+        let both = Instant::now();
         let (tree_seconds, env_seconds, run_env) = std::thread::scope(|s| {
             let git = s.spawn(|| {
                 let t = Instant::now();
@@ -172,10 +173,13 @@ impl<'a> Instance<'a> {
             });
             made.map(|()| (tree_seconds, env_seconds, env))
         })?;
+        let both = both.elapsed().as_secs_f64();
         let run_env = run_env?;
         let mut runner = Runner::new(work, &ctx, &run_env, opts)?;
         runner.timings.insert("worktree".into(), tree_seconds);
         runner.timings.insert("environment".into(), env_seconds);
+        // Side by side: their wall time.
+        runner.timings.insert("worktree+environment".into(), both);
         let t = Instant::now();
         runner.setup(&ctx, record.as_ref())?;
         runner

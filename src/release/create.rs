@@ -4,14 +4,11 @@
 use std::collections::BTreeMap;
 
 use crate::bundle;
+use crate::context::{self, Kind, Lock, NeededObject};
 use crate::digest::Sha256Digest;
-use crate::env::pylock::{PyLock, PyLockError};
 use crate::store::{Ark, BundleRow};
 
 use super::{ReleaseError, ReleaseInstance, Snapshot};
-
-/// The lock's path inside a bundle.
-pub(crate) const LOCK_MEMBER: &str = "env/pylock.toml";
 
 /// Which instances a release holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,21 +35,28 @@ impl<'a> LockReader<'a> {
         }
     }
 
-    /// The lock bundle `id` holds (`env/pylock.toml`): its id and bytes, from the object
-    /// store when the archive keeps it there (as `env lock` does), else read out of the
-    /// bundle. `None` for a bundle packed without a lock.
+    /// The lock bundle `id` holds (its kind's lock member, `env/pylock.toml` for Python):
+    /// its id and bytes, from the object store when the archive keeps it there (as `env lock`
+    /// does), else read out of the bundle, and its kind. `None` for a bundle packed without a
+    /// lock.
     pub fn lock_of_bundle(
         &mut self,
         id: &Sha256Digest,
-    ) -> Result<Option<(Sha256Digest, Vec<u8>)>, ReleaseError> {
+    ) -> Result<Option<BundleLock>, ReleaseError> {
         let row = self.ark.resolve(&id.hex())?;
         let manifest = self.ark.bundle_manifest(&row)?;
-        let Some(member) = manifest.member(LOCK_MEMBER) else {
+        let Some((kind, member)) =
+            context::kinds().find_map(|k| manifest.member(k.lock_member()).map(|m| (k, m)))
+        else {
             return Ok(None);
         };
         let lock_id = member.sha256;
         if let Some(bytes) = self.seen.get(&lock_id) {
-            return Ok(Some((lock_id, bytes.clone())));
+            return Ok(Some(BundleLock {
+                id: lock_id,
+                bytes: bytes.clone(),
+                kind,
+            }));
         }
         let objects = self.ark.objects();
         let bytes = if objects.has(&lock_id) {
@@ -60,31 +64,51 @@ impl<'a> LockReader<'a> {
         } else {
             let source = self.ark.bundle(&row)?;
             let mut members = bundle::read_fixed_members(&source, Some(*id))?;
-            match members.files.remove(LOCK_MEMBER) {
+            match members.files.remove(kind.lock_member()) {
                 Some(bytes) => bytes,
                 None => return Ok(None),
             }
         };
         self.seen.insert(lock_id, bytes.clone());
-        Ok(Some((lock_id, bytes)))
+        Ok(Some(BundleLock {
+            id: lock_id,
+            bytes,
+            kind,
+        }))
     }
 }
 
-/// What an offline build of the lock reads: (id, size, kind), sorted.
+/// A bundle's lock, as its bundle holds it.
+pub struct BundleLock {
+    pub id: Sha256Digest,
+    pub bytes: Vec<u8>,
+    pub kind: &'static dyn Kind,
+}
+
+impl BundleLock {
+    /// The lock read by its kind; an error names the instance and bundle it came from.
+    pub fn read(
+        &self,
+        instance: &str,
+        bundle: &Sha256Digest,
+    ) -> Result<Box<dyn Lock>, ReleaseError> {
+        self.kind
+            .read_lock(self.id, &self.bytes)
+            .map_err(|e| ReleaseError::BadLock {
+                instance: instance.to_string(),
+                bundle: *bundle,
+                detail: e.to_string(),
+            })
+    }
+}
+
+/// What an offline build of the lock reads, sorted by id.
 pub(crate) fn lock_needs(
     instance: &str,
     bundle: &Sha256Digest,
-    lock: &[u8],
-) -> Result<Vec<(Sha256Digest, u64, &'static str)>, ReleaseError> {
-    let bad = |e: PyLockError| ReleaseError::BadLock {
-        instance: instance.to_string(),
-        bundle: *bundle,
-        detail: e.to_string(),
-    };
-    PyLock::parse(lock)
-        .map_err(bad)?
-        .needed_objects()
-        .map_err(bad)
+    lock: &BundleLock,
+) -> Result<Vec<NeededObject>, ReleaseError> {
+    Ok(lock.read(instance, bundle)?.objects())
 }
 
 /// The newest bundle of each instance.
@@ -151,9 +175,9 @@ pub fn create(ark: &Ark, name: &str, selection: &Selection) -> Result<Snapshot, 
             continue;
         }
         let objects = match locks.lock_of_bundle(&row.id)? {
-            Some((_, lock)) => lock_needs(id, &row.id, &lock)?
+            Some(lock) => lock_needs(id, &row.id, &lock)?
                 .into_iter()
-                .map(|o| o.0)
+                .map(|o| o.id)
                 .collect(),
             None => Vec::new(),
         };

@@ -276,13 +276,7 @@ pub fn rebuild(
         }
     };
     if let Some(again) = revalidate {
-        match revalidated(
-            ark,
-            &stored.instance,
-            stored.lock.as_deref(),
-            &stored.record,
-            again,
-        ) {
+        match revalidated(ark, &stored, again) {
             Ok(r) => {
                 stored.record = Some(ValidationRecord::Expected(r.expected));
                 (stored.pre_log, stored.post_log) = (r.pre_log, r.post_log);
@@ -438,20 +432,23 @@ pub fn migrate(
     Ok(result)
 }
 
-/// The tests of `instance` run again with the bundle's lock, as a version 3 record; a
-/// sentence when they cannot be (a version 1 or 2 bundle, no lock, an archive problem).
+/// The tests of the bundle's instance run again with the bundle's lock, as a version 3
+/// record; a sentence when they cannot be (a version 1 or 2 bundle, no lock, an archive
+/// problem). The logs of a bundle made before the fixed layout were normalized with the host's
+/// paths masked: when the bundle's logs are those of the run normalized that way, and not the
+/// other, that is the record.
 fn revalidated(
     ark: &Ark,
-    instance: &crate::dataset::Instance,
-    lock: Option<&[u8]>,
-    stored: &Option<ValidationRecord>,
+    stored: &StoredInputs,
     again: &Revalidate,
 ) -> Result<BundleRecord, Problem> {
-    match stored {
+    let instance = &stored.instance;
+    let lock = stored.lock.as_deref();
+    match &stored.record {
         Some(ValidationRecord::Expected(_)) => {}
         Some(ValidationRecord::Results(_)) | None => {
             return Err(Problem::NotExpected {
-                has: if stored.is_some() {
+                has: if stored.record.is_some() {
                     "results.json"
                 } else {
                     "no validation record"
@@ -473,9 +470,21 @@ fn revalidated(
             reason: v.results.reason.clone(),
         });
     }
-    Ok(BundleRecord::of(
-        &v.results,
-        v.log_pre.as_deref(),
-        v.log_post.as_deref(),
-    ))
+    let record = |host_rules| {
+        BundleRecord::with_rules(
+            &v.results,
+            v.log_pre.as_deref(),
+            v.log_post.as_deref(),
+            host_rules,
+        )
+    };
+    let fixed = record(false);
+    let same_logs = |r: &BundleRecord| r.pre_log == stored.pre_log && r.post_log == stored.post_log;
+    if !same_logs(&fixed) {
+        let host = record(true);
+        if same_logs(&host) {
+            return Ok(host);
+        }
+    }
+    Ok(fixed)
 }

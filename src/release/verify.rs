@@ -141,7 +141,7 @@ fn check_lock_needs(
 ) {
     let id = &inst.instance_id;
     let needs = match locks.lock_of_bundle(&inst.bundle) {
-        Ok(Some((_, lock))) => lock_needs(id, &inst.bundle, &lock),
+        Ok(Some(lock)) => lock_needs(id, &inst.bundle, &lock),
         Ok(None) => Ok(Vec::new()),
         Err(e) => Err(e),
     };
@@ -153,7 +153,7 @@ fn check_lock_needs(
             return;
         }
     };
-    let needed: BTreeSet<Sha256Digest> = needs.iter().map(|n| n.0).collect();
+    let needed: BTreeSet<Sha256Digest> = needs.iter().map(|n| n.id).collect();
     for o in needed.difference(listed) {
         problems.push(format!(
             "its lock needs object {o}, which the release does not list"
@@ -164,7 +164,8 @@ fn check_lock_needs(
             "the release lists object {o}, which its lock does not need"
         ));
     }
-    for (o, size, _) in &needs {
+    for n in &needs {
+        let (o, size) = (&n.id, &n.size);
         let entry = tally.wanted.entry(*o).or_default();
         entry.0 = Some(*size);
         if !entry.1.contains(id) {

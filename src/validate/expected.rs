@@ -100,9 +100,24 @@ pub struct BundleRecord {
 impl BundleRecord {
     /// From a validation's results and raw logs (the evidence the archive keeps).
     pub fn of(results: &Results, pre_log: Option<&[u8]>, post_log: Option<&[u8]>) -> Self {
-        let normalize = |l: &[u8]| match results.layout {
-            Some(_) => normalize_log(l),
-            None => normalize_host_log(l, results.paths.as_ref()),
+        Self::with_rules(results, pre_log, post_log, results.layout.is_none())
+    }
+
+    /// As [`BundleRecord::of`], the logs normalized by the rules of a validation at the
+    /// host's paths when `host_rules` (what a bundle made before the fixed layout holds: a
+    /// run at the fixed layout checked against it is normalized the same way).
+    pub fn with_rules(
+        results: &Results,
+        pre_log: Option<&[u8]>,
+        post_log: Option<&[u8]>,
+        host_rules: bool,
+    ) -> Self {
+        let normalize = |l: &[u8]| {
+            if host_rules {
+                normalize_host_log(l, results.paths.as_ref())
+            } else {
+                normalize_log(l)
+            }
         };
         BundleRecord {
             expected: expected_of(results).to_bytes(),

@@ -5,8 +5,8 @@ use std::time::SystemTime;
 
 use anyhow::Context as _;
 
+use crate::context::{self, ContextError, LockOptions};
 use crate::env::EnvError;
-use crate::env::lock::{self, LockOptions};
 use crate::store::Ark;
 
 use super::super::Context;
@@ -37,27 +37,33 @@ pub(super) fn lock_cmd(ctx: &Context, a: LockArgs) -> anyhow::Result<ExitCode> {
     }
     let opts = LockOptions {
         commit: a.commit,
-        python: a.python,
+        runtime: a.python,
         index_url: a.index_url,
         exclude_newer,
-        pack_python: !a.no_pack_python,
+        pack_runtime: !a.no_pack_python,
         allow_yanked: a.allow_yanked,
         installer: a.installer,
         unconfined: a.unconfined,
     };
-    let report = lock::lock(&mut ark, &context, &opts, &|m| ctx.note(m)).map_err(|e| {
-        // A conda-only context that fails to install: say why it may.
-        if !context.notes.is_empty()
-            && matches!(e, EnvError::Command { .. } | EnvError::Fetch { .. })
-        {
-            anyhow::Error::new(e).context(format!(
-                "locking {} {} failed; its manifest notes: {}",
-                context.repo, context.version, context.notes
-            ))
-        } else {
-            e.into()
-        }
-    })?;
+    let kind = context::kind_of(&context)?;
+    let report = kind
+        .lock(&mut ark, &context, &opts, &|m| ctx.note(m))
+        .map_err(|e| {
+            // A conda-only context that fails to install: say why it may.
+            if !context.notes.is_empty()
+                && matches!(
+                    e,
+                    ContextError::Env(EnvError::Command { .. } | EnvError::Fetch { .. })
+                )
+            {
+                anyhow::Error::new(e).context(format!(
+                    "locking {} {} failed; its manifest notes: {}",
+                    context.repo, context.version, context.notes
+                ))
+            } else {
+                e.into()
+            }
+        })?;
     for n in &report.notes {
         ctx.note(format!("note: {n}"));
     }
