@@ -303,7 +303,21 @@ fn with_earlier_reports(dir: &Path, mut reports: Vec<InstanceReport>) -> Vec<Ins
 }
 
 /// Where a prediction's bundle is, or why it has none.
-type Placed = Result<Where, String>;
+type Placed = Result<Where, NoBundle>;
+
+/// Why a prediction has no bundle to replay.
+#[derive(Debug, Clone, thiserror::Error)]
+enum NoBundle {
+    #[error("no bundle file was given for it")]
+    NoFileGiven,
+    /// `found` is what validation found: `discarded (no-fail-to-pass): no test goes …`.
+    #[error("no bundle of this instance in the archive: validation found it {found}")]
+    NotKept { found: String },
+    #[error("no bundle of this instance in the archive: it was not validated")]
+    NotValidated,
+    #[error("no bundle of this instance in the archive, nor the instance in its index")]
+    NotImported,
+}
 
 /// Each prediction with its bundle: the newest of its instance in the archive, or the bundle
 /// file given for it; for those with none, why (said on `progress`, and reported as an error
@@ -341,7 +355,7 @@ fn match_bundles(
             None => given
                 .get(&p.instance_id)
                 .cloned()
-                .ok_or_else(|| "no bundle file was given for it".to_string()),
+                .ok_or(NoBundle::NoFileGiven),
         };
         if found.is_err() {
             unknown.push(p.instance_id.clone());
@@ -364,27 +378,29 @@ fn why_no_bundle(
     ark: &Ark,
     validations: &[crate::store::ValidationRow],
     instance: &str,
-) -> Result<String, ReplayError> {
+) -> Result<NoBundle, ReplayError> {
     if let Some(v) = validations.iter().find(|v| v.instance_id == instance) {
         let kind = crate::verdict::reason_word(v.reason_kind);
-        return Ok(format!(
-            "no bundle of this instance in the archive: validation found it {}{}{}",
-            v.verdict,
-            if kind.is_empty() {
-                String::new()
-            } else {
-                format!(" ({kind})")
-            },
-            match v.reason.lines().next() {
-                Some(line) if !line.is_empty() => format!(": {line}"),
-                _ => String::new(),
-            }
-        ));
+        return Ok(NoBundle::NotKept {
+            found: format!(
+                "{}{}{}",
+                v.verdict,
+                if kind.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({kind})")
+                },
+                match v.reason.lines().next() {
+                    Some(line) if !line.is_empty() => format!(": {line}"),
+                    _ => String::new(),
+                }
+            ),
+        });
     }
     Ok(if ark.index().instance(instance)?.is_some() {
-        "no bundle of this instance in the archive: it was not validated".to_string()
+        NoBundle::NotValidated
     } else {
-        "no bundle of this instance in the archive, nor the instance in its index".to_string()
+        NoBundle::NotImported
     })
 }
 
@@ -429,8 +445,8 @@ fn replay_or_resume(
         Err(why) => {
             // Written like any other report: the run accounts for every prediction, and
             // `--rewrite-reports` finds it.
-            let mut r = failed(Reason::UnknownInstance, why.clone()).0;
-            r.excluded = why;
+            let mut r = failed(Reason::UnknownInstance, why.to_string()).0;
+            r.excluded = why.to_string();
             let failure = write_instance(dir, &r, p, b"").err();
             return (r, failure);
         }
