@@ -61,6 +61,13 @@ pub fn parent_dir(path: &Path) -> &Path {
     }
 }
 
+/// A fresh directory under `root` (made if missing) whose name starts with `prefix`, removed
+/// when dropped unless kept: an instance's work directory under the archive's `tmp/`.
+pub fn work_dir(root: &Path, prefix: &str) -> io::Result<tempfile::TempDir> {
+    std::fs::create_dir_all(root)?;
+    tempfile::Builder::new().prefix(prefix).tempdir_in(root)
+}
+
 /// Writes `bytes` to `dest` atomically.
 pub fn write_atomic(dest: &Path, bytes: &[u8]) -> io::Result<()> {
     let dir = parent_dir(dest);

@@ -678,14 +678,16 @@ fn a_packed_interpreter_runs_from_the_archive() {
         py(&venv, "import alpha, json, ssl; print(alpha.VERSION)"),
         "1.0"
     );
-    // Its build variables name where it is unpacked, not the locker's prefix: a C extension
-    // built offline finds Python.h there.
+    // Its build variables name the environment itself, which holds the headers, not the
+    // locker's prefix nor where the interpreter is unpacked: a C extension built offline
+    // finds Python.h in the environment, wherever an instance's run sees it.
     let include = py(
         &venv,
         "import sysconfig; print(sysconfig.get_config_var('INCLUDEPY'))",
     );
     let include = std::fs::canonicalize(&include).unwrap_or_else(|e| panic!("{include}: {e}"));
-    assert!(include.starts_with(&base), "{}", include.display());
+    let venv_real = std::fs::canonicalize(&venv).unwrap();
+    assert!(include.starts_with(&venv_real), "{}", include.display());
     assert!(include.join("Python.h").is_file(), "{}", include.display());
     // The packed executable does not lean on the original prefix for its libpython.
     let exe = std::fs::read_dir(Path::new(&base).join("bin"))

@@ -82,17 +82,6 @@ pub struct Stop(pub Reason, pub String);
 /// Output kept per command: enough for any real test log, bounded for a runaway one.
 const OUTPUT_CAP: u64 = 64 * 1024 * 1024;
 
-/// A fresh work directory under `root` (the archive's `tmp/`), removed when dropped unless
-/// kept.
-pub fn work_dir(root: &Path, prefix: &str) -> Result<tempfile::TempDir, Stop> {
-    std::fs::create_dir_all(root)
-        .map_err(|e| Stop(Reason::Io, format!("{}: {e}", root.display())))?;
-    tempfile::Builder::new()
-        .prefix(prefix)
-        .tempdir_in(root)
-        .map_err(|e| Stop(Reason::Io, format!("{}: {e}", root.display())))
-}
-
 /// The first `limit` bytes of a file a run wrote, opened without following a link (a link
 /// there is the run's, not ours); None when it is missing, a link or not a regular file.
 pub(crate) fn read_written(path: &Path, limit: u64) -> Option<Vec<u8>> {

@@ -225,11 +225,11 @@ pub fn replay_one(inputs: &ReplayInputs, p: &Prediction) -> (InstanceReport, Vec
         report.error_detail = "the prediction has no patch".into();
         return (report, Vec::new());
     }
-    let work = match harness::work_dir(inputs.work_root, ".tmp-replay-") {
+    let work = match crate::fsutil::work_dir(inputs.work_root, ".tmp-replay-") {
         Ok(w) => w,
-        Err(Stop(kind, detail)) => {
-            report.error = Some(kind);
-            report.error_detail = detail;
+        Err(e) => {
+            report.error = Some(Reason::Io);
+            report.error_detail = format!("{}: {e}", inputs.work_root.display());
             return (report, Vec::new());
         }
     };

@@ -230,8 +230,8 @@ pub fn validate(
         .repo(&instance.repo)
         .ok()
         .map(|m| m.text.clone().into_bytes());
-    let work = harness::work_dir(&ark.tmp_dir(), ".tmp-validate-")
-        .map_err(|Stop(_, why)| ValidateError::WorkDir(why))?;
+    let work = crate::fsutil::work_dir(&ark.tmp_dir(), ".tmp-validate-")
+        .map_err(|e| ValidateError::WorkDir(format!("{}: {e}", ark.tmp_dir().display())))?;
     let outcome = run_steps(
         ark,
         manifests,
