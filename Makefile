@@ -19,9 +19,11 @@ build:
 	$(CARGO) build --release --locked
 
 # The validation tests install pytest from a local index: its wheels are fetched once, here.
+# Every test binary runs, even after one failed (cargo test --locked --no-fail-fast), and a
+# summary of each binary's result ends the run (scripts/test-all.sh); it fails if any did.
 test: tools
 	@bash scripts/fetch-test-wheels.sh
-	$(CARGO) test --locked
+	@CARGO="$(CARGO)" bash scripts/test-all.sh
 
 lint:
 	$(CARGO) fmt --all -- --check

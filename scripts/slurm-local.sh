@@ -3,7 +3,9 @@
 # (and for trying contrib/slurm/ on one machine).
 #
 #   slurm-local.sh start DIR   writes DIR/slurm.conf, starts a munged of its own (own key,
-#                              socket, pid and log under DIR/munge), then slurmctld and slurmd
+#                              pid and log under DIR/munge; its socket in a directory made for
+#                              it, /run/swe-ark-munge.XXXXXX, so that DIR may be anywhere, under
+#                              a 0700 mktemp -d too), then slurmctld and slurmd
 #                              with -f DIR/slurm.conf; waits (up to SLURM_LOCAL_TIMEOUT
 #                              seconds, 60 by default) until sinfo shows the node idle. Its last
 #                              line on stdout is `export SLURM_CONF=DIR/slurm.conf` (the rest
@@ -137,15 +139,38 @@ do_stop() {
   [ -z "$ctld" ] || wait_pid "$ctld" slurmctld
   [ -z "$munged" ] || wait_pid "$munged" munged
   rm -f "$DIR/run/slurmctld.pid" "$DIR/run/slurmd.pid" "$DIR/munge/munged.pid"
+  local sock_dir
+  if sock_dir=$(recorded_socket_dir); then rm -rf -- "$sock_dir"; fi
+  rm -f "$DIR/munge/socket-dir"
 }
 
-# A munged of our own: key, socket, seed, pid and log under DIR/munge. munged wants every
-# directory above its socket searchable by all, and the socket's own one not writable by others.
+# The directory of munged's socket when DIR's is recorded (a start before) and was ours.
+recorded_socket_dir() {
+  local d
+  [ -s "$DIR/munge/socket-dir" ] || return 1
+  d=$(cat "$DIR/munge/socket-dir")
+  case ${d##*/} in swe-ark-munge.*) [ -d "$d" ] && echo "$d" ;; *) return 1 ;; esac
+}
+
+# A munged of our own: key, seed, pid and log under DIR/munge. munged refuses a socket below a
+# directory that others cannot search (DIR under a 0700 mktemp -d, say: "Socket is
+# inaccessible: execute permissions for all required"), so the socket gets a directory of its
+# own under /run (root's; else /tmp), recorded in DIR/munge/socket-dir for stop to remove.
+# Sets MUNGE_SOCKET.
 start_munge() {
-  local m=$DIR/munge
+  local m=$DIR/munge base sock_dir=
   mkdir -p "$m"
-  chmod 755 "$m"
-  chmod o+x "$DIR" 2>/dev/null || true
+  for base in /run /tmp; do
+    [ -d "$base" ] && [ -w "$base" ] || continue
+    sock_dir=$(mktemp -d -p "$base" swe-ark-munge.XXXXXX) && break
+  done
+  if [ -z "$sock_dir" ]; then
+    echo "munged: no directory for its socket could be made under /run or /tmp" >"$m/munged.err"
+    return 1
+  fi
+  chmod 755 "$sock_dir"
+  echo "$sock_dir" >"$m/socket-dir"
+  MUNGE_SOCKET=$sock_dir/munge.socket
   if [ ! -s "$m/munge.key" ]; then
     if command -v mungekey >/dev/null 2>&1; then
       mungekey --create --keyfile="$m/munge.key" --bits=1024 >/dev/null
@@ -154,12 +179,11 @@ start_munge() {
     fi
   fi
   chmod 600 "$m/munge.key"
-  rm -f "$m/munge.socket" "$m/munge.socket.lock"
-  munged --socket="$m/munge.socket" --key-file="$m/munge.key" --pid-file="$m/munged.pid" \
+  munged --socket="$MUNGE_SOCKET" --key-file="$m/munge.key" --pid-file="$m/munged.pid" \
     --log-file="$m/munged.log" --seed-file="$m/munged.seed" 2>"$m/munged.err" || return 1
   for _ in $(seq 1 50); do
-    if munge -n --socket="$m/munge.socket" 2>/dev/null |
-      unmunge --socket="$m/munge.socket" >/dev/null 2>&1; then
+    if munge -n --socket="$MUNGE_SOCKET" 2>/dev/null |
+      unmunge --socket="$MUNGE_SOCKET" >/dev/null 2>&1; then
       return 0
     fi
     sleep 0.1
@@ -188,12 +212,13 @@ do_start() {
 
   # Munge: our own daemon; else the system's, when one answers on the default socket.
   if start_munge; then
-    munge_info="AuthInfo=socket=$DIR/munge/munge.socket"
+    munge_info="AuthInfo=socket=$MUNGE_SOCKET"
   elif munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
     say "own munged did not start ($(tail -n 1 "$DIR/munge/munged.err" 2>/dev/null)); using the system's munged"
     munge_info="# AuthInfo: the system's munged, on its default socket"
   else
     tails
+    do_stop
     die "munged did not start, and no system munged answers on the default socket"
   fi
 

@@ -456,3 +456,51 @@ fn replay_and_validate_refuse_up_front_what_the_sandbox_cannot_give() {
     );
     assert!(t.path("ark/runs").exists(), "{}", stderr(&out));
 }
+
+#[test]
+fn replay_reads_predictions_by_their_content_whatever_the_file_is_called() {
+    let t = TestContext::new();
+    pack_fixture(&t);
+    // JSON Lines in a `.txt`: two predictions of instances the archive does not hold, so the
+    // run accounts for each as excluded and runs nothing.
+    let preds = t.path("preds.txt");
+    let line = |id: &str| {
+        format!(
+            "{{\"instance_id\": \"{id}\", \"model_name_or_path\": \"m\", \"model_patch\": \"\"}}"
+        )
+    };
+    fs::write(
+        &preds,
+        format!("{}\n{}\n", line("acme__gone-1"), line("acme__gone-2")),
+    )
+    .unwrap();
+    let p = preds.to_str().unwrap();
+    let args = [
+        "replay",
+        "--predictions",
+        p,
+        "--run-id",
+        "r",
+        "--allow-network",
+        "--unconfined",
+        "--json",
+    ];
+    let out = t.run(&args);
+    let err = stderr(&out);
+    assert!(!err.contains("malformed"), "{err}");
+    let summaries: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let excluded = summaries[0]["excluded"].as_object().unwrap();
+    assert_eq!(
+        excluded.keys().collect::<Vec<_>>(),
+        ["acme__gone-1", "acme__gone-2"],
+        "{summaries}"
+    );
+    // A malformed line is named, with the file, whatever the file is called.
+    fs::write(&preds, format!("{}\n{{oops\n", line("acme__gone-1"))).unwrap();
+    let out = t.run_expect(&args, 2);
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!("predictions `{p}` are malformed: line 2: ")),
+        "{err}"
+    );
+}

@@ -152,3 +152,48 @@ fn a_bad_record_is_named_by_line_and_nothing_is_imported() {
     assert!(err.contains("appears twice (line 1 and line 3)"), "{err}");
     assert_eq!(instance_count(&t), 0);
 }
+
+#[test]
+fn a_list_or_json_lines_is_told_by_the_content_whatever_the_name() {
+    let (a, b) = (record("acme__widgets-1"), record("acme__widgets-2"));
+    let cases = [
+        ("lines.txt", format!("{a}\n\n{b}\n")),
+        (
+            "list.jsonl",
+            serde_json::to_string_pretty(&vec![a.clone(), b.clone()]).unwrap(),
+        ),
+        (
+            "one.txt",
+            format!("\n{}\n", serde_json::to_string_pretty(&a).unwrap()),
+        ),
+    ];
+    for (name, text) in cases {
+        let t = TestContext::new();
+        fs::write(t.path(name), &text).unwrap();
+        t.run_expect(
+            &[
+                "import",
+                name,
+                "--dataset",
+                "acme-set",
+                "--environments-as-of",
+                "2024-06-01",
+            ],
+            0,
+        );
+        assert_eq!(
+            instance_count(&t),
+            text.matches("instance_id").count(),
+            "{name}"
+        );
+    }
+    // A first line that is neither a record nor the start of a list: the file, line and column.
+    let t = TestContext::new();
+    fs::write(t.path("ds.txt"), format!("{{not json\n{a}\n")).unwrap();
+    let err = stderr(&t.run_expect(&["import", "ds.txt"], 2));
+    assert!(
+        err.contains("`ds.txt` is neither a JSON list nor JSON Lines: ")
+            && err.contains("at line 1 column 2"),
+        "{err}"
+    );
+}

@@ -132,18 +132,36 @@ fn a_slurm_job_array_runs_the_shards_and_a_dependent_job_merges_them() {
         .get_envs()
         .filter_map(|(k, v)| Some((k, v?)))
         .collect();
-    let out = Command::new("bash")
-        .arg(script("contrib/slurm/submit.sh"))
-        .args([&plan, &t.ark(), &t.path("shards"), &merged])
-        .arg("all")
-        .envs(fixture_env)
-        .env("SLURM_CONF", &cluster.conf)
-        .env("SWE_ARK", env!("CARGO_BIN_EXE_swe-ark"))
-        .env("SBATCH_EXTRA", "--cpus-per-task=1")
-        .env("SHARD_ARGS", "--runs 1 --timeout 300")
-        .env("LOGS", &logs)
-        .output()
-        .unwrap();
+    let submit = |cpus: &str| {
+        Command::new("bash")
+            .arg(script("contrib/slurm/submit.sh"))
+            .args([&plan, &t.ark(), &t.path("shards"), &merged])
+            .arg("all")
+            .envs(fixture_env.iter().copied())
+            .env("SLURM_CONF", &cluster.conf)
+            .env("SWE_ARK", env!("CARGO_BIN_EXE_swe-ark"))
+            .env("CPUS_PER_TASK", cpus)
+            .env("SHARD_ARGS", "--runs 1 --timeout 300")
+            .env("LOGS", &logs)
+            .output()
+            .unwrap()
+    };
+    // More CPUs per shard than the node has: the array would never be scheduled, so nothing
+    // is submitted and the message says what to ask for instead.
+    let out = submit("100000");
+    assert_eq!(out.status.code(), Some(2), "submit.sh\n{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("the nodes of partition local have at most")
+            && stderr(&out).contains("Ask for fewer: CPUS_PER_TASK="),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        stdout(&out).is_empty() && !logs.exists(),
+        "{}",
+        stdout(&out)
+    );
+    let out = submit("1");
     assert!(out.status.success(), "submit.sh\n{}", stderr(&out));
     let ids = stdout(&out);
     let id_of = |what: &str| {

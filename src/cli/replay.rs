@@ -16,7 +16,8 @@ pub struct ReplayArgs {
     /// archive's `objects/`).
     #[arg(long, value_name = "DIR", requires = "bundles")]
     pub objects: Option<std::path::PathBuf>,
-    /// Predictions in SWE-bench's format (.json list or map, or .jsonl).
+    /// Predictions in SWE-bench's format: a JSON list or map, or JSON Lines (the content says
+    /// which, whatever the file's name).
     #[arg(long, value_name = "FILE")]
     pub predictions: Option<std::path::PathBuf>,
     /// Replay the gold patches (every instance with a bundle): they must all resolve.

@@ -1,5 +1,6 @@
 //! SWE-bench dataset files as they are published: a JSON list of instances, or JSON Lines
 //! (one instance per line), with FAIL_TO_PASS / PASS_TO_PASS as JSON strings holding lists.
+//! Which of the two a file is, its content says, whatever its name.
 
 use std::collections::HashMap;
 use std::io;
@@ -65,6 +66,37 @@ const FIELD_ORDER: [&str; 12] = [
     "environment_setup_commit",
 ];
 
+/// What a JSON file holds, told by its content (its name may say nothing: `preds.txt`).
+#[derive(Debug, PartialEq)]
+pub(crate) enum JsonText<'a> {
+    /// One JSON value (a list, a map, or one record alone) whose first line is `line`.
+    Document { value: Value, line: usize },
+    /// JSON Lines: each non-blank line with its number, from 1.
+    Lines(Vec<(usize, &'a str)>),
+}
+
+/// `text` as one JSON document when it is one. When it is not, but its first non-blank line is
+/// a JSON object by itself, it is JSON Lines (the document stopped at the second record as
+/// trailing characters). Otherwise the document's own error, which names line and column.
+/// Blank text is JSON Lines of no line.
+pub(crate) fn json_or_lines(text: &str) -> Result<JsonText<'_>, serde_json::Error> {
+    let lines = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| (i + 1, l));
+    let Some((first, first_line)) = lines.clone().next() else {
+        return Ok(JsonText::Lines(Vec::new()));
+    };
+    match serde_json::from_str::<Value>(text) {
+        Ok(value) => Ok(JsonText::Document { value, line: first }),
+        Err(_) if matches!(serde_json::from_str(first_line), Ok(Value::Object(_))) => {
+            Ok(JsonText::Lines(lines.collect()))
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// Reads every instance of a dataset file, each with where it was (`line 7`, `item 3`).
 /// Nothing is returned unless every record is a valid instance and no id appears twice.
 pub fn read_dataset(path: &Path) -> Result<Vec<(String, Instance)>, DatasetError> {
@@ -78,21 +110,28 @@ pub fn read_dataset(path: &Path) -> Result<Vec<(String, Instance)>, DatasetError
         detail: e.to_string(),
     };
     let mut records: Vec<(String, Value)> = Vec::new();
-    if text.trim_start().starts_with('[') {
-        let list: Vec<Value> =
-            serde_json::from_str(&text).map_err(|e| json_err("as a JSON list".into(), e))?;
-        for (i, v) in list.into_iter().enumerate() {
-            records.push((format!("item {}", i + 1), v));
-        }
-    } else {
-        for (i, line) in text.lines().enumerate() {
-            if line.trim().is_empty() {
-                continue;
+    match json_or_lines(&text) {
+        Ok(JsonText::Document {
+            value: Value::Array(list),
+            ..
+        }) => {
+            for (i, v) in list.into_iter().enumerate() {
+                records.push((format!("item {}", i + 1), v));
             }
-            let place = format!("line {}", i + 1);
-            let v = serde_json::from_str(line).map_err(|e| json_err(place.clone(), e))?;
-            records.push((place, v));
         }
+        // One record alone: JSON Lines of one line (or that record spread over several).
+        Ok(JsonText::Document { value, line }) => records.push((format!("line {line}"), value)),
+        Ok(JsonText::Lines(lines)) => {
+            for (n, line) in lines {
+                let place = format!("line {n}");
+                let v = serde_json::from_str(line).map_err(|e| json_err(place.clone(), e))?;
+                records.push((place, v));
+            }
+        }
+        Err(e) if text.trim_start().starts_with('[') => {
+            return Err(json_err("as a JSON list".into(), e));
+        }
+        Err(e) => return Err(json_err("is neither a JSON list nor JSON Lines".into(), e)),
     }
     let mut seen: HashMap<String, String> = HashMap::new();
     let mut out = Vec::with_capacity(records.len());
@@ -212,4 +251,34 @@ pub fn records_bytes(path: &Path, records: &[Vec<u8>]) -> Vec<u8> {
         out.extend_from_slice(b"]\n");
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_lines_and_documents_are_told_apart_by_their_content() {
+        let doc = |t: &str| match json_or_lines(t) {
+            Ok(JsonText::Document { line, .. }) => line,
+            other => panic!("{t:?} read as {other:?}"),
+        };
+        let lines = |t: &str| match json_or_lines(t) {
+            Ok(JsonText::Lines(l)) => l.into_iter().map(|(n, _)| n).collect::<Vec<_>>(),
+            other => panic!("{t:?} read as {other:?}"),
+        };
+        assert_eq!(doc("[{\"a\": 1},\n {\"a\": 2}]"), 1);
+        assert_eq!(doc("\n\n{\n  \"a\": {}\n}\n"), 3);
+        // One line of JSON Lines is also one document: the caller knows what it expects.
+        assert_eq!(doc("{\"a\": 1}\n"), 1);
+        assert_eq!(lines("{\"a\": 1}\n\n{\"a\": 2}\n"), [1, 3]);
+        // A bad line after the first is still JSON Lines: the caller names that line.
+        assert_eq!(lines("{\"a\": 1}\nnot json\n"), [1, 2]);
+        assert_eq!(lines(" \n"), Vec::<usize>::new());
+        // A first line that is no record alone: the document's error, with its line.
+        let e = json_or_lines("[{\"a\": 1}\n{\"a\": 2}]").unwrap_err();
+        assert_eq!(e.line(), 2, "{e}");
+        let e = json_or_lines("{not json\n{\"a\": 1}\n").unwrap_err();
+        assert_eq!(e.line(), 1, "{e}");
+    }
 }

@@ -12,5 +12,6 @@ pub use environments::{
 pub use file::{
     DatasetError, TestListForm, dataset_bytes, python_json, read_dataset, records_bytes, to_record,
 };
+pub(crate) use file::{JsonText, json_or_lines};
 pub use instance::{HARNESS_FIELDS, Instance, InstanceError, RowHarness, is_repo, json_type_name};
 pub use selection::{OfInstance, Selection, SelectionError};

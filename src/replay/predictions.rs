@@ -1,8 +1,11 @@
-//! Predictions in SWE-bench's format: `.json` (a list, or a map by instance id) or `.jsonl`,
-//! each with `instance_id`, `model_name_or_path` and `model_patch` (a string, or null).
+//! Predictions in SWE-bench's format: a JSON list, a JSON map by instance id, or JSON Lines
+//! (told apart by the content, whatever the file's name), each with `instance_id`,
+//! `model_name_or_path` and `model_patch` (a string, or null).
 
 use std::collections::BTreeMap;
 use std::path::Path;
+
+use crate::dataset::{JsonText, json_or_lines};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Prediction {
@@ -90,7 +93,18 @@ fn one(
     })
 }
 
-/// Reads every prediction; every malformed one is reported (JSON Lines by line number), and
+/// An object that is one prediction rather than a map of them by instance id (JSON Lines of
+/// one line): one of a prediction's own fields, with a value a map's entry cannot have.
+fn is_one_prediction(v: &serde_json::Value) -> bool {
+    v.as_object().is_some_and(|o| {
+        ["instance_id", "model_name_or_path", "model_patch"]
+            .iter()
+            .any(|k| o.get(*k).is_some_and(|x| !x.is_object()))
+    })
+}
+
+/// Reads every prediction, JSON Lines or one JSON document as the content says (not the
+/// file's name); every malformed one is reported (JSON Lines by line number), and
 /// an instance predicted twice is an error.
 pub fn read(path: &Path) -> Result<Vec<Prediction>, PredictionError> {
     let shown = path.display().to_string();
@@ -98,46 +112,53 @@ pub fn read(path: &Path) -> Result<Vec<Prediction>, PredictionError> {
         path: shown.clone(),
         source,
     })?;
-    let mut problems = Vec::new();
-    let mut out = Vec::new();
-    let jsonl = path.extension().is_some_and(|e| e == "jsonl");
-    if jsonl {
-        for (n, line) in text.lines().enumerate() {
-            if line.trim().is_empty() {
-                continue;
-            }
-            let at = format!("line {}", n + 1);
-            match serde_json::from_str::<serde_json::Value>(line) {
-                Ok(v) => match one(&v, &at, None) {
-                    Ok(p) => out.push(p),
-                    Err(e) => problems.push(e.to_string()),
-                },
-                Err(e) => problems.push(format!("{at}: {e}")),
+    // Each record read, or what is wrong with it.
+    let mut records: Vec<Result<Prediction, String>> = Vec::new();
+    let take = |v: &serde_json::Value, at: String, key_id: Option<&str>| {
+        one(v, &at, key_id).map_err(|e| e.to_string())
+    };
+    match json_or_lines(&text) {
+        Ok(JsonText::Lines(lines)) => {
+            for (n, line) in lines {
+                let at = format!("line {n}");
+                match serde_json::from_str::<serde_json::Value>(line) {
+                    Ok(v) => records.push(take(&v, at, None)),
+                    Err(e) => records.push(Err(format!("{at}: {e}"))),
+                }
             }
         }
-    } else {
-        match serde_json::from_str::<serde_json::Value>(&text) {
-            Ok(serde_json::Value::Array(items)) => {
-                for (i, v) in items.iter().enumerate() {
-                    match one(v, &format!("item {}", i + 1), None) {
-                        Ok(p) => out.push(p),
-                        Err(e) => problems.push(e.to_string()),
-                    }
-                }
+        Ok(JsonText::Document {
+            value: serde_json::Value::Array(items),
+            ..
+        }) => {
+            for (i, v) in items.iter().enumerate() {
+                records.push(take(v, format!("item {}", i + 1), None));
             }
-            Ok(serde_json::Value::Object(map)) => {
-                for (k, v) in &map {
-                    match one(v, &format!("key `{k}`"), Some(k)) {
-                        Ok(p) => out.push(p),
-                        Err(e) => problems.push(e.to_string()),
-                    }
-                }
+        }
+        Ok(JsonText::Document { value, line }) if is_one_prediction(&value) => {
+            records.push(take(&value, format!("line {line}"), None));
+        }
+        Ok(JsonText::Document {
+            value: serde_json::Value::Object(map),
+            ..
+        }) => {
+            for (k, v) in &map {
+                records.push(take(v, format!("key `{k}`"), Some(k)));
             }
-            Ok(other) => problems.push(format!(
-                "the file holds {}, not a list or a map of predictions",
-                crate::dataset::json_type_name(&other)
-            )),
-            Err(e) => problems.push(e.to_string()),
+        }
+        Ok(JsonText::Document { value, .. }) => records.push(Err(format!(
+            "the file holds {}, not a list or a map of predictions",
+            crate::dataset::json_type_name(&value)
+        ))),
+        Err(e) => records.push(Err(format!(
+            "neither one JSON document nor JSON Lines of predictions ({e})"
+        ))),
+    }
+    let (mut out, mut problems) = (Vec::new(), Vec::new());
+    for r in records {
+        match r {
+            Ok(p) => out.push(p),
+            Err(e) => problems.push(e),
         }
     }
     let mut seen = BTreeMap::new();
@@ -190,6 +211,60 @@ mod tests {
         let e = read(&p).unwrap_err().to_string();
         assert!(
             e.contains("line 2:") && e.contains("line 3 (a): `model_patch` is a number"),
+            "{e}"
+        );
+    }
+
+    /// `text` written to a file named `name`, read.
+    fn read_as(name: &str, text: &str) -> Result<Vec<Prediction>, String> {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        read(&p).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_content_says_which_form_a_file_is_not_its_name() {
+        let a = r#"{"instance_id": "a", "model_name_or_path": "m", "model_patch": "x"}"#;
+        let b = r#"{"instance_id": "b", "model_name_or_path": "m", "model_patch": null}"#;
+        let ids =
+            |r: Vec<Prediction>| -> Vec<String> { r.into_iter().map(|p| p.instance_id).collect() };
+        // JSON Lines under any name.
+        for name in ["preds.txt", "preds.json", "preds"] {
+            assert_eq!(
+                ids(read_as(name, &format!("{a}\n{b}\n")).unwrap()),
+                ["a", "b"]
+            );
+        }
+        // One line of JSON Lines is one prediction, not a map keyed `instance_id`, …
+        assert_eq!(
+            ids(read_as("one.json", &format!("\n{a}\n")).unwrap()),
+            ["a"]
+        );
+        // … and a one-line prediction without its id is named by its line.
+        let e = read_as("one.txt", r#"{"model_name_or_path": "m"}"#).unwrap_err();
+        assert!(e.contains("line 1: no `instance_id`"), "{e}");
+        // A list and a map, spread over lines, under a JSON Lines name.
+        let list = format!("[\n  {a},\n  {b}\n]\n");
+        assert_eq!(ids(read_as("list.jsonl", &list).unwrap()), ["a", "b"]);
+        let map = "{\n  \"a\": {\"model_name_or_path\": \"m\", \"model_patch\": \"x\"}\n}\n";
+        assert_eq!(ids(read_as("map.jsonl", map).unwrap()), ["a"]);
+        assert_eq!(read_as("empty-map.txt", "{}").unwrap(), []);
+        // Malformed: JSON Lines by line; a document by its own line and column; the file named.
+        let e = read_as("preds.txt", &format!("{a}\n{{oops\n{b}\n")).unwrap_err();
+        assert!(
+            e.contains("predictions `") && e.contains("preds.txt` are malformed: line 2: "),
+            "{e}"
+        );
+        let e = read_as("list.txt", &format!("[\n  {a}\n  {b}\n]\n")).unwrap_err();
+        assert!(
+            e.contains("list.txt` are malformed: neither one JSON document nor JSON Lines")
+                && e.contains("at line 3 column 3"),
+            "{e}"
+        );
+        let e = read_as("n.txt", "42").unwrap_err();
+        assert!(
+            e.contains("the file holds a number, not a list or a map"),
             "{e}"
         );
     }

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# `make test`: every test binary, even after one fails (cargo test --no-fail-fast), then a
+# summary of each binary's result, the failed tests named. Exit status: cargo's (non-zero when
+# any binary failed or the tests did not build).
+#
+# Usage: scripts/test-all.sh [CARGO TEST ARGS...]   (CARGO: the cargo to run, default cargo)
+set -uo pipefail
+
+log=$(mktemp "${TMPDIR:-/tmp}/swe-ark-test.XXXXXX")
+trap 'rm -f "$log"' EXIT
+
+# cargo writes "Running …" on stderr and the binaries their results on stdout: one stream,
+# in order, to the terminal and the log.
+"${CARGO:-cargo}" test --locked --no-fail-fast "$@" 2>&1 | tee "$log"
+rc=${PIPESTATUS[0]}
+
+# One line per binary: "ok" or "FAILED", its name, its counts and the tests that failed. A
+# binary with no "test result" line died before it could report (a crash, a signal).
+awk -v rc="$rc" '
+  function close_binary() {
+    if (name == "") return
+    n++
+    if (result == "") { status[n] = "FAILED"; detail[n] = "no result: it died before reporting" }
+    else { status[n] = result; detail[n] = counts (failed != "" ? ": " failed : "") }
+    names[n] = name
+    if (status[n] != "ok") bad++
+    name = ""
+  }
+  /^ +Running (unittests )?[^ ]+ \(.*\)$/ {
+    close_binary()
+    name = $2 == "unittests" ? $2 " " $3 : $2
+    result = ""; failed = ""; counts = ""; listing = 0
+    next
+  }
+  /^ +Doc-tests [^ ]+$/ {
+    close_binary()
+    name = "doc-tests " $2
+    result = ""; failed = ""; counts = ""; listing = 0
+    next
+  }
+  name != "" && /^failures:$/ { failed = ""; listing = 1; next }
+  name != "" && listing && /^    [^ ]/ { sub(/^ +/, ""); failed = failed (failed == "" ? "" : ", ") $0; next }
+  name != "" && /^test result: / {
+    listing = 0
+    result = $3; sub(/\.$/, "", result)
+    counts = $4 " passed, " $6 " failed"
+    next
+  }
+  END {
+    close_binary()
+    print ""
+    print "== make test: each test binary"
+    for (i = 1; i <= n; i++) printf "%-7s %-32s %s\n", status[i], names[i], detail[i]
+    if (n == 0) print "no test binary ran (the build failed?)"
+    else if (bad) printf "== %d of %d test binaries failed\n", bad, n
+    else if (rc != 0) printf "== every test binary passed, but cargo exited %d (above)\n", rc
+    else printf "== all %d test binaries passed\n", n
+  }
+' "$log"
+exit "$rc"
