@@ -790,40 +790,8 @@ pub fn export(
     opts: &ExportOptions,
     progress: &dyn Progress,
 ) -> Result<ExportReport, ArchiveError> {
-    let fail = |detail: String| export_error(snap, detail);
-    let computed = snap.computed_root();
-    if computed != snap.root {
-        return Err(fail(format!(
-            "the snapshot states root {} but its instances hash to {computed} (the file was \
-             changed after it was made)",
-            snap.root
-        )));
-    }
     let store = ark.objects();
-    let mut g = gather(ark, snap)?;
-    if let Some(stamp) = &opts.shard {
-        if opts.self_contained || opts.since.is_some() {
-            return Err(fail(
-                "a shard file is a whole file in the store form".into(),
-            ));
-        }
-        gather_others(ark, snap, &stamp.others(), &mut g)?;
-    }
-    if opts.self_contained && opts.since.is_some() {
-        return Err(fail(
-            "an incremental file is in the store form: --incremental and --self-contained \
-             do not go together"
-                .into(),
-        ));
-    }
-    let held = match &opts.since {
-        Some(old) => {
-            let held = held_by_base(ark, old)?;
-            narrow_to_new(&mut g, &held);
-            Some(held)
-        }
-        None => None,
-    };
+    let (mut g, held) = gather_release(ark, snap, opts)?;
 
     // Mirrors, as git bundles, written to scratch space first.
     let tmp = ark.tmp_dir();
@@ -856,7 +824,7 @@ pub fn export(
     // Sizes first (the manifest is written first, with its hashes to come); the hashes are
     // computed while the file is written, on other threads, and the manifest written over
     // its placeholder at the end: one pass over the data, two cores busy.
-    let (sizes, mut manifest) = size_parts(
+    let (sizes, manifest) = size_parts(
         &store,
         snap,
         &mut g,
@@ -865,45 +833,7 @@ pub fn export(
         base,
         opts.shard.clone(),
     )?;
-    let placeholder = manifest.to_bytes();
-    let parts_bytes = placeholder.len() as u64 + sizes.iter().sum::<u64>();
-
-    let dir = fsutil::parent_dir(out);
-    let tmp_file = fsutil::temp_file_in(dir).map_err(io_err(dir))?;
-    let tmp_path = tmp_file.path().to_path_buf();
-    let file = tmp_file.as_file().try_clone().map_err(io_err(&tmp_path))?;
-    progress.start("exporting", Some(parts_bytes));
-    // The hashes are taken on another thread from the bytes as they are copied (a
-    // `Tee` hands each chunk over): one read of the data, two cores busy.
-    let (tx, rx) = std::sync::mpsc::sync_channel::<Option<Vec<u8>>>(16);
-    let (written, hashed) = std::thread::scope(|scope| {
-        let hasher = scope.spawn(move || hash_members(rx));
-        let members = Members {
-            plan: &plan,
-            manifest: &manifest,
-            sizes: &sizes,
-            store: &store,
-        };
-        let written = write_members(file, &tmp_path, &placeholder, &members, &tx, progress);
-        drop(tx);
-        let hashed = hasher.join().unwrap_or_default();
-        (written, hashed)
-    });
-    let mut file = written?;
-    fill_hashes(snap, &plan, &mut manifest, hashed)?;
-    let manifest_bytes = manifest.to_bytes();
-    if manifest_bytes.len() != placeholder.len() {
-        return Err(fail(
-            "the manifest changed length when its hashes were filled in".into(),
-        ));
-    }
-    // The manifest's content starts after its one 512-byte header (its name is short).
-    file.seek(SeekFrom::Start(512)).map_err(io_err(&tmp_path))?;
-    file.write_all(&manifest_bytes).map_err(io_err(&tmp_path))?;
-    drop(file);
-    progress.finish();
-    fsutil::persist(tmp_file, out).map_err(io_err(out))?;
-    let bytes = std::fs::metadata(out).map_err(io_err(out))?.len();
+    let (bytes, parts_bytes) = write_file(snap, out, &plan, &sizes, &store, manifest, progress)?;
     Ok(ExportReport {
         path: out.to_path_buf(),
         release: snap.name.clone(),
@@ -923,4 +853,101 @@ pub fn export(
         mirrors: g.slice.mirrors.len(),
         notes: g.notes.into_iter().collect(),
     })
+}
+
+/// What the file of `snap`'s release carries, as `opts` asks: the snapshot's root checked,
+/// the shard's other instances added, and for an incremental file, what its base holds left
+/// out (with what the base holds).
+fn gather_release(
+    ark: &Ark,
+    snap: &Snapshot,
+    opts: &ExportOptions,
+) -> Result<(Gathered, Option<Held>), ArchiveError> {
+    let fail = |detail: String| export_error(snap, detail);
+    let computed = snap.computed_root();
+    if computed != snap.root {
+        return Err(fail(format!(
+            "the snapshot states root {} but its instances hash to {computed} (the file was \
+             changed after it was made)",
+            snap.root
+        )));
+    }
+    let mut g = gather(ark, snap)?;
+    if let Some(stamp) = &opts.shard {
+        if opts.self_contained || opts.since.is_some() {
+            return Err(fail(
+                "a shard file is a whole file in the store form".into(),
+            ));
+        }
+        gather_others(ark, snap, &stamp.others(), &mut g)?;
+    }
+    if opts.self_contained && opts.since.is_some() {
+        return Err(fail(
+            "an incremental file is in the store form: --incremental and --self-contained \
+             do not go together"
+                .into(),
+        ));
+    }
+    let held = match &opts.since {
+        Some(old) => {
+            let held = held_by_base(ark, old)?;
+            narrow_to_new(&mut g, &held);
+            Some(held)
+        }
+        None => None,
+    };
+    Ok((g, held))
+}
+
+/// The file written beside `out` and renamed over it: the placeholder manifest and every
+/// member, hashed on another thread as they are copied (a `Tee` hands each chunk over: one
+/// read of the data, two cores busy), then the manifest with its hashes written over the
+/// placeholder. Returns the file's size and the members' sizes added up.
+fn write_file(
+    snap: &Snapshot,
+    out: &Path,
+    plan: &[Planned],
+    sizes: &[u64],
+    store: &ObjectStore,
+    mut manifest: ArchiveManifest,
+    progress: &dyn Progress,
+) -> Result<(u64, u64), ArchiveError> {
+    let placeholder = manifest.to_bytes();
+    let parts_bytes = placeholder.len() as u64 + sizes.iter().sum::<u64>();
+    let dir = fsutil::parent_dir(out);
+    let tmp_file = fsutil::temp_file_in(dir).map_err(io_err(dir))?;
+    let tmp_path = tmp_file.path().to_path_buf();
+    let file = tmp_file.as_file().try_clone().map_err(io_err(&tmp_path))?;
+    progress.start("exporting", Some(parts_bytes));
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Option<Vec<u8>>>(16);
+    let (written, hashed) = std::thread::scope(|scope| {
+        let hasher = scope.spawn(move || hash_members(rx));
+        let members = Members {
+            plan,
+            manifest: &manifest,
+            sizes,
+            store,
+        };
+        let written = write_members(file, &tmp_path, &placeholder, &members, &tx, progress);
+        drop(tx);
+        let hashed = hasher.join().unwrap_or_default();
+        (written, hashed)
+    });
+    let mut file = written?;
+    fill_hashes(snap, plan, &mut manifest, hashed)?;
+    let manifest_bytes = manifest.to_bytes();
+    if manifest_bytes.len() != placeholder.len() {
+        return Err(export_error(
+            snap,
+            "the manifest changed length when its hashes were filled in".into(),
+        ));
+    }
+    // The manifest's content starts after its one 512-byte header (its name is short).
+    file.seek(SeekFrom::Start(512)).map_err(io_err(&tmp_path))?;
+    file.write_all(&manifest_bytes).map_err(io_err(&tmp_path))?;
+    drop(file);
+    progress.finish();
+    fsutil::persist(tmp_file, out).map_err(io_err(out))?;
+    let bytes = std::fs::metadata(out).map_err(io_err(out))?.len();
+    Ok((bytes, parts_bytes))
 }

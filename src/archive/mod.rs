@@ -38,7 +38,9 @@ pub use import::{ImportOptions, ImportReport, import, read_file_manifest};
 pub use shard::{Outcome, ShardOutcome, ShardStamp, release_name as shard_release_name};
 pub use slice::IndexSlice;
 /// The piece table of a version 2 file (`pieces.bin`), for tools that read the format.
-pub use table::{decode as decode_piece_table, encode as encode_piece_table};
+pub use table::{
+    TableError as PieceTableError, decode as decode_piece_table, encode as encode_piece_table,
+};
 
 /// The `format` of the manifest.
 pub const FORMAT: &str = "swe-ark-archive";

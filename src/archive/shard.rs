@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::dataset::Instance;
+use crate::dataset::{Instance, InstanceError};
 use crate::digest::Sha256Digest;
 use crate::release::Snapshot;
 
@@ -83,6 +83,57 @@ pub fn release_name(plan: &Sha256Digest, index: usize, shards: usize) -> String 
     format!("shard-{index}-of-{shards}-{}", &plan.hex()[..12])
 }
 
+/// How a shard file's stamp disagrees with its release or index slice.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ShardMismatch {
+    #[error("it says it is shard {index} of a plan of {shards} shard(s)")]
+    IndexOutOfRange { index: usize, shards: usize },
+    #[error("its release is named {release}, not as shard {index} of plan {plan} is")]
+    ReleaseName {
+        release: String,
+        index: usize,
+        plan: Sha256Digest,
+    },
+    #[error("it lists instance {0} twice")]
+    InstanceTwice(String),
+    #[error(
+        "instance {instance} is {} and {} a bundle",
+        outcome.as_str(),
+        if *names_bundle { "names" } else { "names no" }
+    )]
+    BundleOfOutcome {
+        instance: String,
+        outcome: Outcome,
+        names_bundle: bool,
+    },
+    #[error("it says {kept} instance(s) were kept; its release holds {released} ({difference})")]
+    KeptNotReleased {
+        kept: usize,
+        released: usize,
+        difference: String,
+    },
+    #[error("its index holds an instance that is not valid: {0}")]
+    BadInstance(#[source] InstanceError),
+    #[error(
+        "its index carries other instances than its shard lists (missing: {missing:?}, \
+         not listed: {extra:?})"
+    )]
+    OtherInstances {
+        missing: Vec<String>,
+        extra: Vec<String>,
+    },
+    #[error(
+        "instance {instance} is {} and its index {} a validation of it",
+        outcome.as_str(),
+        if *validated { "holds" } else { "holds no" }
+    )]
+    ValidationOfOutcome {
+        instance: String,
+        outcome: Outcome,
+        validated: bool,
+    },
+}
+
 /// The stamp agrees with the release and the index slice: every instance once; the kept ones
 /// exactly the release's, with its bundles; the index slice carries every instance of the
 /// shard and a validation of exactly the instances that ran.
@@ -90,35 +141,31 @@ pub(crate) fn check(
     stamp: &ShardStamp,
     snapshot: &Snapshot,
     slice: &IndexSlice,
-) -> Result<(), String> {
+) -> Result<(), ShardMismatch> {
     if stamp.index >= stamp.shards {
-        return Err(format!(
-            "it says it is shard {} of a plan of {} shard(s)",
-            stamp.index, stamp.shards
-        ));
+        return Err(ShardMismatch::IndexOutOfRange {
+            index: stamp.index,
+            shards: stamp.shards,
+        });
     }
     if snapshot.name != release_name(&stamp.plan, stamp.index, stamp.shards) {
-        return Err(format!(
-            "its release is named {}, not as shard {} of plan {} is",
-            snapshot.name, stamp.index, stamp.plan
-        ));
+        return Err(ShardMismatch::ReleaseName {
+            release: snapshot.name.clone(),
+            index: stamp.index,
+            plan: stamp.plan,
+        });
     }
     let mut outcomes = BTreeMap::new();
     for o in &stamp.outcomes {
         if outcomes.insert(o.instance_id.as_str(), o).is_some() {
-            return Err(format!("it lists instance {} twice", o.instance_id));
+            return Err(ShardMismatch::InstanceTwice(o.instance_id.clone()));
         }
         if (o.outcome == Outcome::Kept) != o.bundle.is_some() {
-            return Err(format!(
-                "instance {} is {} and {} a bundle",
-                o.instance_id,
-                o.outcome.as_str(),
-                if o.bundle.is_some() {
-                    "names"
-                } else {
-                    "names no"
-                }
-            ));
+            return Err(ShardMismatch::BundleOfOutcome {
+                instance: o.instance_id.clone(),
+                outcome: o.outcome,
+                names_bundle: o.bundle.is_some(),
+            });
         }
     }
     let kept: BTreeMap<&str, Sha256Digest> = stamp
@@ -132,27 +179,23 @@ pub(crate) fn check(
         .map(|i| (i.instance_id.as_str(), i.bundle))
         .collect();
     if kept != released {
-        return Err(format!(
-            "it says {} instance(s) were kept; its release holds {} ({})",
-            kept.len(),
-            released.len(),
-            first_difference(&kept, &released)
-        ));
+        return Err(ShardMismatch::KeptNotReleased {
+            kept: kept.len(),
+            released: released.len(),
+            difference: first_difference(&kept, &released),
+        });
     }
     let mut ids = BTreeSet::new();
     for v in &slice.instances {
-        let inst = Instance::from_value(v.clone())
-            .map_err(|e| format!("its index holds an instance that is not valid: {e}"))?;
+        let inst = Instance::from_value(v.clone()).map_err(ShardMismatch::BadInstance)?;
         ids.insert(inst.instance_id);
     }
     let listed: BTreeSet<String> = outcomes.keys().map(|s| s.to_string()).collect();
     if ids != listed {
-        let missing: Vec<&String> = listed.difference(&ids).collect();
-        let extra: Vec<&String> = ids.difference(&listed).collect();
-        return Err(format!(
-            "its index carries other instances than its shard lists (missing: {missing:?}, \
-             not listed: {extra:?})"
-        ));
+        return Err(ShardMismatch::OtherInstances {
+            missing: listed.difference(&ids).cloned().collect(),
+            extra: ids.difference(&listed).cloned().collect(),
+        });
     }
     let validated: BTreeSet<&str> = slice
         .validations
@@ -163,12 +206,11 @@ pub(crate) fn check(
         let has = validated.contains(o.instance_id.as_str());
         let should = o.outcome != Outcome::NotRun;
         if has != should {
-            return Err(format!(
-                "instance {} is {} and its index {} a validation of it",
-                o.instance_id,
-                o.outcome.as_str(),
-                if has { "holds" } else { "holds no" }
-            ));
+            return Err(ShardMismatch::ValidationOfOutcome {
+                instance: o.instance_id.clone(),
+                outcome: o.outcome,
+                validated: has,
+            });
         }
     }
     Ok(())

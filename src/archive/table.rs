@@ -90,22 +90,48 @@ pub fn encode(packs: &[&[Frame]]) -> Vec<u8> {
     zstd::bulk::compress(&out, LEVEL).unwrap_or_default()
 }
 
+/// Why a piece table does not read; each says where and what was found.
+#[derive(Debug, thiserror::Error)]
+pub enum TableError {
+    #[error("it does not decode: {0}")]
+    Decompress(#[source] std::io::Error),
+    #[error("it is not a swe-ark piece table")]
+    NotATable,
+    #[error("it ends early, at byte {at}")]
+    EndsEarly { at: usize },
+    #[error("a number at byte {at} is too long")]
+    NumberTooLong { at: usize },
+    #[error("a count of {count} at byte {at} is more than it holds")]
+    CountTooLarge { count: u64, at: usize },
+    /// The id starting at byte `at` is cut short.
+    #[error("it ends inside a held piece's id")]
+    HeldIdCut { at: usize },
+    #[error("it describes {described} pack(s); the file holds {held}")]
+    PackCount { described: usize, held: usize },
+    #[error("a delta names held piece {index} of {held}")]
+    HeldPieceUnknown { index: usize, held: usize },
+    #[error("a frame of kind {kind} at byte {at}")]
+    FrameKind { kind: u8, at: usize },
+    #[error("{count} bytes follow the last pack's frames")]
+    TrailingBytes { count: usize },
+}
+
 struct Cursor<'a> {
     bytes: &'a [u8],
     at: usize,
 }
 
 impl Cursor<'_> {
-    fn byte(&mut self) -> Result<u8, String> {
+    fn byte(&mut self) -> Result<u8, TableError> {
         let b = *self
             .bytes
             .get(self.at)
-            .ok_or_else(|| format!("it ends early, at byte {}", self.at))?;
+            .ok_or(TableError::EndsEarly { at: self.at })?;
         self.at += 1;
         Ok(b)
     }
 
-    fn varint(&mut self) -> Result<u64, String> {
+    fn varint(&mut self) -> Result<u64, TableError> {
         let mut v = 0u64;
         for shift in (0..64).step_by(7) {
             let b = self.byte()?;
@@ -114,28 +140,27 @@ impl Cursor<'_> {
                 return Ok(v);
             }
         }
-        Err(format!("a number at byte {} is too long", self.at))
+        Err(TableError::NumberTooLong { at: self.at })
     }
 
     /// A count of things that take at least one byte each: never more than the bytes left.
-    fn count(&mut self) -> Result<usize, String> {
+    fn count(&mut self) -> Result<usize, TableError> {
         let n = self.varint()?;
         if n > (self.bytes.len() - self.at) as u64 {
-            return Err(format!(
-                "a count of {n} at byte {} is more than it holds",
-                self.at
-            ));
+            return Err(TableError::CountTooLarge {
+                count: n,
+                at: self.at,
+            });
         }
         Ok(n as usize)
     }
 }
 
 /// The packs' frames from the table's bytes; `packs` is how many packs the file holds.
-pub fn decode(compressed: &[u8], packs: usize) -> Result<Vec<Vec<Frame>>, String> {
-    let bytes = zstd::bulk::decompress(compressed, MAX_TABLE)
-        .map_err(|e| format!("it does not decode: {e}"))?;
+pub fn decode(compressed: &[u8], packs: usize) -> Result<Vec<Vec<Frame>>, TableError> {
+    let bytes = zstd::bulk::decompress(compressed, MAX_TABLE).map_err(TableError::Decompress)?;
     if !bytes.starts_with(MAGIC) {
-        return Err("it is not a swe-ark piece table".into());
+        return Err(TableError::NotATable);
     }
     let mut c = Cursor {
         bytes: &bytes,
@@ -148,13 +173,16 @@ pub fn decode(compressed: &[u8], packs: usize) -> Result<Vec<Vec<Frame>>, String
         let id: [u8; 32] = bytes
             .get(c.at..end)
             .and_then(|s| s.try_into().ok())
-            .ok_or("it ends inside a held piece's id")?;
+            .ok_or(TableError::HeldIdCut { at: c.at })?;
         held.push(Sha256Digest(id));
         c.at = end;
     }
     let p = c.count()?;
     if p != packs {
-        return Err(format!("it describes {p} pack(s); the file holds {packs}"));
+        return Err(TableError::PackCount {
+            described: p,
+            held: packs,
+        });
     }
     let mut out = Vec::with_capacity(p);
     for _ in 0..p {
@@ -181,22 +209,21 @@ pub fn decode(compressed: &[u8], packs: usize) -> Result<Vec<Vec<Frame>>, String
                         FrameBase::Held(
                             *held
                                 .get(j)
-                                .ok_or_else(|| format!("a delta names held piece {j} of {h}"))?,
+                                .ok_or(TableError::HeldPieceUnknown { index: j, held: h })?,
                         )
                     };
                     FrameHolds::Delta { size, base }
                 }
-                k => return Err(format!("a frame of kind {k} at byte {}", c.at - 1)),
+                kind => return Err(TableError::FrameKind { kind, at: c.at - 1 }),
             };
             frames.push(Frame { length, holds });
         }
         out.push(frames);
     }
     if c.at != bytes.len() {
-        return Err(format!(
-            "{} bytes follow the last pack's frames",
-            bytes.len() - c.at
-        ));
+        return Err(TableError::TrailingBytes {
+            count: bytes.len() - c.at,
+        });
     }
     Ok(out)
 }
@@ -233,7 +260,18 @@ mod tests {
         let refs: Vec<&[Frame]> = packs.iter().map(|p| &p[..]).collect();
         let bytes = encode(&refs);
         assert_eq!(decode(&bytes, 2).unwrap(), packs);
-        assert!(decode(&bytes, 3).unwrap_err().contains("2 pack(s)"));
+        let wrong = decode(&bytes, 3).unwrap_err();
+        assert!(matches!(
+            wrong,
+            TableError::PackCount {
+                described: 2,
+                held: 3
+            }
+        ));
+        assert_eq!(
+            wrong.to_string(),
+            "it describes 2 pack(s); the file holds 3"
+        );
         let mut raw = zstd::bulk::decompress(&bytes, MAX_TABLE).unwrap();
         raw.pop();
         let cut = zstd::bulk::compress(&raw, 3).unwrap();
@@ -241,6 +279,7 @@ mod tests {
         assert!(
             decode(b"not zstd", 2)
                 .unwrap_err()
+                .to_string()
                 .contains("does not decode")
         );
     }

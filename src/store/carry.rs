@@ -179,21 +179,8 @@ impl Ark {
             if whole {
                 packs.push((name.clone(), reader.local_pack(no)?, size, frames, true));
             } else {
-                let keep = |id: &Sha256Digest| carried.contains(id);
-                let (cut, cut_size, moved) = cut_pack(&reader, &frames, &keep, scratch, level)?;
-                let mut cut_frames: Frames = BTreeMap::new();
-                for (id, offset, length, skip) in moved {
-                    let loc = reader.loc(&id).cloned().ok_or(PieceError::Missing(id))?;
-                    cut_frames.entry(offset).or_default().push((
-                        id,
-                        PieceLoc {
-                            offset,
-                            length,
-                            skip,
-                            ..loc
-                        },
-                    ));
-                }
+                let (cut, cut_size, cut_frames) =
+                    cut_down(&reader, &frames, &carried, scratch, level)?;
                 packs.push((
                     cut.clone(),
                     pack_path(scratch, &cut),
@@ -234,6 +221,33 @@ impl Ark {
             needs,
         })
     }
+}
+
+/// A pack cut down into `scratch` to the `carried` pieces of its `frames`: the new pack's
+/// name, size, and frames.
+fn cut_down(
+    reader: &PieceReader,
+    frames: &Frames,
+    carried: &HashSet<Sha256Digest>,
+    scratch: &Path,
+    level: i32,
+) -> Result<(String, u64, Frames), ArkError> {
+    let keep = |id: &Sha256Digest| carried.contains(id);
+    let (cut, cut_size, moved) = cut_pack(reader, frames, &keep, scratch, level)?;
+    let mut cut_frames: Frames = BTreeMap::new();
+    for (id, offset, length, skip) in moved {
+        let loc = reader.loc(&id).cloned().ok_or(PieceError::Missing(id))?;
+        cut_frames.entry(offset).or_default().push((
+            id,
+            PieceLoc {
+                offset,
+                length,
+                skip,
+                ..loc
+            },
+        ));
+    }
+    Ok((cut, cut_size, cut_frames))
 }
 
 /// Whether the frames cover the pack exactly: from its magic to its end, each block's pieces

@@ -481,9 +481,40 @@ impl Ark {
         reader.load_all(self.index())?;
         let packs = self.index().packs()?;
         let mut problems: HashMap<i64, Vec<String>> = HashMap::new();
+        self.check_pack_files(&reader, &packs, &mut problems, progress);
+        check_pieces(&reader, &mut problems, progress);
+        let mut counts: HashMap<i64, u64> = HashMap::new();
+        for loc in reader.locs().values() {
+            *counts.entry(loc.pack).or_default() += 1;
+        }
+        let mut out: Vec<(String, u64, Vec<String>)> = packs
+            .iter()
+            .map(|p| {
+                (
+                    p.name.clone(),
+                    counts.get(&p.no).copied().unwrap_or(0),
+                    problems.remove(&p.no).unwrap_or_default(),
+                )
+            })
+            .collect();
+        for (_, v) in problems {
+            out.push(("(store)".into(), 0, v));
+        }
+        Ok(out)
+    }
+
+    /// Every pack file hashed against its name and measured against its row; what is wrong
+    /// goes to `problems`, by pack number.
+    fn check_pack_files(
+        &self,
+        reader: &PieceReader,
+        packs: &[PackRow],
+        problems: &mut HashMap<i64, Vec<String>>,
+        progress: &dyn Progress,
+    ) {
         let total: u64 = packs.iter().map(|p| p.size).sum();
         progress.start("checking packs", Some(total));
-        for p in &packs {
+        for p in packs {
             // A pack kept only in the archive's bucket is fetched to be checked.
             let path = reader
                 .local_pack(p.no)
@@ -510,73 +541,63 @@ impl Ark {
             }
         }
         progress.finish();
-        // Every piece, decoded once: a walk down the forest of deltas from each whole piece.
-        let mut children: HashMap<Sha256Digest, Vec<Sha256Digest>> = HashMap::new();
-        let mut roots = Vec::new();
-        for (id, loc) in reader.locs() {
-            match loc.base {
-                Some(b) => children.entry(b).or_default().push(*id),
-                None => roots.push(*id),
-            }
+    }
+}
+
+/// Every piece, decoded once and hashed against its id: a walk down the forest of deltas from
+/// each whole piece. What is wrong goes to `problems`, by pack number (-1: the store's).
+fn check_pieces(
+    reader: &PieceReader,
+    problems: &mut HashMap<i64, Vec<String>>,
+    progress: &dyn Progress,
+) {
+    let mut children: HashMap<Sha256Digest, Vec<Sha256Digest>> = HashMap::new();
+    let mut roots = Vec::new();
+    for (id, loc) in reader.locs() {
+        match loc.base {
+            Some(b) => children.entry(b).or_default().push(*id),
+            None => roots.push(*id),
         }
-        // Whole pieces in the order they are stored, so that each block is decoded once.
-        roots.sort_by_key(|id| {
-            let l = &reader.locs()[id];
-            (l.pack, l.offset, l.skip)
-        });
-        progress.start("checking pieces", Some(reader.locs().len() as u64));
-        let mut checked = 0u64;
-        let mut stack: Vec<(Sha256Digest, Option<std::rc::Rc<Vec<u8>>>)> =
-            roots.into_iter().rev().map(|r| (r, None)).collect();
-        while let Some((id, base)) = stack.pop() {
-            checked += 1;
-            progress.advance(1);
-            let loc = &reader.locs()[&id];
-            match reader.decode_one(&id, base.as_deref().map(|v| &v[..])) {
-                Ok(content) => {
-                    let actual = Sha256Digest::of(&content);
-                    if actual != id {
-                        problems
-                            .entry(loc.pack)
-                            .or_default()
-                            .push(format!("piece {id}: its content hashes to {actual}"));
-                        continue;
-                    }
-                    if let Some(kids) = children.get(&id) {
-                        let content = std::rc::Rc::new(content);
-                        for k in kids {
-                            stack.push((*k, Some(content.clone())));
-                        }
+    }
+    // Whole pieces in the order they are stored, so that each block is decoded once.
+    roots.sort_by_key(|id| {
+        let l = &reader.locs()[id];
+        (l.pack, l.offset, l.skip)
+    });
+    progress.start("checking pieces", Some(reader.locs().len() as u64));
+    let mut checked = 0u64;
+    let mut stack: Vec<(Sha256Digest, Option<std::rc::Rc<Vec<u8>>>)> =
+        roots.into_iter().rev().map(|r| (r, None)).collect();
+    while let Some((id, base)) = stack.pop() {
+        checked += 1;
+        progress.advance(1);
+        let loc = &reader.locs()[&id];
+        match reader.decode_one(&id, base.as_deref().map(|v| &v[..])) {
+            Ok(content) => {
+                let actual = Sha256Digest::of(&content);
+                if actual != id {
+                    problems
+                        .entry(loc.pack)
+                        .or_default()
+                        .push(format!("piece {id}: its content hashes to {actual}"));
+                    continue;
+                }
+                if let Some(kids) = children.get(&id) {
+                    let content = std::rc::Rc::new(content);
+                    for k in kids {
+                        stack.push((*k, Some(content.clone())));
                     }
                 }
-                Err(e) => problems.entry(loc.pack).or_default().push(e.to_string()),
             }
+            Err(e) => problems.entry(loc.pack).or_default().push(e.to_string()),
         }
-        progress.finish();
-        if checked != reader.locs().len() as u64 {
-            problems.entry(-1).or_default().push(format!(
-                "{} pieces are deltas in a loop or on a missing base",
-                reader.locs().len() as u64 - checked
-            ));
-        }
-        let mut counts: HashMap<i64, u64> = HashMap::new();
-        for loc in reader.locs().values() {
-            *counts.entry(loc.pack).or_default() += 1;
-        }
-        let mut out: Vec<(String, u64, Vec<String>)> = packs
-            .iter()
-            .map(|p| {
-                (
-                    p.name.clone(),
-                    counts.get(&p.no).copied().unwrap_or(0),
-                    problems.remove(&p.no).unwrap_or_default(),
-                )
-            })
-            .collect();
-        for (_, v) in problems {
-            out.push(("(store)".into(), 0, v));
-        }
-        Ok(out)
+    }
+    progress.finish();
+    if checked != reader.locs().len() as u64 {
+        problems.entry(-1).or_default().push(format!(
+            "{} pieces are deltas in a loop or on a missing base",
+            reader.locs().len() as u64 - checked
+        ));
     }
 }
 

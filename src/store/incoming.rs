@@ -20,7 +20,7 @@ use super::ark::{Ark, ArkError};
 use super::carry::{Frame, FrameBase, FrameHolds};
 use super::index::{AddedPack, NewPiece, PieceLoc};
 use super::pieces::{
-    DELTA_MAX, Frames, MAX_DEPTH, PACK_MAGIC, PieceError, PieceReader, Region, STREAM_MIN,
+    DELTA_MAX, Frames, MAX_DEPTH, PACK_MAGIC, PieceError, PieceReader, Placed, Region, STREAM_MIN,
     cut_pack, pack_path,
 };
 use super::stored::{Contents, parse_manifest};
@@ -529,6 +529,42 @@ impl Decoder<'_> {
     }
 }
 
+/// Each pack's file, opened once for all the threads that read it.
+fn open_packs(packs: &[IncomingPack]) -> Result<Vec<Arc<File>>, IncomingError> {
+    let mut files = Vec::with_capacity(packs.len());
+    for p in packs {
+        files.push(Arc::new(File::open(&p.path).map_err(|e| {
+            IncomingError::Pack {
+                pack: p.name.clone(),
+                detail: format!("cannot be read: {e}"),
+            }
+        })?));
+    }
+    Ok(files)
+}
+
+/// The frames of whole pieces: (the number of the first piece, how many it holds).
+fn whole_frames(slots: &[Slot]) -> Vec<(usize, usize)> {
+    let mut frames = Vec::new();
+    let mut n = 0;
+    while n < slots.len() {
+        let s = &slots[n];
+        let count = if s.base.is_some() {
+            0
+        } else {
+            slots[n..]
+                .iter()
+                .take_while(|t| t.pack == s.pack && t.offset == s.offset && t.base.is_none())
+                .count()
+        };
+        if count > 0 {
+            frames.push((n, count));
+        }
+        n += count.max(1);
+    }
+    frames
+}
+
 /// Decodes every piece: whole frames in batches, each frame with the deltas on its pieces on
 /// one core (a chain stays on one thread), then the deltas on pieces the receiver holds.
 /// Fills `ids` and `depths`; keeps contents in `kept` up to [`KEEP_DECODED`].
@@ -544,15 +580,7 @@ fn decode_all(
     progress: &dyn Progress,
 ) -> Result<(), IncomingError> {
     use rayon::prelude::*;
-    let mut files = Vec::with_capacity(packs.len());
-    for p in packs {
-        files.push(Arc::new(File::open(&p.path).map_err(|e| {
-            IncomingError::Pack {
-                pack: p.name.clone(),
-                detail: format!("cannot be read: {e}"),
-            }
-        })?));
-    }
+    let files = open_packs(packs)?;
     let mut children: HashMap<usize, Vec<usize>> = HashMap::new();
     let mut on_held: BTreeMap<Sha256Digest, Vec<usize>> = BTreeMap::new();
     for (n, s) in slots.iter().enumerate() {
@@ -582,24 +610,8 @@ fn decode_all(
             }
         }
     };
-    // Whole frames: (first piece, pieces), in batches.
-    let mut frames = Vec::new();
-    let mut n = 0;
-    while n < slots.len() {
-        let s = &slots[n];
-        let count = if s.base.is_some() {
-            0
-        } else {
-            slots[n..]
-                .iter()
-                .take_while(|t| t.pack == s.pack && t.offset == s.offset && t.base.is_none())
-                .count()
-        };
-        if count > 0 {
-            frames.push((n, count));
-        }
-        n += count.max(1);
-    }
+    // Whole frames, in batches.
+    let frames = whole_frames(slots);
     let mut batch = Vec::new();
     let mut batch_bytes = 0u64;
     for (i, &(n, count)) in frames.iter().enumerate() {
@@ -672,20 +684,7 @@ impl Ark {
         })?;
         let names: HashSet<String> = self.index().packs()?.into_iter().map(|p| p.name).collect();
         let held = self.index().existing_pieces(incoming.pieces())?;
-        // Depths as they will be here: a base this archive holds keeps its own.
-        let mut depth_here: HashMap<Sha256Digest, u32> = HashMap::new();
-        let mut held_ids: Vec<Sha256Digest> = held.iter().copied().collect();
-        held_ids.extend(
-            incoming
-                .pieces()
-                .iter()
-                .filter_map(|id| incoming.base_of(id)),
-        );
-        held_ids.sort();
-        held_ids.dedup();
-        for (id, loc) in self.index().piece_locs(&held_ids)? {
-            depth_here.insert(id, loc.depth);
-        }
+        let depth_here = self.depths_here(incoming, &held)?;
         let mut added = Vec::new();
         for (k, p) in incoming.packs().iter().enumerate() {
             let ids = incoming.pieces_of_pack(k);
@@ -697,30 +696,7 @@ impl Ark {
             if names.contains(&p.name) || missing.is_empty() {
                 continue;
             }
-            let (name, size, placed) = if missing.len() == ids.len() {
-                let dest = pack_path(&packs_dir, &p.name);
-                std::fs::rename(&p.path, &dest).map_err(|source| ArkError::Io {
-                    path: dest.clone(),
-                    source,
-                })?;
-                let placed: Vec<(Sha256Digest, u64, u64, u64)> = ids
-                    .iter()
-                    .filter_map(|id| {
-                        let l = incoming.reader.loc(id)?;
-                        Some((*id, l.offset, l.length, l.skip))
-                    })
-                    .collect();
-                (p.name.clone(), p.size, placed)
-            } else {
-                let mut frames: Frames = BTreeMap::new();
-                for id in ids {
-                    if let Some(l) = incoming.reader.loc(id) {
-                        frames.entry(l.offset).or_default().push((*id, l.clone()));
-                    }
-                }
-                let keep = |id: &Sha256Digest| missing.contains(id);
-                cut_pack(&incoming.reader, &frames, &keep, &packs_dir, level)?
-            };
+            let (name, size, placed) = place_pack(incoming, k, &missing, &packs_dir, level)?;
             let mut pieces = Vec::new();
             for (id, offset, length, skip) in placed {
                 let l = incoming.reader.loc(&id).ok_or(PieceError::Missing(id))?;
@@ -741,45 +717,120 @@ impl Ark {
                 pieces,
             });
         }
-        // Depths, bases first: a base is here already, or added in this import.
-        let mut left: Vec<&mut NewPiece> =
-            added.iter_mut().flat_map(|p| p.pieces.iter_mut()).collect();
-        while !left.is_empty() {
-            let before = left.len();
-            let mut rest = Vec::new();
-            for p in left {
-                let depth = match p.base {
-                    None => Some(0),
-                    Some(b) => depth_here.get(&b).map(|d| d + 1),
-                };
-                match depth {
-                    Some(d) if d > MAX_DEPTH => {
-                        return Err(PieceError::Corrupt {
-                            id: p.id,
-                            path: packs_dir.clone(),
-                            detail: format!(
-                                "here its chain of deltas would be longer than {MAX_DEPTH}"
-                            ),
-                        }
-                        .into());
-                    }
-                    Some(d) => {
-                        p.depth = d;
-                        depth_here.insert(p.id, d);
-                    }
-                    None => rest.push(p),
-                }
-            }
-            if rest.len() == before {
-                return Err(ArkError::Io {
-                    path: packs_dir,
-                    source: io::Error::other("pieces on bases that are neither here nor added"),
-                });
-            }
-            left = rest;
-        }
+        set_depths(&mut added, depth_here, packs_dir)?;
         Ok(added)
     }
+
+    /// The depths, as they are here, of the incoming pieces this archive holds and of the
+    /// bases the incoming deltas name: a base this archive holds keeps its own.
+    fn depths_here(
+        &self,
+        incoming: &Incoming,
+        held: &HashSet<Sha256Digest>,
+    ) -> Result<HashMap<Sha256Digest, u32>, ArkError> {
+        let mut held_ids: Vec<Sha256Digest> = held.iter().copied().collect();
+        held_ids.extend(
+            incoming
+                .pieces()
+                .iter()
+                .filter_map(|id| incoming.base_of(id)),
+        );
+        held_ids.sort();
+        held_ids.dedup();
+        let mut depth_here = HashMap::new();
+        for (id, loc) in self.index().piece_locs(&held_ids)? {
+            depth_here.insert(id, loc.depth);
+        }
+        Ok(depth_here)
+    }
+}
+
+/// Incoming pack `k` put into `packs_dir`: moved in by rename when the archive lacks all its
+/// pieces, else cut down to the `missing` ones. Returns its name, size, and where each piece
+/// it holds is (id, offset, length, skip).
+fn place_pack(
+    incoming: &Incoming,
+    k: usize,
+    missing: &HashSet<Sha256Digest>,
+    packs_dir: &Path,
+    level: i32,
+) -> Result<(String, u64, Vec<Placed>), ArkError> {
+    let p = &incoming.packs()[k];
+    let ids = incoming.pieces_of_pack(k);
+    if missing.len() == ids.len() {
+        let dest = pack_path(packs_dir, &p.name);
+        std::fs::rename(&p.path, &dest).map_err(|source| ArkError::Io {
+            path: dest.clone(),
+            source,
+        })?;
+        let placed = ids
+            .iter()
+            .filter_map(|id| {
+                let l = incoming.reader.loc(id)?;
+                Some((*id, l.offset, l.length, l.skip))
+            })
+            .collect();
+        return Ok((p.name.clone(), p.size, placed));
+    }
+    let mut frames: Frames = BTreeMap::new();
+    for id in ids {
+        if let Some(l) = incoming.reader.loc(id) {
+            frames.entry(l.offset).or_default().push((*id, l.clone()));
+        }
+    }
+    let keep = |id: &Sha256Digest| missing.contains(id);
+    Ok(cut_pack(
+        &incoming.reader,
+        &frames,
+        &keep,
+        packs_dir,
+        level,
+    )?)
+}
+
+/// The added pieces' depths, bases first: a base is here already (`depth_here`), or added in
+/// this import.
+fn set_depths(
+    added: &mut [AddedPack],
+    mut depth_here: HashMap<Sha256Digest, u32>,
+    packs_dir: PathBuf,
+) -> Result<(), ArkError> {
+    let mut left: Vec<&mut NewPiece> = added.iter_mut().flat_map(|p| p.pieces.iter_mut()).collect();
+    while !left.is_empty() {
+        let before = left.len();
+        let mut rest = Vec::new();
+        for p in left {
+            let depth = match p.base {
+                None => Some(0),
+                Some(b) => depth_here.get(&b).map(|d| d + 1),
+            };
+            match depth {
+                Some(d) if d > MAX_DEPTH => {
+                    return Err(PieceError::Corrupt {
+                        id: p.id,
+                        path: packs_dir.clone(),
+                        detail: format!(
+                            "here its chain of deltas would be longer than {MAX_DEPTH}"
+                        ),
+                    }
+                    .into());
+                }
+                Some(d) => {
+                    p.depth = d;
+                    depth_here.insert(p.id, d);
+                }
+                None => rest.push(p),
+            }
+        }
+        if rest.len() == before {
+            return Err(ArkError::Io {
+                path: packs_dir,
+                source: io::Error::other("pieces on bases that are neither here nor added"),
+            });
+        }
+        left = rest;
+    }
+    Ok(())
 }
 
 /// The sketch of a bundle from its manifest (what storing it records, for finding similar

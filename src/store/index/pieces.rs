@@ -6,9 +6,9 @@ use std::collections::{HashMap, HashSet};
 use rusqlite::params;
 use rusqlite::types::Value;
 
-use super::{
-    BundleRow, Cols, Index, IndexError, WriteError, insert_stored_bundle, upsert_instance,
-};
+use super::bundles::{BundleRow, insert_stored_bundle};
+use super::instances::upsert_instance;
+use super::{Cols, Index, IndexError, WriteError};
 use crate::dataset::Instance;
 use crate::digest::Sha256Digest;
 use crate::failpoint;
