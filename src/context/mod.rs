@@ -186,6 +186,12 @@ pub fn kinds() -> impl Iterator<Item = &'static dyn Kind> {
     KINDS.iter().copied()
 }
 
+/// The kind whose lock a bundle holds, given what members it has (`has(path)`): the first
+/// whose lock member is there.
+pub fn kind_of_bundle(has: impl Fn(&str) -> bool) -> Option<&'static dyn Kind> {
+    kinds().find(|k| has(k.lock_member()))
+}
+
 fn kind_named(name: &str) -> Option<&'static dyn Kind> {
     let name = if name.is_empty() { "python" } else { name };
     KINDS.iter().copied().find(|k| k.name() == name)

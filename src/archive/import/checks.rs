@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 
 use crate::archive::{ArchiveError, ArchiveManifest, BaseRelease, MANIFEST, RELEASE, ShardStamp};
 use crate::digest::Sha256Digest;
-use crate::env::pylock::PyLock;
 use crate::release::Snapshot;
 use crate::store::Ark;
 
@@ -108,7 +107,7 @@ pub(super) fn check_locks(
         let Some(check) = bundles.get(&inst.bundle) else {
             continue;
         };
-        let Some(lock) = &check.lock else {
+        let Some((kind, lock)) = &check.lock else {
             if !inst.objects.is_empty() {
                 return Err(refuse(format!(
                     "the release lists objects for {}, whose bundle holds no lock",
@@ -117,15 +116,16 @@ pub(super) fn check_locks(
             }
             continue;
         };
-        let needs = PyLock::parse(lock)
-            .and_then(|l| l.needed_objects())
+        let needs = kind
+            .read_lock(Sha256Digest::of(lock), lock)
             .map_err(|e| {
                 refuse(format!(
                     "the lock of {} is not valid: {e}",
                     inst.instance_id
                 ))
-            })?;
-        let needed: BTreeSet<Sha256Digest> = needs.iter().map(|n| n.0).collect();
+            })?
+            .objects();
+        let needed: BTreeSet<Sha256Digest> = needs.iter().map(|n| n.id).collect();
         let listed: BTreeSet<Sha256Digest> = inst.objects.iter().copied().collect();
         if needed != listed {
             return Err(refuse(format!(

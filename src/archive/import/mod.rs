@@ -76,8 +76,8 @@ struct BundleCheck {
     manifest: Manifest,
     tar_size: u64,
     file_size: u64,
-    /// Its `env/pylock.toml`, if it has one.
-    lock: Option<Vec<u8>>,
+    /// Its lock (its kind's lock member, `env/pylock.toml` for Python), if it has one.
+    lock: Option<(&'static dyn crate::context::Kind, Vec<u8>)>,
 }
 
 /// Everything in the file, staged and checked.

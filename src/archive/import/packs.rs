@@ -168,7 +168,8 @@ fn needs_of(
 /// A bundle rebuilt from the pieces: its tar's size, and its lock if it has one.
 struct Rebuilt {
     tar_size: u64,
-    lock: Option<Vec<u8>>,
+    /// The bundle's lock and its kind.
+    lock: Option<(&'static dyn crate::context::Kind, Vec<u8>)>,
 }
 
 /// Why a bundle could not be rebuilt from the pieces, or rebuilt to another id.
@@ -213,11 +214,13 @@ fn rebuild(
     let tar_size = tar
         .hash_to_end()
         .map_err(|source| RebuildError::Tar { id, source })?;
-    let lock = match manifest.member("env/pylock.toml") {
-        Some(m) => Some(
+    let kind = crate::context::kind_of_bundle(|m| manifest.member(m).is_some());
+    let lock = match kind.and_then(|k| manifest.member(k.lock_member()).map(|m| (k, m))) {
+        Some((k, m)) => Some((
+            k,
             Contents::get(incoming, &m.sha256)
                 .map_err(|source| RebuildError::Lock { id, source })?,
-        ),
+        )),
         None => None,
     };
     Ok(Rebuilt { tar_size, lock })

@@ -81,8 +81,14 @@ fn check_bundle(path: &Path, id: Sha256Digest) -> Result<BundleCheck, BundleMism
         }
     };
     let file_size = fs::metadata(path).map_err(BundleMismatch::Size)?.len();
+    let lock = crate::context::kind_of_bundle(|m| members.files.contains_key(m)).and_then(|k| {
+        members
+            .files
+            .remove(k.lock_member())
+            .map(|bytes| (k, bytes))
+    });
     Ok(BundleCheck {
-        lock: members.files.remove("env/pylock.toml"),
+        lock,
         manifest: members.manifest,
         tar_size: members.tar_size,
         file_size,
