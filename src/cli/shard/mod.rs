@@ -1,21 +1,20 @@
 //! `swe-ark shard run` and `swe-ark merge`: a plan's shards run on many machines and brought
-//! back into one archive (docs/DISTRIBUTED.md).
+//! back into one archive (docs/DISTRIBUTED.md). `run.rs` runs one shard; `merge.rs` merges
+//! their files.
+
+mod merge;
+mod run;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context as _;
-
-use crate::archive::Outcome;
 use crate::env::build::Installer;
 use crate::env::lock::DEFAULT_INDEX;
-use crate::plan::Plan;
-use crate::shard::{self, LockSettings, MergeOptions, RunOptions};
-use crate::validate::ValidateOptions;
 
 use super::Context;
-use super::output::human_bytes;
 use super::validate::RunArgs;
+
+pub use merge::merge;
 
 #[derive(Debug, clap::Args)]
 pub struct ShardArgs {
@@ -105,250 +104,8 @@ pub struct MergeArgs {
     pub json: bool,
 }
 
-/// The plan at `path`, a file or an s3:// URL (checked against its sha256).
-fn read_plan(path: &str) -> anyhow::Result<Plan> {
-    let bytes = if crate::remote::is_remote(path) {
-        let (base, name) = path.rsplit_once('/').unwrap_or((path, ""));
-        let remote = crate::remote::Remote::open(&format!("{base}/"))?;
-        let tmp = tempfile::NamedTempFile::new()?;
-        remote.download(name, tmp.path())?;
-        std::fs::read(tmp.path())?
-    } else {
-        std::fs::read(path).with_context(|| format!("cannot read `{path}`"))?
-    };
-    Ok(Plan::parse(path, &bytes)?)
-}
-
-/// The shard index: given, or the engine's.
-fn shard_index(given: Option<usize>) -> anyhow::Result<usize> {
-    if let Some(k) = given {
-        return Ok(k);
-    }
-    for var in ["SLURM_ARRAY_TASK_ID", "JOB_COMPLETION_INDEX"] {
-        if let Ok(v) = std::env::var(var) {
-            return v
-                .trim()
-                .parse()
-                .with_context(|| format!("${var} is `{v}`, not a shard index"));
-        }
-    }
-    anyhow::bail!(
-        "which shard? give --index K, or run it as a Slurm array task ($SLURM_ARRAY_TASK_ID) \
-         or a Kubernetes Indexed Job ($JOB_COMPLETION_INDEX)"
-    )
-}
-
 pub fn run(ctx: &Context, args: ShardArgs) -> anyhow::Result<ExitCode> {
     match args.command {
-        ShardCommand::Run(a) => run_shard(ctx, a),
+        ShardCommand::Run(a) => run::run_shard(ctx, a),
     }
-}
-
-fn run_shard(ctx: &Context, a: ShardRunArgs) -> anyhow::Result<ExitCode> {
-    let plan = read_plan(&a.plan)?;
-    let replaying = a.predictions.is_some();
-    let index = shard_index(a.index)?;
-    if a.jobs == 0 {
-        anyhow::bail!("--jobs must be at least 1");
-    }
-    let git_base = crate::store::git_base(&crate::store::Layout::new(&ctx.ark), a.git_base)?;
-    let opts = RunOptions {
-        plan,
-        index,
-        from: a.from,
-        store: ctx.store.clone(),
-        to: a.to,
-        git_base,
-        lock: LockSettings {
-            index_url: a.index_url,
-            allow_yanked: a.allow_yanked,
-            installer: a.installer,
-            unconfined: a.run.unconfined,
-        },
-        validate: ValidateOptions {
-            run: a.run.options(),
-            runs: a.runs,
-            lock: None,
-        },
-        jobs: a.jobs,
-        replay: match (a.predictions.clone(), a.run_id) {
-            (Some(predictions), Some(run_id)) => Some(shard::ReplayShard {
-                predictions,
-                run_id,
-                grading: a.grading,
-            }),
-            _ => None,
-        },
-    };
-    let manifests = ctx.manifests()?;
-    let progress = ctx.progress();
-    let report = shard::run(
-        &ctx.ark,
-        &manifests,
-        &opts,
-        &|m| ctx.note(m),
-        progress.as_ref(),
-    )?;
-    let not_run = report.not_run();
-    if a.json {
-        out!("{}", serde_json::to_string_pretty(&report)?);
-    } else if replaying {
-        for r in &report.replays {
-            ctx.note(format!(
-                "{} ({}): {}",
-                r.instance_id,
-                r.model,
-                if r.replayed {
-                    "replayed".to_string()
-                } else {
-                    format!("not replayed: {}", r.reason)
-                }
-            ));
-        }
-        ctx.note(format!(
-            "shard {} of {} of plan {}: {} prediction(s) replayed, {not_run} not; {}",
-            report.index,
-            report.shards,
-            report.plan,
-            report.replays.len() - not_run,
-            human_bytes(report.bytes)
-        ));
-        out!("{}", report.file);
-    } else {
-        for o in &report.outcomes {
-            let what = match (&o.bundle, o.reason.is_empty()) {
-                (Some(b), _) => format!("bundle {b}"),
-                (None, false) => o.reason.clone(),
-                (None, true) => String::new(),
-            };
-            ctx.note(format!(
-                "{}: {}{}{what}",
-                o.instance_id,
-                o.outcome.as_str(),
-                if what.is_empty() { "" } else { ": " }
-            ));
-        }
-        ctx.note(format!(
-            "shard {} of {} of plan {}: {} kept, {} not kept, {} not run; {}",
-            report.index,
-            report.shards,
-            report.plan,
-            report.count(Outcome::Kept),
-            report.count(Outcome::NotKept),
-            not_run,
-            human_bytes(report.bytes)
-        ));
-        out!("{}", report.file);
-    }
-    if let Some((files, bytes)) = report.fetched {
-        ctx.note(format!(
-            "fetched {files} file(s) ({}) from the seed's bucket",
-            human_bytes(bytes)
-        ));
-    }
-    if not_run > 0 {
-        ctx.note(format!(
-            "{not_run} instance(s) not run (above); run this shard again when their cause is \
-             mended: `swe-ark shard run {} --index {index}` (what is done is kept)",
-            a.plan
-        ));
-        return Ok(ExitCode::from(1));
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-pub fn merge(ctx: &Context, a: MergeArgs) -> anyhow::Result<ExitCode> {
-    let plan = a
-        .plan
-        .as_deref()
-        .map(|p| read_plan(&p.to_string_lossy()))
-        .transpose()?;
-    if let Some(name) = &a.release
-        && !crate::release::valid_name(name)
-    {
-        anyhow::bail!("`{name}` is not a release name (letters, digits, `-`, `_`, `.`)");
-    }
-    let progress = ctx.progress();
-    let report = shard::merge(
-        &ctx.ark,
-        &a.files,
-        &MergeOptions {
-            plan,
-            release: a.release,
-        },
-        progress.as_ref(),
-    )?;
-    if a.json {
-        out!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        for m in &report.merged {
-            if let Some(run) = &m.run_id {
-                ctx.note(format!(
-                    "merged replay shard {} ({}) into run {run}: {} instance report(s) added, \
-                     {} not replayed; the run's reports are in {}",
-                    m.index,
-                    m.file,
-                    m.replayed,
-                    m.not_run,
-                    crate::store::Layout::new(&ctx.ark)
-                        .runs()
-                        .join(run)
-                        .display()
-                ));
-                continue;
-            }
-            ctx.note(format!(
-                "merged shard {} ({}): {} kept, {} not kept, {} not run; bundles {} new, {} \
-                 already here",
-                m.index, m.file, m.kept, m.not_kept, m.not_run, m.bundles_added, m.bundles_present
-            ));
-        }
-        for r in &report.refused {
-            eprintln!("swe-ark: error: refused `{}`: {}", r.file, r.reason);
-        }
-        for n in &report.not_run {
-            ctx.note(format!(
-                "not run: {} (shard {}): {}",
-                n.instance_id, n.shard, n.reason
-            ));
-        }
-        if !report.missing.is_empty() {
-            ctx.note(format!(
-                "no file merged of shard(s) {} of {}",
-                report
-                    .missing
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                report.shards
-            ));
-        }
-        if let Some((name, root)) = &report.release {
-            ctx.note(format!("release {name} registered: root {root}"));
-            out!("{root}");
-        }
-    }
-    if !report.refused.is_empty() {
-        return Ok(ExitCode::from(2));
-    }
-    if !report.missing.is_empty() || !report.not_run.is_empty() {
-        let shards: std::collections::BTreeSet<usize> = report
-            .missing
-            .iter()
-            .copied()
-            .chain(report.not_run.iter().map(|n| n.shard))
-            .collect();
-        ctx.note(format!(
-            "incomplete: run shard(s) {} again (`swe-ark shard run PLAN --index K`) and merge \
-             their files",
-            shards
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
-        return Ok(ExitCode::from(1));
-    }
-    Ok(ExitCode::SUCCESS)
 }
