@@ -186,6 +186,32 @@ fn fetch(
     out
 }
 
+/// A file to merge: as given (a path, or an s3:// URL), where it is here, and its stamp.
+struct Given<S> {
+    shown: String,
+    path: PathBuf,
+    stamp: S,
+}
+
+impl<S> Given<S> {
+    fn new(shown: &str, path: &Path, stamp: S) -> Self {
+        Given {
+            shown: shown.to_string(),
+            path: path.to_path_buf(),
+            stamp,
+        }
+    }
+}
+
+type ReplayFile = Given<super::replay::ReplayStamp>;
+
+fn refuse(refused: &mut Vec<RefusedFile>, file: &str, reason: String) {
+    refused.push(RefusedFile {
+        file: file.to_string(),
+        reason,
+    })
+}
+
 fn merge_files(
     root: &Path,
     files: &[(String, PathBuf)],
@@ -193,46 +219,14 @@ fn merge_files(
     mut refused: Vec<RefusedFile>,
     progress: &dyn Progress,
 ) -> Result<MergeReport, ShardError> {
-    let refuse = |refused: &mut Vec<RefusedFile>, file: &str, reason: String| {
-        refused.push(RefusedFile {
-            file: file.to_string(),
-            reason,
-        })
-    };
     // Each file's manifest, read alone, and checked against the plan.
-    let mut stamped: Vec<(String, PathBuf, ShardStamp)> = Vec::new();
-    let mut replays: Vec<(String, PathBuf, super::replay::ReplayStamp)> = Vec::new();
-    for (shown, f) in files {
-        match super::replay::read_stamp(f) {
-            Ok(Some(r)) => {
-                replays.push((shown.clone(), f.clone(), r));
-                continue;
-            }
-            Ok(None) => {}
-            Err(e) => {
-                refuse(&mut refused, shown, e);
-                continue;
-            }
-        }
-        match archive::read_file_manifest(f) {
-            Err(e) => refuse(&mut refused, shown, e.to_string()),
-            Ok(m) => match m.shard {
-                None => refuse(
-                    &mut refused,
-                    shown,
-                    "it is a release file, not a shard file (`swe-ark import-archive` takes it)"
-                        .into(),
-                ),
-                Some(s) => stamped.push((shown.clone(), f.clone(), s)),
-            },
-        }
-    }
+    let (stamped, replays) = read_stamps(files, &mut refused);
     let plan_id = opts
         .plan
         .as_ref()
         .map(Plan::id)
-        .or_else(|| stamped.first().map(|(_, _, s)| s.plan))
-        .or_else(|| replays.first().map(|(_, _, s)| s.plan));
+        .or_else(|| stamped.first().map(|f| f.stamp.plan))
+        .or_else(|| replays.first().map(|f| f.stamp.plan));
     let Some(plan_id) = plan_id else {
         return Ok(MergeReport {
             plan: None,
@@ -245,131 +239,29 @@ fn merge_files(
         });
     };
     let mut of_plan = Vec::new();
-    for (shown, f, s) in stamped {
-        match against_plan(&s, plan_id, opts.plan.as_ref()) {
-            Ok(()) => of_plan.push((shown, f, s)),
-            Err(reason) => refuse(&mut refused, &shown, reason),
+    for f in stamped {
+        match against_plan(&f.stamp, plan_id, opts.plan.as_ref()) {
+            Ok(()) => of_plan.push(f),
+            Err(reason) => refuse(&mut refused, &f.shown, reason.to_string()),
         }
     }
     let shards = opts
         .plan
         .as_ref()
         .map(|p| p.shards.len())
-        .or_else(|| of_plan.first().map(|(_, _, s)| s.shards))
-        .or_else(|| replays.first().map(|(_, _, s)| s.shards))
+        .or_else(|| of_plan.first().map(|f| f.stamp.shards))
+        .or_else(|| replays.first().map(|f| f.stamp.shards))
         .unwrap_or(0);
 
-    // Conflicts: an instance with another bundle in another file, or in the archive.
-    let held = held_bundles(root)?;
-    let mut claimed: BTreeMap<String, (Sha256Digest, String)> = BTreeMap::new();
-    let mut accepted = Vec::new();
-    for (shown, f, s) in of_plan {
-        let mut conflicts = Vec::new();
-        for o in &s.outcomes {
-            let Some(bundle) = o.bundle else { continue };
-            if let Some((other, other_file)) = claimed.get(&o.instance_id)
-                && *other != bundle
-            {
-                conflicts.push(format!(
-                    "{} has bundle {bundle} here and {other} in `{other_file}`",
-                    o.instance_id,
-                ));
-            }
-            if let Some(ids) = held.get(&o.instance_id)
-                && !ids.contains(&bundle)
-            {
-                conflicts.push(format!(
-                    "{} has bundle {bundle} here; the archive holds {}",
-                    o.instance_id,
-                    ids.iter()
-                        .map(ToString::to_string)
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ));
-            }
-        }
-        if !conflicts.is_empty() {
-            refuse(
-                &mut refused,
-                &shown,
-                format!(
-                    "shard {}: {} conflict(s), the same instance with two bundle ids: {}",
-                    s.index,
-                    conflicts.len(),
-                    conflicts.join("; ")
-                ),
-            );
-            continue;
-        }
-        for o in &s.outcomes {
-            if let Some(bundle) = o.bundle {
-                claimed.insert(o.instance_id.clone(), (bundle, shown.clone()));
-            }
-        }
-        accepted.push((shown, f, s));
-    }
-
-    // Each file imported whole, or not at all.
-    let mut merged = Vec::new();
-    let mut merged_stamps = Vec::new();
-    for (shown, f, s) in accepted {
-        let import = archive::import(
-            root,
-            &f,
-            &ImportOptions {
-                expect_root: None,
-                shard_of: Some(plan_id),
-            },
-            progress,
-        );
-        match import {
-            Ok(r) => {
-                let count = |k: Outcome| s.outcomes.iter().filter(|o| o.outcome == k).count();
-                merged.push(MergedShard {
-                    index: s.index,
-                    run_id: None,
-                    replayed: 0,
-                    file: shown,
-                    kept: count(Outcome::Kept),
-                    not_kept: count(Outcome::NotKept),
-                    not_run: count(Outcome::NotRun),
-                    bundles_added: r.bundles_added,
-                    bundles_present: r.bundles_present,
-                });
-                merged_stamps.push(s);
-            }
-            Err(e) => refuse(&mut refused, &shown, e.to_string()),
-        }
-    }
-    // Replay shards: their reports added to their run, each file whole or not at all.
-    let mut replay_not_run = Vec::new();
-    let mut replayed_shards = std::collections::BTreeSet::new();
-    for (shown, f, r) in &replays {
-        let checked = super::replay::against_plan(r, plan_id, opts.plan.as_ref())
-            .and_then(|()| super::replay::merge(root, f, r));
-        match checked {
-            Ok(added) => {
-                replayed_shards.insert(r.index);
-                merged.push(MergedShard {
-                    index: r.index,
-                    run_id: Some(r.run_id.clone()),
-                    replayed: added,
-                    file: shown.clone(),
-                    kept: 0,
-                    not_kept: 0,
-                    not_run: r.outcomes.iter().filter(|o| !o.replayed).count(),
-                    bundles_added: 0,
-                    bundles_present: 0,
-                });
-                replay_not_run.extend(r.outcomes.iter().filter(|o| !o.replayed).map(|o| NotRun {
-                    shard: r.index,
-                    instance_id: o.instance_id.clone(),
-                    reason: format!("not replayed ({}): {}", o.model, o.reason),
-                }));
-            }
-            Err(reason) => refuse(&mut refused, shown, reason),
-        }
-    }
+    let accepted = without_conflicts(root, of_plan, &mut refused)?;
+    let (mut merged, merged_stamps) = import_each(root, accepted, plan_id, &mut refused, progress);
+    let (replay_not_run, replayed_shards) = merge_replays(
+        root,
+        &replays,
+        (plan_id, opts.plan.as_ref()),
+        &mut merged,
+        &mut refused,
+    );
     let (mut missing, mut not_run, kept) = if stamped_any(&merged_stamps, &replays) {
         completeness(root, opts.plan.as_ref(), shards, &merged_stamps)?
     } else {
@@ -397,28 +289,245 @@ fn merge_files(
     })
 }
 
+/// Each file's stamp, read alone: the build shard files' and the replay shard files'; a file
+/// that is neither (or cannot be read) is refused.
+fn read_stamps(
+    files: &[(String, PathBuf)],
+    refused: &mut Vec<RefusedFile>,
+) -> (Vec<Given<ShardStamp>>, Vec<ReplayFile>) {
+    let mut stamped = Vec::new();
+    let mut replays = Vec::new();
+    for (shown, f) in files {
+        match super::replay::read_stamp(f) {
+            Ok(Some(r)) => {
+                replays.push(Given::new(shown, f, r));
+                continue;
+            }
+            Ok(None) => {}
+            Err(e) => {
+                refuse(refused, shown, e.to_string());
+                continue;
+            }
+        }
+        match archive::read_file_manifest(f) {
+            Err(e) => refuse(refused, shown, e.to_string()),
+            Ok(m) => match m.shard {
+                None => refuse(
+                    refused,
+                    shown,
+                    "it is a release file, not a shard file (`swe-ark import-archive` takes it)"
+                        .into(),
+                ),
+                Some(s) => stamped.push(Given::new(shown, f, s)),
+            },
+        }
+    }
+    (stamped, replays)
+}
+
+/// The files without a conflict: an instance with another bundle in another file, or in the
+/// archive. A file with one is refused.
+fn without_conflicts(
+    root: &Path,
+    of_plan: Vec<Given<ShardStamp>>,
+    refused: &mut Vec<RefusedFile>,
+) -> Result<Vec<Given<ShardStamp>>, ShardError> {
+    let held = held_bundles(root)?;
+    let mut claimed: BTreeMap<String, (Sha256Digest, String)> = BTreeMap::new();
+    let mut accepted = Vec::new();
+    for f in of_plan {
+        let s = &f.stamp;
+        let mut conflicts = Vec::new();
+        for o in &s.outcomes {
+            let Some(bundle) = o.bundle else { continue };
+            if let Some((other, other_file)) = claimed.get(&o.instance_id)
+                && *other != bundle
+            {
+                conflicts.push(format!(
+                    "{} has bundle {bundle} here and {other} in `{other_file}`",
+                    o.instance_id,
+                ));
+            }
+            if let Some(ids) = held.get(&o.instance_id)
+                && !ids.contains(&bundle)
+            {
+                conflicts.push(format!(
+                    "{} has bundle {bundle} here; the archive holds {}",
+                    o.instance_id,
+                    ids.iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+        }
+        if !conflicts.is_empty() {
+            refuse(
+                refused,
+                &f.shown,
+                format!(
+                    "shard {}: {} conflict(s), the same instance with two bundle ids: {}",
+                    s.index,
+                    conflicts.len(),
+                    conflicts.join("; ")
+                ),
+            );
+            continue;
+        }
+        for o in &s.outcomes {
+            if let Some(bundle) = o.bundle {
+                claimed.insert(o.instance_id.clone(), (bundle, f.shown.clone()));
+            }
+        }
+        accepted.push(f);
+    }
+    Ok(accepted)
+}
+
+/// Each file imported whole, or not at all (refused): what was merged, and the stamps of the
+/// files merged.
+fn import_each(
+    root: &Path,
+    accepted: Vec<Given<ShardStamp>>,
+    plan_id: Sha256Digest,
+    refused: &mut Vec<RefusedFile>,
+    progress: &dyn Progress,
+) -> (Vec<MergedShard>, Vec<ShardStamp>) {
+    let mut merged = Vec::new();
+    let mut merged_stamps = Vec::new();
+    for Given {
+        shown,
+        path,
+        stamp: s,
+    } in accepted
+    {
+        let import = archive::import(
+            root,
+            &path,
+            &ImportOptions {
+                expect_root: None,
+                shard_of: Some(plan_id),
+            },
+            progress,
+        );
+        match import {
+            Ok(r) => {
+                let count = |k: Outcome| s.outcomes.iter().filter(|o| o.outcome == k).count();
+                merged.push(MergedShard {
+                    index: s.index,
+                    run_id: None,
+                    replayed: 0,
+                    file: shown,
+                    kept: count(Outcome::Kept),
+                    not_kept: count(Outcome::NotKept),
+                    not_run: count(Outcome::NotRun),
+                    bundles_added: r.bundles_added,
+                    bundles_present: r.bundles_present,
+                });
+                merged_stamps.push(s);
+            }
+            Err(e) => refuse(refused, &shown, e.to_string()),
+        }
+    }
+    (merged, merged_stamps)
+}
+
+/// Replay shards: their reports added to their run, each file whole or not at all (refused),
+/// each added to `merged`. The predictions not replayed, and the shards merged.
+fn merge_replays(
+    root: &Path,
+    replays: &[ReplayFile],
+    (plan_id, plan): (Sha256Digest, Option<&Plan>),
+    merged: &mut Vec<MergedShard>,
+    refused: &mut Vec<RefusedFile>,
+) -> (Vec<NotRun>, BTreeSet<usize>) {
+    let mut replay_not_run = Vec::new();
+    let mut replayed_shards = BTreeSet::new();
+    for Given {
+        shown,
+        path,
+        stamp: r,
+    } in replays
+    {
+        let checked = super::replay::against_plan(r, plan_id, plan)
+            .and_then(|()| super::replay::merge(root, path, r));
+        match checked {
+            Ok(added) => {
+                replayed_shards.insert(r.index);
+                merged.push(MergedShard {
+                    index: r.index,
+                    run_id: Some(r.run_id.clone()),
+                    replayed: added,
+                    file: shown.clone(),
+                    kept: 0,
+                    not_kept: 0,
+                    not_run: r.outcomes.iter().filter(|o| !o.replayed).count(),
+                    bundles_added: 0,
+                    bundles_present: 0,
+                });
+                replay_not_run.extend(r.outcomes.iter().filter(|o| !o.replayed).map(|o| NotRun {
+                    shard: r.index,
+                    instance_id: o.instance_id.clone(),
+                    reason: format!("not replayed ({}): {}", o.model, o.reason),
+                }));
+            }
+            Err(reason) => refuse(refused, shown, reason.to_string()),
+        }
+    }
+    (replay_not_run, replayed_shards)
+}
+
 /// Whether the build shards' completeness is to be judged: there were build files, or no
 /// replay file at all.
-fn stamped_any(
-    merged: &[ShardStamp],
-    replays: &[(String, PathBuf, super::replay::ReplayStamp)],
-) -> bool {
+fn stamped_any(merged: &[ShardStamp], replays: &[ReplayFile]) -> bool {
     !merged.is_empty() || replays.is_empty()
 }
 
+/// A shard file that is not of the plan merged: why it is refused.
+#[derive(Debug, thiserror::Error)]
+enum NotOfPlan {
+    #[error("it is shard {index} of plan {plan}; {reference} plan {expected}")]
+    OtherPlan {
+        index: usize,
+        plan: Sha256Digest,
+        /// What the plan merged comes from: `--plan`, or the first shard file.
+        reference: &'static str,
+        expected: Sha256Digest,
+    },
+    #[error("it says it is shard {index} of {shards}; the plan has {planned} shard(s)")]
+    NoSuchShard {
+        index: usize,
+        shards: usize,
+        planned: usize,
+    },
+    #[error(
+        "its instances are not those the plan gives shard {index} ({listed} listed, {planned} \
+         planned)"
+    )]
+    OtherInstances {
+        index: usize,
+        listed: usize,
+        planned: usize,
+    },
+}
+
 /// A stamp of the plan `plan_id` (and, given the plan, as it plans that shard).
-fn against_plan(s: &ShardStamp, plan_id: Sha256Digest, plan: Option<&Plan>) -> Result<(), String> {
+fn against_plan(
+    s: &ShardStamp,
+    plan_id: Sha256Digest,
+    plan: Option<&Plan>,
+) -> Result<(), NotOfPlan> {
     if s.plan != plan_id {
-        return Err(format!(
-            "it is shard {} of plan {}; {} plan {plan_id}",
-            s.index,
-            s.plan,
-            if plan.is_some() {
+        return Err(NotOfPlan::OtherPlan {
+            index: s.index,
+            plan: s.plan,
+            reference: if plan.is_some() {
                 "--plan is"
             } else {
                 "the first shard file is of"
-            }
-        ));
+            },
+            expected: plan_id,
+        });
     }
     let Some(plan) = plan else { return Ok(()) };
     let Some(planned) = plan
@@ -426,22 +535,20 @@ fn against_plan(s: &ShardStamp, plan_id: Sha256Digest, plan: Option<&Plan>) -> R
         .get(s.index)
         .filter(|_| s.shards == plan.shards.len())
     else {
-        return Err(format!(
-            "it says it is shard {} of {}; the plan has {} shard(s)",
-            s.index,
-            s.shards,
-            plan.shards.len()
-        ));
+        return Err(NotOfPlan::NoSuchShard {
+            index: s.index,
+            shards: s.shards,
+            planned: plan.shards.len(),
+        });
     };
     let listed: BTreeSet<&str> = s.outcomes.iter().map(|o| o.instance_id.as_str()).collect();
     let wanted: BTreeSet<&str> = planned.instance_ids().collect();
     if listed != wanted || s.instances_sha256 != planned.instances_sha256 {
-        return Err(format!(
-            "its instances are not those the plan gives shard {} ({} listed, {} planned)",
-            s.index,
-            listed.len(),
-            wanted.len()
-        ));
+        return Err(NotOfPlan::OtherInstances {
+            index: s.index,
+            listed: listed.len(),
+            planned: wanted.len(),
+        });
     }
     Ok(())
 }

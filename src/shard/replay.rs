@@ -20,10 +20,10 @@ use crate::dataset::Selection;
 use crate::digest::{Sha256Digest, Sha256Hasher};
 use crate::plan::Plan;
 use crate::progress::Progress;
-use crate::replay::{self, Predictions, ReplayOptions};
+use crate::replay::{self, Prediction, Predictions, ReplayOptions};
 use crate::store::{Ark, Layout};
 
-use super::ShardError;
+use super::{ShardError, ShardOf};
 
 /// The first member of a replay shard file.
 pub const STAMP: &str = "swe-ark-replay-shard.json";
@@ -95,21 +95,13 @@ pub(super) fn run(
     root: &Path,
     seed: Option<&Ark>,
     shard: &crate::plan::Shard,
-    stamp_of: (Sha256Digest, usize, usize),
+    which: ShardOf,
     how: &ReplayShard,
     opts: &super::RunOptions,
     out: &Path,
     progress: &dyn Progress,
 ) -> Result<Written, ShardError> {
-    let (plan, index, shards) = stamp_of;
-    let step = |step: &'static str| {
-        move |e: Box<dyn std::error::Error + Send + Sync>| ShardError::Step {
-            plan,
-            index,
-            step,
-            source: e,
-        }
-    };
+    let step = |step: &'static str| which.step(step);
     if !replay::valid_run_id(&how.run_id) {
         return Err(ShardError::Input(format!(
             "`{}` is not a run id (letters, digits, `-`, `_`, `.`)",
@@ -130,34 +122,14 @@ pub(super) fn run(
         .prefix(&format!("{}replay-", crate::fsutil::TEMP_PREFIX))
         .tempdir_in(&tmp)
         .map_err(|e| step("making scratch space")(e.into()))?;
-    let mut reasons: BTreeMap<String, String> = BTreeMap::new();
-    let mut bundles = Vec::new();
-    let mut with_bundle = Vec::new();
-    if let Some(seed) = seed {
-        let mut ids: Vec<&str> = mine.iter().map(|p| p.instance_id.as_str()).collect();
-        ids.sort();
-        ids.dedup();
-        for id in ids {
-            let rows = seed
-                .index()
-                .bundles_of_instance(id)
-                .map_err(|e| step("reading the seed")(e.into()))?;
-            match rows.first() {
-                Some(row) => {
-                    let path = seed
-                        .export_bundle(row, scratch.path(), &PackOptions::default())
-                        .map_err(|e| step("reading the seed's bundles")(e.into()))?;
-                    bundles.push(path);
-                    with_bundle.push(id.to_string());
-                }
-                None => {
-                    reasons.insert(id.to_string(), "the seed holds no bundle of it".into());
-                }
-            }
-        }
-    } else {
-        with_bundle = mine.iter().map(|p| p.instance_id.clone()).collect();
-    }
+    let (bundles, with_bundle, reasons) = match seed {
+        Some(seed) => seed_bundles(seed, &mine, scratch.path(), which)?,
+        None => (
+            Vec::new(),
+            mine.iter().map(|p| p.instance_id.clone()).collect(),
+            BTreeMap::new(),
+        ),
+    };
     let mut failures: BTreeMap<String, String> = BTreeMap::new();
     if !with_bundle.is_empty() {
         let report = replay::run(
@@ -184,24 +156,93 @@ pub(super) fn run(
     }
     drop(scratch);
 
-    // What became of each prediction, and the files of those replayed.
+    let why_not = |id: &str| {
+        failures
+            .get(id)
+            .or(reasons.get(id))
+            .cloned()
+            .unwrap_or_else(|| "no report was written".into())
+    };
+    let (outcomes, files) = outcomes_and_files(root, &how.run_id, &mine, &why_not, which)?;
+    let stamp = ReplayStamp {
+        format: FORMAT.into(),
+        version: VERSION,
+        plan: which.plan,
+        index: which.index,
+        shards: which.shards,
+        instances_sha256: shard.instances_sha256,
+        run_id: how.run_id.clone(),
+        outcomes: outcomes.clone(),
+        members: members_of(&files, which)?,
+    };
+    write_file(out, &stamp, &files).map_err(|e| step("writing the shard file")(e.into()))?;
+    Ok(Written { outcomes })
+}
+
+/// The bundle files a replay reads, the instances they are of, and why each other instance is
+/// not replayed.
+type SeedBundles = (Vec<PathBuf>, Vec<String>, BTreeMap<String, String>);
+
+/// Each file of a run: its path under the archive, and where it is.
+type RunFiles = Vec<(String, PathBuf)>;
+
+/// The bundles of the predicted instances, from the seed's index, written as files into
+/// `scratch`; the instances that have one; why the others are not replayed.
+fn seed_bundles(
+    seed: &Ark,
+    mine: &[Prediction],
+    scratch: &Path,
+    which: ShardOf,
+) -> Result<SeedBundles, ShardError> {
+    let mut reasons: BTreeMap<String, String> = BTreeMap::new();
+    let mut bundles = Vec::new();
+    let mut with_bundle = Vec::new();
+    let mut ids: Vec<&str> = mine.iter().map(|p| p.instance_id.as_str()).collect();
+    ids.sort();
+    ids.dedup();
+    for id in ids {
+        let rows = seed
+            .index()
+            .bundles_of_instance(id)
+            .map_err(|e| which.step("reading the seed")(e.into()))?;
+        match rows.first() {
+            Some(row) => {
+                let path = seed
+                    .export_bundle(row, scratch, &PackOptions::default())
+                    .map_err(|e| which.step("reading the seed's bundles")(e.into()))?;
+                bundles.push(path);
+                with_bundle.push(id.to_string());
+            }
+            None => {
+                reasons.insert(id.to_string(), "the seed holds no bundle of it".into());
+            }
+        }
+    }
+    Ok((bundles, with_bundle, reasons))
+}
+
+/// What became of each prediction (sorted by instance and model; `why_not` says why one was
+/// not replayed), and the files of those replayed: (path under `root`, path), sorted.
+fn outcomes_and_files(
+    root: &Path,
+    run_id: &str,
+    mine: &[Prediction],
+    why_not: &dyn Fn(&str) -> String,
+    which: ShardOf,
+) -> Result<(Vec<Replayed>, RunFiles), ShardError> {
     let runs = Layout::new(root).runs();
     let mut outcomes = Vec::new();
-    let mut files: Vec<(String, PathBuf)> = Vec::new();
-    for p in &mine {
-        let dir = replay::instance_dir(&runs, &how.run_id, &p.model, &p.instance_id);
+    let mut files: RunFiles = Vec::new();
+    for p in mine {
+        let dir = replay::instance_dir(&runs, run_id, &p.model, &p.instance_id);
         let replayed = dir.join("report.json").is_file();
         let reason = if replayed {
             String::new()
         } else {
-            failures
-                .get(&p.instance_id)
-                .or(reasons.get(&p.instance_id))
-                .cloned()
-                .unwrap_or_else(|| "no report was written".into())
+            why_not(&p.instance_id)
         };
         if replayed {
-            for f in files_under(&dir).map_err(|e| step("reading the run")(e.into()))? {
+            for f in files_under(&dir).map_err(|e| which.step("reading the run")(e.into()))? {
                 let rel = f
                     .strip_prefix(root)
                     .unwrap_or(&f)
@@ -219,28 +260,21 @@ pub(super) fn run(
     }
     outcomes.sort_by(|a, b| (&a.instance_id, &a.model).cmp(&(&b.instance_id, &b.model)));
     files.sort();
+    Ok((outcomes, files))
+}
+
+/// The stamp's list of the members: each file's path, size and sha256.
+fn members_of(files: &[(String, PathBuf)], which: ShardOf) -> Result<Vec<Member>, ShardError> {
     let mut members = Vec::new();
-    for (rel, path) in &files {
-        let bytes = fs::read(path).map_err(|e| step("reading the run")(e.into()))?;
+    for (rel, path) in files {
+        let bytes = fs::read(path).map_err(|e| which.step("reading the run")(e.into()))?;
         members.push(Member {
             path: rel.clone(),
             size: bytes.len() as u64,
             sha256: Sha256Digest::of(&bytes),
         });
     }
-    let stamp = ReplayStamp {
-        format: FORMAT.into(),
-        version: VERSION,
-        plan,
-        index,
-        shards,
-        instances_sha256: shard.instances_sha256,
-        run_id: how.run_id.clone(),
-        outcomes: outcomes.clone(),
-        members,
-    };
-    write_file(out, &stamp, &files).map_err(|e| step("writing the shard file")(e.into()))?;
-    Ok(Written { outcomes })
+    Ok(members)
 }
 
 /// The regular files under `dir`, sorted.
@@ -285,11 +319,80 @@ fn write_file(out: &Path, stamp: &ReplayStamp, files: &[(String, PathBuf)]) -> s
     crate::fsutil::persist(tmp, out)
 }
 
+/// A replay shard file that cannot be read, is not of the plan, or cannot be merged: why it is
+/// refused.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum ReplayFileError {
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error("{STAMP} cannot be read: {0}")]
+    StampUnreadable(#[source] std::io::Error),
+    #[error("{STAMP} is not valid: {0}")]
+    StampInvalid(#[source] serde_json::Error),
+    #[error("it is {format} version {version}; this swe-ark reads {FORMAT} version {VERSION}")]
+    Format { format: String, version: u32 },
+    #[error("it is a replay of shard {index} of plan {plan}, not of plan {expected}")]
+    OtherPlan {
+        index: usize,
+        plan: Sha256Digest,
+        expected: Sha256Digest,
+    },
+    #[error("it says it is shard {index} of {shards} with instances the plan does not give it")]
+    NotPlanned { index: usize, shards: usize },
+    #[error("`{0}` is not a run id")]
+    BadRunId(String),
+    #[error("member `{path}` is not a file of run {run_id}")]
+    OutsideRun { path: String, run_id: String },
+    #[error("{}: {source}", path.display())]
+    At {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "{} instance(s) of run {run_id} have other reports here: {}",
+        dirs.len(),
+        dirs.join(", ")
+    )]
+    Conflicts { run_id: String, dirs: Vec<String> },
+    #[error(transparent)]
+    Summary(#[from] replay::ReplayError),
+    #[error("it is damaged before `{path}`: {source}")]
+    Damaged {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("it ends before `{path}`: it is truncated")]
+    Truncated { path: String },
+    #[error("`{found}` comes where its stamp lists `{listed}`")]
+    OutOfOrder { found: String, listed: String },
+    #[error("`{path}` cannot be read: {source}")]
+    MemberUnreadable {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "`{path}` is {size} bytes hashing to {sha256}; its stamp says {listed_size} bytes, \
+         {listed_sha256}: it was altered or cut short"
+    )]
+    Altered {
+        path: String,
+        size: u64,
+        sha256: Sha256Digest,
+        listed_size: u64,
+        listed_sha256: Sha256Digest,
+    },
+    #[error("it holds `{0}`, which its stamp does not list")]
+    Unlisted(String),
+}
+
 /// The stamp of a replay shard file, or `None` when the file is something else.
-pub(super) fn read_stamp(path: &Path) -> Result<Option<ReplayStamp>, String> {
-    let f = File::open(path).map_err(|e| e.to_string())?;
+pub(super) fn read_stamp(path: &Path) -> Result<Option<ReplayStamp>, ReplayFileError> {
+    let f = File::open(path)?;
     let mut archive = tar::Archive::new(BufReader::new(f));
-    let mut entries = archive.entries().map_err(|e| e.to_string())?;
+    let mut entries = archive.entries()?;
     let Some(Ok(mut first)) = entries.next() else {
         return Ok(None);
     };
@@ -301,14 +404,14 @@ pub(super) fn read_stamp(path: &Path) -> Result<Option<ReplayStamp>, String> {
         .by_ref()
         .take(64 << 20)
         .read_to_end(&mut bytes)
-        .map_err(|e| format!("{STAMP} cannot be read: {e}"))?;
+        .map_err(ReplayFileError::StampUnreadable)?;
     let stamp: ReplayStamp =
-        serde_json::from_slice(&bytes).map_err(|e| format!("{STAMP} is not valid: {e}"))?;
+        serde_json::from_slice(&bytes).map_err(ReplayFileError::StampInvalid)?;
     if stamp.format != FORMAT || stamp.version != VERSION {
-        return Err(format!(
-            "it is {} version {}; this swe-ark reads {FORMAT} version {VERSION}",
-            stamp.format, stamp.version
-        ));
+        return Err(ReplayFileError::Format {
+            format: stamp.format,
+            version: stamp.version,
+        });
     }
     Ok(Some(stamp))
 }
@@ -318,12 +421,13 @@ pub(super) fn against_plan(
     s: &ReplayStamp,
     plan_id: Sha256Digest,
     plan: Option<&Plan>,
-) -> Result<(), String> {
+) -> Result<(), ReplayFileError> {
     if s.plan != plan_id {
-        return Err(format!(
-            "it is a replay of shard {} of plan {}, not of plan {plan_id}",
-            s.index, s.plan
-        ));
+        return Err(ReplayFileError::OtherPlan {
+            index: s.index,
+            plan: s.plan,
+            expected: plan_id,
+        });
     }
     if let Some(plan) = plan {
         let planned = plan
@@ -337,10 +441,10 @@ pub(super) fn against_plan(
                     .all(|o| p.instance_ids().any(|i| i == o.instance_id))
         });
         if !ok {
-            return Err(format!(
-                "it says it is shard {} of {} with instances the plan does not give it",
-                s.index, s.shards
-            ));
+            return Err(ReplayFileError::NotPlanned {
+                index: s.index,
+                shards: s.shards,
+            });
         }
     }
     Ok(())
@@ -350,9 +454,13 @@ pub(super) fn against_plan(
 /// files staged and checked member by member, refused whole on a conflict (another report
 /// of an instance already there), then moved in and the run's reports written again.
 /// Returns how many instances were added.
-pub(super) fn merge(root: &Path, file: &Path, stamp: &ReplayStamp) -> Result<usize, String> {
+pub(super) fn merge(
+    root: &Path,
+    file: &Path,
+    stamp: &ReplayStamp,
+) -> Result<usize, ReplayFileError> {
     if !replay::valid_run_id(&stamp.run_id) {
-        return Err(format!("`{}` is not a run id", stamp.run_id));
+        return Err(ReplayFileError::BadRunId(stamp.run_id.clone()));
     }
     let prefix = format!("runs/{}/", stamp.run_id);
     for m in &stamp.members {
@@ -361,20 +469,41 @@ pub(super) fn merge(root: &Path, file: &Path, stamp: &ReplayStamp) -> Result<usi
             && rel.components().count() >= 5
             && rel.components().all(|c| matches!(c, Component::Normal(_)));
         if !safe {
-            return Err(format!(
-                "member `{}` is not a file of run {}",
-                m.path, stamp.run_id
-            ));
+            return Err(ReplayFileError::OutsideRun {
+                path: m.path.clone(),
+                run_id: stamp.run_id.clone(),
+            });
         }
     }
     let tmp = Layout::new(root).tmp();
-    fs::create_dir_all(&tmp).map_err(|e| format!("{}: {e}", tmp.display()))?;
+    let at = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| ReplayFileError::At { path, source }
+    };
+    fs::create_dir_all(&tmp).map_err(at(&tmp))?;
     let staging = tempfile::Builder::new()
         .prefix(&format!("{}merge-replay-", crate::fsutil::TEMP_PREFIX))
         .tempdir_in(&tmp)
-        .map_err(|e| format!("{}: {e}", tmp.display()))?;
+        .map_err(at(&tmp))?;
     stage(file, stamp, staging.path())?;
-    // Each instance's directory: new, the same as here (already merged), or a conflict.
+    let new = new_instances(root, stamp, staging.path())?;
+    for d in &new {
+        let to = root.join(d);
+        let parent = crate::fsutil::parent_dir(&to);
+        fs::create_dir_all(parent).map_err(at(parent))?;
+        fs::rename(staging.path().join(d), &to).map_err(at(&to))?;
+    }
+    replay::summarize_run(root, &stamp.run_id)?;
+    Ok(new.len())
+}
+
+/// The instances' directories (`runs/<run>/<model>/<instance>`) staged that are new here; one
+/// the same as here was merged before; one that differs is a conflict, and refuses the file.
+fn new_instances(
+    root: &Path,
+    stamp: &ReplayStamp,
+    staging: &Path,
+) -> Result<Vec<PathBuf>, ReplayFileError> {
     let mut dirs: Vec<PathBuf> = stamp
         .members
         .iter()
@@ -392,9 +521,9 @@ pub(super) fn merge(root: &Path, file: &Path, stamp: &ReplayStamp) -> Result<usi
             new.push(d);
             continue;
         }
-        let staged_files = files_under(&staging.path().join(&d)).map_err(|e| e.to_string())?;
+        let staged_files = files_under(&staging.join(&d))?;
         let same = staged_files.iter().all(|f| {
-            let rel = f.strip_prefix(staging.path()).unwrap_or(f);
+            let rel = f.strip_prefix(staging).unwrap_or(f);
             fs::read(root.join(rel)).ok() == fs::read(f).ok()
         });
         if !same {
@@ -402,72 +531,75 @@ pub(super) fn merge(root: &Path, file: &Path, stamp: &ReplayStamp) -> Result<usi
         }
     }
     if !conflicts.is_empty() {
-        return Err(format!(
-            "{} instance(s) of run {} have other reports here: {}",
-            conflicts.len(),
-            stamp.run_id,
-            conflicts.join(", ")
-        ));
+        return Err(ReplayFileError::Conflicts {
+            run_id: stamp.run_id.clone(),
+            dirs: conflicts,
+        });
     }
-    for d in &new {
-        let to = root.join(d);
-        let parent = crate::fsutil::parent_dir(&to);
-        fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
-        fs::rename(staging.path().join(d), &to).map_err(|e| format!("{}: {e}", to.display()))?;
-    }
-    replay::summarize_run(root, &stamp.run_id).map_err(|e| e.to_string())?;
-    Ok(new.len())
+    Ok(new)
 }
 
 /// Every member after the stamp, as listed, copied under `staging` and checked.
-fn stage(file: &Path, stamp: &ReplayStamp, staging: &Path) -> Result<(), String> {
-    let f = File::open(file).map_err(|e| e.to_string())?;
+fn stage(file: &Path, stamp: &ReplayStamp, staging: &Path) -> Result<(), ReplayFileError> {
+    let f = File::open(file)?;
     let mut archive = tar::Archive::new(BufReader::new(f));
-    let mut entries = archive.entries().map_err(|e| e.to_string())?;
+    let mut entries = archive.entries()?;
     entries.next();
     for m in &stamp.members {
         let mut entry = match entries.next() {
             Some(Ok(e)) => e,
-            Some(Err(e)) => return Err(format!("it is damaged before `{}`: {e}", m.path)),
-            None => return Err(format!("it ends before `{}`: it is truncated", m.path)),
+            Some(Err(source)) => {
+                return Err(ReplayFileError::Damaged {
+                    path: m.path.clone(),
+                    source,
+                });
+            }
+            None => {
+                return Err(ReplayFileError::Truncated {
+                    path: m.path.clone(),
+                });
+            }
         };
         if entry.path_bytes().as_ref() != m.path.as_bytes() {
-            return Err(format!(
-                "`{}` comes where its stamp lists `{}`",
-                String::from_utf8_lossy(&entry.path_bytes()),
-                m.path
-            ));
+            return Err(ReplayFileError::OutOfOrder {
+                found: String::from_utf8_lossy(&entry.path_bytes()).into_owned(),
+                listed: m.path.clone(),
+            });
         }
         let dest = staging.join(&m.path);
-        fs::create_dir_all(crate::fsutil::parent_dir(&dest)).map_err(|e| e.to_string())?;
-        let mut out = File::create(&dest).map_err(|e| e.to_string())?;
+        fs::create_dir_all(crate::fsutil::parent_dir(&dest))?;
+        let mut out = File::create(&dest)?;
         let mut h = Sha256Hasher::new();
         let mut buf = vec![0u8; 1 << 16];
         let mut n = 0u64;
         loop {
             let k = entry
                 .read(&mut buf)
-                .map_err(|e| format!("`{}` cannot be read: {e}", m.path))?;
+                .map_err(|source| ReplayFileError::MemberUnreadable {
+                    path: m.path.clone(),
+                    source,
+                })?;
             if k == 0 {
                 break;
             }
             h.update(&buf[..k]);
-            out.write_all(&buf[..k]).map_err(|e| e.to_string())?;
+            out.write_all(&buf[..k])?;
             n += k as u64;
         }
         let sha = h.finish();
         if n != m.size || sha != m.sha256 {
-            return Err(format!(
-                "`{}` is {n} bytes hashing to {sha}; its stamp says {} bytes, {}: it was altered \
-                 or cut short",
-                m.path, m.size, m.sha256
-            ));
+            return Err(ReplayFileError::Altered {
+                path: m.path.clone(),
+                size: n,
+                sha256: sha,
+                listed_size: m.size,
+                listed_sha256: m.sha256,
+            });
         }
     }
     if let Some(Ok(extra)) = entries.next() {
-        return Err(format!(
-            "it holds `{}`, which its stamp does not list",
-            String::from_utf8_lossy(&extra.path_bytes())
+        return Err(ReplayFileError::Unlisted(
+            String::from_utf8_lossy(&extra.path_bytes()).into_owned(),
         ));
     }
     Ok(())

@@ -1,6 +1,6 @@
 //! `shard run`: one shard's steps in a local archive, written out as a shard file.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::archive::{self, ExportOptions, Outcome, ShardOutcome, ShardStamp};
@@ -8,17 +8,15 @@ use crate::bundle::PackOptions;
 use crate::dataset::{DatasetDate, Instance, Selection};
 use crate::digest::Sha256Digest;
 use crate::env::build::Installer;
-use crate::env::lock::LockOptions;
-use crate::env::pylock::PyLock;
 use crate::manifest::Manifests;
-use crate::mirror::{Mirror, RepoName};
 use crate::plan::{self, Plan};
 use crate::progress::Progress;
 use crate::release::Snapshot;
 use crate::store::Ark;
 use crate::validate::{ManyOptions, ValidateError, ValidateOptions, Verdict};
 
-use super::ShardError;
+use super::setup::{lock_contexts, mirror_repos};
+use super::{Job, ShardError, ShardOf};
 
 /// How contexts the local archive has not locked are locked (`env lock`'s flags).
 #[derive(Debug, Clone)]
@@ -100,195 +98,219 @@ pub fn run(
     say: &dyn Fn(&str),
     progress: &dyn Progress,
 ) -> Result<RunReport, ShardError> {
-    let plan_id = opts.plan.id();
-    let index = opts.index;
-    let shards = opts.plan.shards.len();
-    let shard = opts.plan.shards.get(index).ok_or_else(|| {
+    let which = ShardOf {
+        plan: opts.plan.id(),
+        index: opts.index,
+        shards: opts.plan.shards.len(),
+    };
+    let shard = opts.plan.shards.get(which.index).ok_or_else(|| {
         ShardError::Input(format!(
-            "the plan has {shards} shard(s), numbered from 0: there is no shard {index}"
+            "the plan has {} shard(s), numbered from 0: there is no shard {}",
+            which.shards, which.index
         ))
     })?;
-    let step = |step: &'static str| {
-        move |e: Box<dyn std::error::Error + Send + Sync>| ShardError::Step {
-            plan: plan_id,
-            index,
-            step,
-            source: e,
-        }
+    let job = Job {
+        root,
+        manifests,
+        opts,
+        shard,
+        which,
+        say,
+        progress,
     };
     // The destination is tried first: an unreachable one fails now, not after the work.
-    let remote = if crate::remote::is_remote(&opts.to) {
-        let r =
-            crate::remote::Remote::open(&opts.to).map_err(|e| ShardError::Input(e.to_string()))?;
-        r.list()
-            .map_err(|e| step("reaching the destination")(e.into()))?;
-        Some(r)
-    } else {
-        std::fs::create_dir_all(&opts.to).map_err(|source| ShardError::Destination {
-            dir: PathBuf::from(&opts.to),
-            source,
-        })?;
-        None
-    };
+    let remote = open_destination(&opts.to, which)?;
     let ids: Vec<&str> = shard.instance_ids().collect();
-    let mut ark = Ark::create(root).map_err(|e| step("opening the local archive")(e.into()))?;
-    let seed = match &opts.from {
-        Some(p) => {
-            let bad = |e: crate::store::ArkError| {
-                ShardError::Input(format!("the seed archive `{}`: {e}", p.display()))
-            };
-            let mut seed = Ark::open_read_only(p).map_err(bad)?;
-            if seed.bucket().is_none()
-                && let Some(url) = &opts.store
-            {
-                seed.use_store(url).map_err(bad)?;
-            }
-            // The seed is not written to: what is fetched of it lands here.
-            seed.fetch_into(&ark.layout());
-            Some(seed)
-        }
-        None => None,
-    };
+    let mut ark =
+        Ark::create(root).map_err(|e| which.step("opening the local archive")(e.into()))?;
+    let seed = open_seed(opts, &ark)?;
     if let Some(seed) = &seed {
         seed_instances(&mut ark, seed, &ids)?;
     }
     // The planned instances are checked where the plan was made from: the seed, else here.
     // (Validation fills in the test lists of a kept instance published without them, so a
     // local archive that ran the shard before holds them changed.)
-    check_instances(seed.as_ref().unwrap_or(&ark), shard, &ids, index)?;
+    check_instances(seed.as_ref().unwrap_or(&ark), shard, &ids, which.index)?;
     if let Some(how) = &opts.replay {
         drop(ark);
-        let name = super::replay::file_name(&plan_id, index, shards, &how.run_id);
-        let file = local_file(root, &opts.to, &name, remote.is_some())?;
-        let written = super::replay::run(
-            root,
-            seed.as_ref(),
-            shard,
-            (plan_id, index, shards),
-            how,
-            opts,
-            &file,
-            progress,
-        )?;
-        let bytes = std::fs::metadata(&file).map(|m| m.len()).unwrap_or(0);
-        let shown = deliver(remote.as_ref(), &file, &name)
-            .map_err(|e| step("uploading the shard file")(e.into()))?;
-        return Ok(RunReport {
-            plan: plan_id,
-            index,
-            shards,
-            file: shown,
-            bytes,
-            outcomes: Vec::new(),
-            replays: written.outcomes,
-            fetched: seed.as_ref().and_then(|s| s.bucket()).map(|b| b.fetched()),
-        });
+        return replay_shard(&job, seed.as_ref(), how, remote.as_ref());
     }
 
     // Mirrors and locks, once per repository and context; what fails is not run, with why.
-    let mut not_run: BTreeMap<String, String> = BTreeMap::new();
-    let repos: BTreeSet<&str> = shard.contexts.iter().map(|c| c.repo.as_str()).collect();
-    for repo in repos {
-        if let Err(why) = ensure_mirror(&mut ark, seed.as_ref(), repo, &opts.git_base, progress) {
-            say(&format!("not run: {why}"));
-            for c in shard.contexts.iter().filter(|c| c.repo == repo) {
-                for i in &c.instances {
-                    not_run.insert(i.clone(), why.clone());
-                }
-            }
-        }
-    }
-    let locked: BTreeSet<(String, String)> = ark
-        .index()
-        .locks()
-        .map_err(|e| step("reading the local archive")(e.into()))?
-        .into_iter()
-        .map(|l| (l.repo, l.version))
-        .collect();
-    for c in &shard.contexts {
-        if c.instances.iter().any(|i| not_run.contains_key(i))
-            || locked.contains(&(c.repo.clone(), c.version.clone()))
-        {
-            continue;
-        }
-        // The seed's lock when it has one (no network: its wheels come with it), else locked
-        // here.
-        let adopted = match &seed {
-            Some(seed) => adopt_lock(&mut ark, seed, &c.repo, &c.version),
-            None => Ok(false),
-        };
-        let done = match adopted {
-            Ok(true) => {
-                say(&format!(
-                    "{} {}: the seed's lock, with its objects",
-                    c.repo, c.version
-                ));
-                Ok(())
-            }
-            Ok(false) => {
-                say(&format!("locking {} {}", c.repo, c.version));
-                lock_context(&mut ark, manifests, &c.repo, &c.version, &opts.lock, say)
-            }
-            Err(why) => Err(why),
-        };
-        if let Err(why) = done {
-            say(&format!("not run: {why}"));
-            for i in &c.instances {
-                not_run.insert(i.clone(), why.clone());
-            }
-        }
-    }
+    let mut not_run = mirror_repos(&job, &mut ark, seed.as_ref());
+    lock_contexts(&job, &mut ark, seed.as_ref(), &mut not_run)?;
     drop(ark);
     let fetched = seed.as_ref().and_then(|s| s.bucket()).map(|b| b.fetched());
     drop(seed);
 
-    // Validation of every instance ready for it (those validated before are left alone).
+    validate_ready(&job, &ids, &mut not_run)?;
+
+    // What became of each: the index's verdicts; the kept ones packed.
+    let mut ark = Ark::open(root).map_err(|e| which.step("opening the local archive")(e.into()))?;
+    let (mut outcomes, kept) = outcomes_of(&ark, &ids, &not_run, which)?;
+    let snap = release_kept(&job, &mut ark, kept)?;
+    let bundles: BTreeMap<&str, Sha256Digest> = snap
+        .instances
+        .iter()
+        .map(|i| (i.instance_id.as_str(), i.bundle))
+        .collect();
+    for o in &mut outcomes {
+        o.bundle = bundles.get(o.instance_id.as_str()).copied();
+    }
+    outcomes.sort_by(|a, b| a.instance_id.cmp(&b.instance_id));
+    let (file, bytes) = write_shard_file(&job, &ark, &snap, &outcomes, remote.as_ref())?;
+    Ok(RunReport {
+        plan: which.plan,
+        index: which.index,
+        shards: which.shards,
+        file,
+        bytes,
+        outcomes,
+        replays: Vec::new(),
+        fetched,
+    })
+}
+
+/// The destination reached (a bucket, listed) or made (a directory); the bucket, if it is one.
+fn open_destination(to: &str, which: ShardOf) -> Result<Option<crate::remote::Remote>, ShardError> {
+    if crate::remote::is_remote(to) {
+        let r = crate::remote::Remote::open(to).map_err(|e| ShardError::Input(e.to_string()))?;
+        r.list()
+            .map_err(|e| which.step("reaching the destination")(e.into()))?;
+        Ok(Some(r))
+    } else {
+        std::fs::create_dir_all(to).map_err(|source| ShardError::Destination {
+            dir: PathBuf::from(to),
+            source,
+        })?;
+        Ok(None)
+    }
+}
+
+/// The seed archive (`--from`), opened read only, with the bucket `--store` names when its
+/// configuration names none; what is fetched of it lands in `ark`.
+fn open_seed(opts: &RunOptions, ark: &Ark) -> Result<Option<Ark>, ShardError> {
+    let Some(p) = &opts.from else {
+        return Ok(None);
+    };
+    let bad = |e: crate::store::ArkError| {
+        ShardError::Input(format!("the seed archive `{}`: {e}", p.display()))
+    };
+    let mut seed = Ark::open_read_only(p).map_err(bad)?;
+    if seed.bucket().is_none()
+        && let Some(url) = &opts.store
+    {
+        seed.use_store(url).map_err(bad)?;
+    }
+    // The seed is not written to: what is fetched of it lands here.
+    seed.fetch_into(&ark.layout());
+    Ok(Some(seed))
+}
+
+/// The shard's predictions replayed instead of built: the replay shard file written and
+/// delivered.
+fn replay_shard(
+    job: &Job,
+    seed: Option<&Ark>,
+    how: &super::replay::ReplayShard,
+    remote: Option<&crate::remote::Remote>,
+) -> Result<RunReport, ShardError> {
+    let ShardOf {
+        plan,
+        index,
+        shards,
+    } = job.which;
+    let name = super::replay::file_name(&plan, index, shards, &how.run_id);
+    let file = local_file(job.root, &job.opts.to, &name, remote.is_some())?;
+    let written = super::replay::run(
+        job.root,
+        seed,
+        job.shard,
+        job.which,
+        how,
+        job.opts,
+        &file,
+        job.progress,
+    )?;
+    let bytes = std::fs::metadata(&file).map(|m| m.len()).unwrap_or(0);
+    let shown = deliver(remote, &file, &name)
+        .map_err(|e| job.which.step("uploading the shard file")(e.into()))?;
+    Ok(RunReport {
+        plan,
+        index,
+        shards,
+        file: shown,
+        bytes,
+        outcomes: Vec::new(),
+        replays: written.outcomes,
+        fetched: seed.and_then(|s| s.bucket()).map(|b| b.fetched()),
+    })
+}
+
+/// Validation of every instance ready for it (those validated before are left alone); the
+/// instances that could not be validated are added to `not_run`, with why.
+fn validate_ready(
+    job: &Job,
+    ids: &[&str],
+    not_run: &mut BTreeMap<String, String>,
+) -> Result<(), ShardError> {
+    let (root, manifests, opts, progress) = (job.root, job.manifests, job.opts, job.progress);
+    let step = |step: &'static str| job.which.step(step);
     let ready: Vec<String> = ids
         .iter()
         .filter(|i| !not_run.contains_key(**i))
         .map(|i| i.to_string())
         .collect();
-    if !ready.is_empty() {
-        let many = ManyOptions {
-            validate: opts.validate.clone(),
-            jobs: opts.jobs,
-            force: false,
-        };
-        let report = crate::validate::run_many(
-            root,
-            manifests,
-            &Selection::ids(ready.clone()),
-            &many,
-            progress,
-        )
-        .map_err(|e| step("validating")(e.into()))?;
-        for r in report.outcomes.iter().filter(|r| r.is_setup_problem()) {
-            let kind = crate::verdict::reason_word(r.reason_kind);
-            let first = r.reason.lines().next().unwrap_or_default();
-            not_run.insert(r.instance_id.clone(), format!("{kind}: {first}"));
-        }
-        for e in report.errors {
-            match e {
-                ValidateError::Of { instance, source } => {
-                    not_run.insert(instance, source.to_string());
-                }
-                other => return Err(step("validating")(other.into())),
+    if ready.is_empty() {
+        return Ok(());
+    }
+    let many = ManyOptions {
+        validate: opts.validate.clone(),
+        jobs: opts.jobs,
+        force: false,
+    };
+    let report = crate::validate::run_many(
+        root,
+        manifests,
+        &Selection::ids(ready.clone()),
+        &many,
+        progress,
+    )
+    .map_err(|e| step("validating")(e.into()))?;
+    for r in report.outcomes.iter().filter(|r| r.is_setup_problem()) {
+        let kind = crate::verdict::reason_word(r.reason_kind);
+        let first = r.reason.lines().next().unwrap_or_default();
+        not_run.insert(r.instance_id.clone(), format!("{kind}: {first}"));
+    }
+    for e in report.errors {
+        match e {
+            ValidateError::Of { instance, source } => {
+                not_run.insert(instance, source.to_string());
             }
+            other => return Err(step("validating")(other.into())),
         }
     }
+    Ok(())
+}
 
-    // What became of each: the index's verdicts; the kept ones packed.
-    let mut ark = Ark::open(root).map_err(|e| step("opening the local archive")(e.into()))?;
+/// What became of each instance of the shard (not run, with why; else the index's verdict),
+/// in the shard's order, and the ids of the kept ones.
+fn outcomes_of(
+    ark: &Ark,
+    ids: &[&str],
+    not_run: &BTreeMap<String, String>,
+    which: ShardOf,
+) -> Result<(Vec<ShardOutcome>, Vec<String>), ShardError> {
     let verdicts: BTreeMap<String, (Verdict, String)> = ark
         .index()
         .validations()
-        .map_err(|e| step("reading the local archive")(e.into()))?
+        .map_err(|e| which.step("reading the local archive")(e.into()))?
         .into_iter()
         .map(|v| (v.instance_id, (v.verdict, v.reason)))
         .collect();
     let mut outcomes = Vec::new();
     let mut kept = Vec::new();
-    for id in &ids {
+    for id in ids {
         let (outcome, reason) = match (not_run.get(*id), verdicts.get(*id)) {
             (Some(why), _) => (Outcome::NotRun, why.clone()),
             (None, Some((Verdict::Kept, _))) => {
@@ -311,65 +333,74 @@ pub fn run(
             reason,
         });
     }
-    let name = archive::shard_release_name(&plan_id, index, shards);
+    Ok((outcomes, kept))
+}
+
+/// The shard's release: the `kept` instances packed and released (none kept, an empty one).
+fn release_kept(job: &Job, ark: &mut Ark, kept: Vec<String>) -> Result<Snapshot, ShardError> {
+    let ShardOf {
+        plan,
+        index,
+        shards,
+    } = job.which;
+    let step = |step: &'static str| job.which.step(step);
+    let name = archive::shard_release_name(&plan, index, shards);
     let snap = if kept.is_empty() {
         Snapshot::of_shard(&name, &[])
     } else {
         crate::pack::from_index(
-            &mut ark,
-            manifests,
+            ark,
+            job.manifests,
             &crate::pack::Validated::Ids(kept.clone()),
             false,
             &PackOptions::default(),
-            progress,
+            job.progress,
         )
         .map_err(|e| step("packing")(e.into()))?;
-        let released = crate::release::create(&ark, &name, &crate::release::Selection::Ids(kept))
+        let released = crate::release::create(ark, &name, &crate::release::Selection::Ids(kept))
             .map_err(|e| step("making the shard's release")(e.into()))?;
         Snapshot::of_shard(&name, &released.instances)
-    }
-    .map_err(|e| step("making the shard's release")(e.into()))?;
-    let bundles: BTreeMap<&str, Sha256Digest> = snap
-        .instances
-        .iter()
-        .map(|i| (i.instance_id.as_str(), i.bundle))
-        .collect();
-    for o in &mut outcomes {
-        o.bundle = bundles.get(o.instance_id.as_str()).copied();
-    }
-    outcomes.sort_by(|a, b| a.instance_id.cmp(&b.instance_id));
-    let stamp = ShardStamp {
-        plan: plan_id,
+    };
+    snap.map_err(|e| step("making the shard's release")(e.into()))
+}
+
+/// The shard file: the release `snap` exported with the shard's stamp (its `outcomes`), and
+/// delivered; where it is, to show, and its size.
+fn write_shard_file(
+    job: &Job,
+    ark: &Ark,
+    snap: &Snapshot,
+    outcomes: &[ShardOutcome],
+    remote: Option<&crate::remote::Remote>,
+) -> Result<(String, u64), ShardError> {
+    let ShardOf {
+        plan,
         index,
         shards,
-        instances_sha256: shard.instances_sha256,
-        outcomes: outcomes.clone(),
+    } = job.which;
+    let stamp = ShardStamp {
+        plan,
+        index,
+        shards,
+        instances_sha256: job.shard.instances_sha256,
+        outcomes: outcomes.to_vec(),
     };
-    let name = file_name(&plan_id, index, shards);
-    let file = local_file(root, &opts.to, &name, remote.is_some())?;
+    let name = file_name(&plan, index, shards);
+    let file = local_file(job.root, &job.opts.to, &name, remote.is_some())?;
     let exported = archive::export(
-        &ark,
-        &snap,
+        ark,
+        snap,
         &file,
         &ExportOptions {
             shard: Some(stamp),
             ..ExportOptions::default()
         },
-        progress,
+        job.progress,
     )
-    .map_err(|e| step("writing the shard file")(e.into()))?;
-    let shown = deliver(remote.as_ref(), &file, &name)
-        .map_err(|e| step("uploading the shard file")(e.into()))?;
-    Ok(RunReport {
-        plan: plan_id,
-        index,
-        shards,
-        file: shown,
-        bytes: exported.bytes,
-        outcomes,
-        replays: Vec::new(),
-        fetched,
-    })
+    .map_err(|e| job.which.step("writing the shard file")(e.into()))?;
+    let shown = deliver(remote, &file, &name)
+        .map_err(|e| job.which.step("uploading the shard file")(e.into()))?;
+    Ok((shown, exported.bytes))
 }
 
 /// Where the shard file is written: in the destination directory, or (for a bucket) in the
@@ -481,105 +512,4 @@ fn check_instances(
         )));
     }
     Ok(())
-}
-
-/// The repository's mirror in the local archive: there already, or cloned from the seed's (its
-/// directory, else its bucket's copy), or fetched from the git base.
-fn ensure_mirror(
-    ark: &mut Ark,
-    seed: Option<&Ark>,
-    repo: &str,
-    git_base: &str,
-    progress: &dyn Progress,
-) -> Result<(), String> {
-    let name = RepoName::parse(repo).ok_or_else(|| format!("`{repo}` is not OWNER/NAME"))?;
-    let here = ark.mirrors_dir();
-    if Mirror::dir(&here, &name).is_dir() {
-        return Ok(());
-    }
-    let seed_dir = seed
-        .map(|s| Mirror::dir(&s.mirrors_dir(), &name))
-        .filter(|d| d.is_dir());
-    if seed_dir.is_none()
-        && let Some(seed) = seed
-        && seed
-            .mirror_from_bucket(&name, &here, &ark.tmp_dir(), progress)
-            .map_err(|e| format!("cannot mirror {repo} from the seed's bucket: {e}"))?
-    {
-        let m = Mirror::open(&here, &name)
-            .map_err(|e| format!("cannot open the mirror of {repo}: {e}"))?;
-        ark.record_mirror(&m)
-            .map_err(|e| format!("cannot record the mirror of {repo}: {e}"))?;
-        return Ok(());
-    }
-    let url = match seed_dir {
-        Some(dir) => dir.to_string_lossy().into_owned(),
-        None => format!("{}/{name}.git", git_base.trim_end_matches('/')),
-    };
-    let (m, _) = Mirror::add(&here, &name, &url, progress)
-        .map_err(|e| format!("cannot mirror {repo} from {url}: {e}"))?;
-    ark.record_mirror(&m)
-        .map_err(|e| format!("cannot record the mirror of {repo}: {e}"))?;
-    Ok(())
-}
-
-/// Copies the seed's newest lock of `repo` `version`, and every object it needs, into the
-/// local archive; false when the seed has none.
-fn adopt_lock(ark: &mut Ark, seed: &Ark, repo: &str, version: &str) -> Result<bool, String> {
-    let fail =
-        |e: &dyn std::fmt::Display| format!("taking the seed's lock of {repo} {version}: {e}");
-    let Some(row) = seed
-        .index()
-        .locks()
-        .map_err(|e| fail(&e))?
-        .into_iter()
-        .filter(|l| l.repo == repo && l.version == version)
-        .max_by_key(|l| l.created_at)
-    else {
-        return Ok(false);
-    };
-    let bytes = seed.objects().get(&row.id).map_err(|e| fail(&e))?;
-    let lock = PyLock::parse(&bytes).map_err(|e| fail(&e))?;
-    let mut objects: Vec<(Sha256Digest, u64, &str)> = vec![(row.id, bytes.len() as u64, "lock")];
-    objects.extend(lock.needed_objects().map_err(|e| fail(&e))?);
-    let here = ark.objects();
-    for (id, _, _) in &objects {
-        if here.has(id) {
-            continue;
-        }
-        let mut from = seed.objects().open(id).map_err(|e| fail(&e))?;
-        here.put_checked(&mut from, Some(id))
-            .map_err(|e| fail(&e))?;
-    }
-    ark.index_mut()
-        .record_lock(&row, &objects)
-        .map_err(|e| fail(&e))?;
-    Ok(true)
-}
-
-/// Locks a context the local archive has no lock of.
-fn lock_context(
-    ark: &mut Ark,
-    manifests: &Manifests,
-    repo: &str,
-    version: &str,
-    settings: &LockSettings,
-    say: &dyn Fn(&str),
-) -> Result<(), String> {
-    let context = manifests
-        .context(repo, version)
-        .map_err(|e| format!("{repo} {version}: {e}"))?;
-    let opts = LockOptions {
-        commit: None,
-        python: None,
-        index_url: settings.index_url.clone(),
-        exclude_newer: None,
-        pack_python: true,
-        allow_yanked: settings.allow_yanked,
-        installer: settings.installer,
-        unconfined: settings.unconfined,
-    };
-    crate::env::lock::lock(ark, &context, &opts, say)
-        .map(|_| ())
-        .map_err(|e| format!("locking {repo} {version} failed: {e}"))
 }
