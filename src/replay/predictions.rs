@@ -23,8 +23,11 @@ pub enum PredictionError {
         #[source]
         source: std::io::Error,
     },
-    #[error("predictions `{path}` are malformed: {}", .problems.join("; "))]
-    Malformed { path: String, problems: Vec<String> },
+    #[error("predictions `{path}` are malformed: {}", joined(.problems))]
+    Malformed {
+        path: String,
+        problems: Vec<PredictionProblem>,
+    },
 }
 
 /// What is wrong with one prediction; `at` says where (`line 3`, `item 2`, `key `x``).
@@ -48,6 +51,22 @@ pub enum PredictionProblem {
         instance_id: String,
         kind: &'static str,
     },
+    #[error("{at}: {detail}")]
+    Json { at: String, detail: String },
+    #[error("the file holds {kind}, not a list or a map of predictions")]
+    NotPredictions { kind: &'static str },
+    #[error("neither one JSON document nor JSON Lines of predictions ({detail})")]
+    Neither { detail: String },
+    #[error("instance {instance_id} is predicted {times} times")]
+    Twice { instance_id: String, times: usize },
+}
+
+fn joined(problems: &[PredictionProblem]) -> String {
+    problems
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 fn one(
@@ -113,17 +132,18 @@ pub fn read(path: &Path) -> Result<Vec<Prediction>, PredictionError> {
         source,
     })?;
     // Each record read, or what is wrong with it.
-    let mut records: Vec<Result<Prediction, String>> = Vec::new();
-    let take = |v: &serde_json::Value, at: String, key_id: Option<&str>| {
-        one(v, &at, key_id).map_err(|e| e.to_string())
-    };
+    let mut records: Vec<Result<Prediction, PredictionProblem>> = Vec::new();
+    let take = |v: &serde_json::Value, at: String, key_id: Option<&str>| one(v, &at, key_id);
     match json_or_lines(&text) {
         Ok(JsonText::Lines(lines)) => {
             for (n, line) in lines {
                 let at = format!("line {n}");
                 match serde_json::from_str::<serde_json::Value>(line) {
                     Ok(v) => records.push(take(&v, at, None)),
-                    Err(e) => records.push(Err(format!("{at}: {e}"))),
+                    Err(e) => records.push(Err(PredictionProblem::Json {
+                        at,
+                        detail: e.to_string(),
+                    })),
                 }
             }
         }
@@ -146,13 +166,14 @@ pub fn read(path: &Path) -> Result<Vec<Prediction>, PredictionError> {
                 records.push(take(v, format!("key `{k}`"), Some(k)));
             }
         }
-        Ok(JsonText::Document { value, .. }) => records.push(Err(format!(
-            "the file holds {}, not a list or a map of predictions",
-            crate::dataset::json_type_name(&value)
-        ))),
-        Err(e) => records.push(Err(format!(
-            "neither one JSON document nor JSON Lines of predictions ({e})"
-        ))),
+        Ok(JsonText::Document { value, .. }) => {
+            records.push(Err(PredictionProblem::NotPredictions {
+                kind: crate::dataset::json_type_name(&value),
+            }))
+        }
+        Err(e) => records.push(Err(PredictionProblem::Neither {
+            detail: e.to_string(),
+        })),
     }
     let (mut out, mut problems) = (Vec::new(), Vec::new());
     for r in records {
@@ -165,9 +186,9 @@ pub fn read(path: &Path) -> Result<Vec<Prediction>, PredictionError> {
     for p in &out {
         *seen.entry(p.instance_id.clone()).or_insert(0) += 1;
     }
-    for (id, n) in seen {
-        if n > 1 {
-            problems.push(format!("instance {id} is predicted {n} times"));
+    for (instance_id, times) in seen {
+        if times > 1 {
+            problems.push(PredictionProblem::Twice { instance_id, times });
         }
     }
     if !problems.is_empty() {

@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 
 use crate::archive::{self, ExportOptions, Outcome, ShardOutcome, ShardStamp};
 use crate::bundle::PackOptions;
+use crate::context::Installer;
 use crate::dataset::{DatasetDate, Instance, Selection};
 use crate::digest::Sha256Digest;
-use crate::env::build::Installer;
 use crate::manifest::Manifests;
 use crate::plan::{self, Plan};
 use crate::progress::Progress;

@@ -4,10 +4,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::context::{self, Kind, LockOptions};
 use crate::digest::Sha256Digest;
-use crate::env::lock::LockOptions;
-use crate::env::pylock::PyLock;
-use crate::manifest::Manifests;
 use crate::mirror::{Mirror, RepoName};
 use crate::progress::Progress;
 use crate::store::Ark;
@@ -64,7 +62,7 @@ enum SetupError {
         repo: String,
         version: String,
         #[source]
-        source: Box<crate::env::EnvError>,
+        source: Box<crate::context::ContextError>,
     },
 }
 
@@ -132,8 +130,21 @@ fn adopt_or_lock(
     repo: &str,
     version: &str,
 ) -> Result<(), SetupError> {
+    let context = job
+        .manifests
+        .context(repo, version)
+        .map_err(|source| SetupError::Context {
+            repo: repo.to_string(),
+            version: version.to_string(),
+            source: Box::new(source),
+        })?;
+    let kind = context::kind_of(&context).map_err(|source| SetupError::Lock {
+        repo: repo.to_string(),
+        version: version.to_string(),
+        source: Box::new(source),
+    })?;
     let adopted = match seed {
-        Some(seed) => adopt_lock(ark, seed, repo, version)?,
+        Some(seed) => adopt_lock(ark, seed, kind, repo, version)?,
         None => false,
     };
     if adopted {
@@ -143,7 +154,7 @@ fn adopt_or_lock(
         return Ok(());
     }
     (job.say)(&format!("locking {repo} {version}"));
-    lock_context(ark, job.manifests, repo, version, &job.opts.lock, job.say)
+    lock_context(ark, kind, &context, &job.opts.lock, job.say)
 }
 
 /// The repository's mirror in the local archive: there already, or cloned from the seed's (its
@@ -204,7 +215,13 @@ fn record_mirror(ark: &mut Ark, m: &Mirror, repo: &str) -> Result<(), SetupError
 
 /// Copies the seed's newest lock of `repo` `version`, and every object it needs, into the
 /// local archive; false when the seed has none.
-fn adopt_lock(ark: &mut Ark, seed: &Ark, repo: &str, version: &str) -> Result<bool, SetupError> {
+fn adopt_lock(
+    ark: &mut Ark,
+    seed: &Ark,
+    kind: &dyn Kind,
+    repo: &str,
+    version: &str,
+) -> Result<bool, SetupError> {
     let fail = |e: Box<dyn std::error::Error + Send + Sync>| SetupError::SeedLock {
         repo: repo.to_string(),
         version: version.to_string(),
@@ -221,9 +238,9 @@ fn adopt_lock(ark: &mut Ark, seed: &Ark, repo: &str, version: &str) -> Result<bo
         return Ok(false);
     };
     let bytes = seed.objects().get(&row.id).map_err(|e| fail(e.into()))?;
-    let lock = PyLock::parse(&bytes).map_err(|e| fail(e.into()))?;
+    let lock = kind.read_lock(row.id, &bytes).map_err(|e| fail(e.into()))?;
     let mut objects: Vec<(Sha256Digest, u64, &str)> = vec![(row.id, bytes.len() as u64, "lock")];
-    objects.extend(lock.needed_objects().map_err(|e| fail(e.into()))?);
+    objects.extend(lock.objects().into_iter().map(|o| (o.id, o.size, o.kind)));
     let here = ark.objects();
     for (id, _, _) in &objects {
         if here.has(id) {
@@ -242,34 +259,26 @@ fn adopt_lock(ark: &mut Ark, seed: &Ark, repo: &str, version: &str) -> Result<bo
 /// Locks a context the local archive has no lock of.
 fn lock_context(
     ark: &mut Ark,
-    manifests: &Manifests,
-    repo: &str,
-    version: &str,
+    kind: &dyn Kind,
+    context: &crate::manifest::Context,
     settings: &LockSettings,
     say: &dyn Fn(&str),
 ) -> Result<(), SetupError> {
-    let context = manifests
-        .context(repo, version)
-        .map_err(|source| SetupError::Context {
-            repo: repo.to_string(),
-            version: version.to_string(),
-            source: Box::new(source),
-        })?;
     let opts = LockOptions {
         commit: None,
-        python: None,
+        runtime: None,
         index_url: settings.index_url.clone(),
         exclude_newer: None,
-        pack_python: true,
+        pack_runtime: true,
         allow_yanked: settings.allow_yanked,
         installer: settings.installer,
         unconfined: settings.unconfined,
     };
-    crate::env::lock::lock(ark, &context, &opts, say)
+    kind.lock(ark, context, &opts, say)
         .map(|_| ())
         .map_err(|source| SetupError::Lock {
-            repo: repo.to_string(),
-            version: version.to_string(),
+            repo: context.repo.clone(),
+            version: context.version.clone(),
             source: Box::new(source),
         })
 }

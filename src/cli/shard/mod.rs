@@ -8,8 +8,8 @@ mod run;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::env::build::Installer;
-use crate::env::lock::DEFAULT_INDEX;
+use crate::context::DEFAULT_INDEX;
+use crate::context::Installer;
 
 use super::Context;
 use super::validate::RunArgs;
