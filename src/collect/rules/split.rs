@@ -149,8 +149,9 @@ pub(super) fn parse_section(text: &str, first_line: usize) -> Result<Section<'_>
 
 /// Splits a `git diff` (as GitHub serves a pull request's `.diff`) into the gold patch and the
 /// test patch. Each `diff --git ` section is kept whole and goes to `test_patch` if its path is
-/// a test path ([`is_test_path`]), else to `patch`. A section's path is its new path (`rename
-/// to`, `copy to`, `+++ b/`, the header's `b/` side); for a deleted file, the old one.
+/// a test path ([`is_test_path`](super::is_test_path)), else to `patch`. A section's path is
+/// its new path (`rename to`, `copy to`, `+++ b/`, the header's `b/` side); for a deleted file,
+/// the old one.
 pub fn split_diff(diff: &str) -> Result<SplitDiff, RulesError> {
     let mut out = SplitDiff::default();
     for (text, line) in cut_sections(diff)? {
