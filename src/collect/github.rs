@@ -6,7 +6,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use reqwest::StatusCode;
-use reqwest::blocking::{Client, Response};
+use reqwest::blocking::{Client, RequestBuilder, Response};
 use reqwest::header::{ACCEPT, AUTHORIZATION, ETAG, HeaderMap, IF_NONE_MATCH, LINK, USER_AGENT};
 use serde_json::Value;
 
@@ -137,6 +137,23 @@ fn rate_limit_wait(status: StatusCode, h: &HeaderMap) -> Option<Duration> {
     (status == StatusCode::TOO_MANY_REQUESTS).then_some(Duration::from_secs(60))
 }
 
+/// An answer that is neither a success nor a 404, with the `message` GitHub puts in its body.
+fn status_error(url: &str, status: StatusCode, body: &[u8]) -> GithubError {
+    let detail = serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|v| {
+            v.get("message")
+                .and_then(|m| m.as_str())
+                .map(str::to_string)
+        })
+        .unwrap_or_default();
+    GithubError::Status {
+        url: url.to_string(),
+        status: status.as_u16(),
+        detail,
+    }
+}
+
 impl<'c> GithubClient<'c> {
     /// A client for `api` (e.g. `https://api.github.com`), authenticated with `token` when
     /// given. The token is sent, never logged.
@@ -169,6 +186,23 @@ impl<'c> GithubClient<'c> {
         }
     }
 
+    /// One GET of `url`, with its headers; `etag`, the cached answer's, asks for a 304.
+    fn request(&self, url: &str, accept: &str, etag: Option<&str>) -> RequestBuilder {
+        let mut req = self
+            .http
+            .get(url)
+            .header(USER_AGENT, concat!("swe-ark/", env!("CARGO_PKG_VERSION")))
+            .header(ACCEPT, accept)
+            .header("X-GitHub-Api-Version", "2022-11-28");
+        if let Some(t) = &self.token {
+            req = req.header(AUTHORIZATION, format!("Bearer {t}"));
+        }
+        if let Some(etag) = etag {
+            req = req.header(IF_NONE_MATCH, etag);
+        }
+        req
+    }
+
     /// One GET, with retries and rate-limit waits; the cache answers a 304. Returns the body
     /// and the `Link` header's next page.
     fn get_raw(
@@ -183,19 +217,8 @@ impl<'c> GithubClient<'c> {
         while tries < MAX_TRIES {
             tries += 1;
             self.stats.requests += 1;
-            let mut req = self
-                .http
-                .get(url)
-                .header(USER_AGENT, concat!("swe-ark/", env!("CARGO_PKG_VERSION")))
-                .header(ACCEPT, accept)
-                .header("X-GitHub-Api-Version", "2022-11-28");
-            if let Some(t) = &self.token {
-                req = req.header(AUTHORIZATION, format!("Bearer {t}"));
-            }
-            if let Some((etag, _)) = &cached {
-                req = req.header(IF_NONE_MATCH, etag.as_str());
-            }
-            let resp: Response = match req.send() {
+            let etag = cached.as_ref().map(|(etag, _)| etag.as_str());
+            let resp: Response = match self.request(url, accept, etag).send() {
                 Ok(r) => r,
                 Err(e) => {
                     last = format!("connection failed: {e}");
@@ -251,19 +274,7 @@ impl<'c> GithubClient<'c> {
                 });
             }
             if !status.is_success() {
-                let detail = serde_json::from_slice::<Value>(&body)
-                    .ok()
-                    .and_then(|v| {
-                        v.get("message")
-                            .and_then(|m| m.as_str())
-                            .map(str::to_string)
-                    })
-                    .unwrap_or_default();
-                return Err(GithubError::Status {
-                    url: url.to_string(),
-                    status: status.as_u16(),
-                    detail,
-                });
+                return Err(status_error(url, status, &body));
             }
             if let Some(etag) = header(&headers, ETAG.as_str()) {
                 self.cache.store(url, etag, &body);

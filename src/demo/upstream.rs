@@ -14,6 +14,8 @@ use std::path::{Path, PathBuf};
 
 use crate::gitcmd::{self, GitError};
 
+use Edit::{Replace, Write};
+
 /// The repository's name on the demo's GitHub.
 pub const REPO: &str = "demo/calc";
 
@@ -200,179 +202,214 @@ fn issues() -> Vec<Issue> {
 
 /// The upstream's pull requests, in the order they are made and merged.
 fn pull_plans() -> Vec<PullPlan> {
-    use Edit::*;
-    let pulls = vec![
-        PullPlan {
-            number: 2,
-            title: "Return 0.0 for the mean of nothing",
-            body: "Fixes #1.\n\n<!-- Closes #99: a template comment, not a link -->",
-            branch: "fix-empty-mean",
-            created_at: "2024-02-10T10:00:00Z",
-            merged_at: "2024-02-11T10:00:00Z",
-            commits: vec![
-                (
-                    "2024-02-10T09:30:00Z",
-                    "ops: the mean of an empty list is 0.0",
-                    vec![Replace(
-                        "calc/ops.py",
-                        "def mean(xs):\n",
-                        "def mean(xs):\n    if not xs:\n        return 0.0\n",
-                    )],
+    vec![
+        fix_empty_mean(),
+        clamp_hi(),
+        fast_add(),
+        readme_typo(),
+        decimal_comma(),
+        add_negative(),
+        mean_iterable(),
+    ]
+}
+
+/// #2: an issue fixed over two commits, with a test that fails before and passes after
+/// (kept); a closing keyword inside the body's template comment links nothing.
+fn fix_empty_mean() -> PullPlan {
+    PullPlan {
+        number: 2,
+        title: "Return 0.0 for the mean of nothing",
+        body: "Fixes #1.\n\n<!-- Closes #99: a template comment, not a link -->",
+        branch: "fix-empty-mean",
+        created_at: "2024-02-10T10:00:00Z",
+        merged_at: "2024-02-11T10:00:00Z",
+        commits: vec![
+            (
+                "2024-02-10T09:30:00Z",
+                "ops: the mean of an empty list is 0.0",
+                vec![Replace(
+                    "calc/ops.py",
+                    "def mean(xs):\n",
+                    "def mean(xs):\n    if not xs:\n        return 0.0\n",
+                )],
+            ),
+            (
+                "2024-02-10T09:45:00Z",
+                "tests: the mean of nothing",
+                vec![Replace(
+                    "tests/test_ops.py",
+                    "\n\ndef test_clamp_low",
+                    "\n\ndef test_mean_empty():\n    assert mean([]) == 0.0\n\n\ndef test_clamp_low",
+                )],
+            ),
+        ],
+        tag_after: None,
+    }
+}
+
+/// #4: an issue fixed, with a flaky test beside it (kept; the flaky test is reported and
+/// left out); `v1.0.1` is tagged after it.
+fn clamp_hi() -> PullPlan {
+    PullPlan {
+        number: 4,
+        title: "clamp: respect the upper bound",
+        body: "Closes #3. Also adds a timing check for clamp.",
+        branch: "clamp-hi",
+        created_at: "2024-02-14T10:00:00Z",
+        merged_at: "2024-02-15T10:00:00Z",
+        commits: vec![(
+            "2024-02-14T09:30:00Z",
+            "ops: clamp to hi as well",
+            vec![
+                Replace(
+                    "calc/ops.py",
+                    "    return max(lo, x)\n",
+                    "    return min(hi, max(lo, x))\n",
                 ),
-                (
-                    "2024-02-10T09:45:00Z",
-                    "tests: the mean of nothing",
-                    vec![Replace(
-                        "tests/test_ops.py",
-                        "\n\ndef test_clamp_low",
-                        "\n\ndef test_mean_empty():\n    assert mean([]) == 0.0\n\n\ndef test_clamp_low",
-                    )],
+                Replace(
+                    "tests/test_ops.py",
+                    "\n\ndef test_parse_number",
+                    "\n\ndef test_clamp_high():\n    assert clamp(15, 0, 10) == 10\n\n\ndef test_parse_number",
+                ),
+                Write("tests/test_timing.py", FLAKY),
+            ],
+        )],
+        tag_after: Some("v1.0.1"),
+    }
+}
+
+/// #5: no issue linked (dropped by `collect`).
+fn fast_add() -> PullPlan {
+    PullPlan {
+        number: 5,
+        title: "Speed up add",
+        body: "A faster add, with a test of its own.",
+        branch: "fast-add",
+        created_at: "2024-02-20T10:00:00Z",
+        merged_at: "2024-02-21T10:00:00Z",
+        commits: vec![(
+            "2024-02-20T09:30:00Z",
+            "ops: add without a temporary",
+            vec![
+                Replace(
+                    "calc/ops.py",
+                    "def add(a, b):\n",
+                    "def add(a, b):\n    \"\"\"a + b.\"\"\"\n",
+                ),
+                Replace(
+                    "tests/test_ops.py",
+                    "\n\ndef test_mean():",
+                    "\n\ndef test_add_floats():\n    assert add(0.5, 0.25) == 0.75\n\n\ndef test_mean():",
                 ),
             ],
-            tag_after: None,
-        },
-        PullPlan {
-            number: 4,
-            title: "clamp: respect the upper bound",
-            body: "Closes #3. Also adds a timing check for clamp.",
-            branch: "clamp-hi",
-            created_at: "2024-02-14T10:00:00Z",
-            merged_at: "2024-02-15T10:00:00Z",
-            commits: vec![(
-                "2024-02-14T09:30:00Z",
-                "ops: clamp to hi as well",
-                vec![
-                    Replace(
-                        "calc/ops.py",
-                        "    return max(lo, x)\n",
-                        "    return min(hi, max(lo, x))\n",
-                    ),
-                    Replace(
-                        "tests/test_ops.py",
-                        "\n\ndef test_parse_number",
-                        "\n\ndef test_clamp_high():\n    assert clamp(15, 0, 10) == 10\n\n\ndef test_parse_number",
-                    ),
-                    Write("tests/test_timing.py", FLAKY),
-                ],
-            )],
-            tag_after: Some("v1.0.1"),
-        },
-        PullPlan {
-            number: 5,
-            title: "Speed up add",
-            body: "A faster add, with a test of its own.",
-            branch: "fast-add",
-            created_at: "2024-02-20T10:00:00Z",
-            merged_at: "2024-02-21T10:00:00Z",
-            commits: vec![(
-                "2024-02-20T09:30:00Z",
-                "ops: add without a temporary",
-                vec![
-                    Replace(
-                        "calc/ops.py",
-                        "def add(a, b):\n",
-                        "def add(a, b):\n    \"\"\"a + b.\"\"\"\n",
-                    ),
-                    Replace(
-                        "tests/test_ops.py",
-                        "\n\ndef test_mean():",
-                        "\n\ndef test_add_floats():\n    assert add(0.5, 0.25) == 0.75\n\n\ndef test_mean():",
-                    ),
-                ],
-            )],
-            tag_after: None,
-        },
-        PullPlan {
-            number: 7,
-            title: "Fix the README's typo",
-            body: "Fixes #6",
-            branch: "readme-typo",
-            created_at: "2024-03-02T10:00:00Z",
-            merged_at: "2024-03-02T11:00:00Z",
-            commits: vec![(
-                "2024-03-02T09:30:00Z",
-                "docs: arithmetic",
-                vec![Replace("README.md", "arithmatic", "arithmetic")],
-            )],
-            tag_after: None,
-        },
-        PullPlan {
-            number: 9,
-            title: "parse_number: accept a decimal comma",
-            body: "See the issue.",
-            branch: "decimal-comma",
-            created_at: "2024-03-06T10:00:00Z",
-            merged_at: "2024-03-07T10:00:00Z",
-            commits: vec![(
-                "2024-03-06T09:30:00Z",
-                "ops: a decimal comma reads as a point (resolves #8)",
-                vec![
-                    Replace(
-                        "calc/ops.py",
-                        "    return float(text)\n",
-                        "    return float(text.replace(\",\", \".\"))\n",
-                    ),
-                    Replace(
-                        "tests/test_ops.py",
-                        "    assert parse_number(\"2.5\") == 2.5\n",
-                        "    assert parse_number(\"2.5\") == 2.5\n\n\ndef test_parse_comma():\n    assert parse_number(\"1,5\") == 1.5\n",
-                    ),
-                ],
-            )],
-            tag_after: None,
-        },
-        PullPlan {
-            number: 11,
-            title: "Document add with negative numbers",
-            body: "Fixes #10 — add already works; this documents it and adds a test.",
-            branch: "add-negative",
-            created_at: "2024-03-11T10:00:00Z",
-            merged_at: "2024-03-12T10:00:00Z",
-            commits: vec![(
-                "2024-03-11T09:30:00Z",
-                "ops: say that add takes any numbers",
-                vec![
-                    Replace(
-                        "calc/ops.py",
-                        "    \"\"\"a + b.\"\"\"\n",
-                        "    \"\"\"a + b, for any numbers, negative ones too.\"\"\"\n",
-                    ),
-                    Replace(
-                        "tests/test_ops.py",
-                        "\n\ndef test_mean():",
-                        "\n\ndef test_add_negative():\n    assert add(-1, -2) == -3\n\n\ndef test_mean():",
-                    ),
-                ],
-            )],
-            tag_after: None,
-        },
-        PullPlan {
-            number: 13,
-            title: "mean: accept any iterable",
-            body: "fixes https://github.com/demo/calc/issues/12",
-            branch: "mean-iterable",
-            created_at: "2024-03-21T10:00:00Z",
-            merged_at: "2024-03-22T10:00:00Z",
-            commits: vec![(
-                "2024-03-21T09:30:00Z",
-                "ops: mean of any iterable",
-                vec![
-                    Replace(
-                        "calc/ops.py",
-                        "def mean(xs):\n",
-                        "def mean(xs):\n    xs = list(xs)\n",
-                    ),
-                    Replace(
-                        "tests/test_ops.py",
-                        "\n\ndef test_mean_empty",
-                        "\n\ndef test_mean_generator():\n    assert mean(x for x in range(3)) == 1\n\n\ndef test_mean_empty",
-                    ),
-                ],
-            )],
-            tag_after: Some("v1.0.2"),
-        },
-    ];
-    pulls
+        )],
+        tag_after: None,
+    }
+}
+
+/// #7: an issue fixed without any test change (dropped by `collect`).
+fn readme_typo() -> PullPlan {
+    PullPlan {
+        number: 7,
+        title: "Fix the README's typo",
+        body: "Fixes #6",
+        branch: "readme-typo",
+        created_at: "2024-03-02T10:00:00Z",
+        merged_at: "2024-03-02T11:00:00Z",
+        commits: vec![(
+            "2024-03-02T09:30:00Z",
+            "docs: arithmetic",
+            vec![Replace("README.md", "arithmatic", "arithmetic")],
+        )],
+        tag_after: None,
+    }
+}
+
+/// #9: an issue fixed, linked from the commit message rather than the body (kept).
+fn decimal_comma() -> PullPlan {
+    PullPlan {
+        number: 9,
+        title: "parse_number: accept a decimal comma",
+        body: "See the issue.",
+        branch: "decimal-comma",
+        created_at: "2024-03-06T10:00:00Z",
+        merged_at: "2024-03-07T10:00:00Z",
+        commits: vec![(
+            "2024-03-06T09:30:00Z",
+            "ops: a decimal comma reads as a point (resolves #8)",
+            vec![
+                Replace(
+                    "calc/ops.py",
+                    "    return float(text)\n",
+                    "    return float(text.replace(\",\", \".\"))\n",
+                ),
+                Replace(
+                    "tests/test_ops.py",
+                    "    assert parse_number(\"2.5\") == 2.5\n",
+                    "    assert parse_number(\"2.5\") == 2.5\n\n\ndef test_parse_comma():\n    assert parse_number(\"1,5\") == 1.5\n",
+                ),
+            ],
+        )],
+        tag_after: None,
+    }
+}
+
+/// #11: an issue "fixed" by a test that already passed (dropped by `validate`).
+fn add_negative() -> PullPlan {
+    PullPlan {
+        number: 11,
+        title: "Document add with negative numbers",
+        body: "Fixes #10 — add already works; this documents it and adds a test.",
+        branch: "add-negative",
+        created_at: "2024-03-11T10:00:00Z",
+        merged_at: "2024-03-12T10:00:00Z",
+        commits: vec![(
+            "2024-03-11T09:30:00Z",
+            "ops: say that add takes any numbers",
+            vec![
+                Replace(
+                    "calc/ops.py",
+                    "    \"\"\"a + b.\"\"\"\n",
+                    "    \"\"\"a + b, for any numbers, negative ones too.\"\"\"\n",
+                ),
+                Replace(
+                    "tests/test_ops.py",
+                    "\n\ndef test_mean():",
+                    "\n\ndef test_add_negative():\n    assert add(-1, -2) == -3\n\n\ndef test_mean():",
+                ),
+            ],
+        )],
+        tag_after: None,
+    }
+}
+
+/// #13: an issue fixed, linked by its URL (kept); `v1.0.2` is tagged after it.
+fn mean_iterable() -> PullPlan {
+    PullPlan {
+        number: 13,
+        title: "mean: accept any iterable",
+        body: "fixes https://github.com/demo/calc/issues/12",
+        branch: "mean-iterable",
+        created_at: "2024-03-21T10:00:00Z",
+        merged_at: "2024-03-22T10:00:00Z",
+        commits: vec![(
+            "2024-03-21T09:30:00Z",
+            "ops: mean of any iterable",
+            vec![
+                Replace(
+                    "calc/ops.py",
+                    "def mean(xs):\n",
+                    "def mean(xs):\n    xs = list(xs)\n",
+                ),
+                Replace(
+                    "tests/test_ops.py",
+                    "\n\ndef test_mean_empty",
+                    "\n\ndef test_mean_generator():\n    assert mean(x for x in range(3)) == 1\n\n\ndef test_mean_empty",
+                ),
+            ],
+        )],
+        tag_after: Some("v1.0.2"),
+    }
 }
 
 fn plan() -> (Vec<Issue>, Vec<PullPlan>) {

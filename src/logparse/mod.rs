@@ -87,17 +87,21 @@ impl std::fmt::Display for Grading {
     }
 }
 
+/// A name that is none of [`Grading::ALL`]'s.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown grading `{name}`; known: {}", Grading::ALL.map(Grading::name).join(", "))]
+pub struct UnknownGrading {
+    pub name: String,
+}
+
 impl std::str::FromStr for Grading {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownGrading;
+    fn from_str(s: &str) -> Result<Self, UnknownGrading> {
         Grading::ALL
             .into_iter()
             .find(|g| g.name() == s)
-            .ok_or_else(|| {
-                format!(
-                    "unknown grading `{s}`; known: {}",
-                    Grading::ALL.map(Grading::name).join(", ")
-                )
+            .ok_or_else(|| UnknownGrading {
+                name: s.to_string(),
             })
     }
 }
@@ -293,6 +297,18 @@ mod tests {
             "{msg}"
         );
         assert!(matches!(err, LogParseError::Unknown { ref name, .. } if name == "nose"));
+    }
+
+    #[test]
+    fn gradings_by_name_and_an_unknown_one_named_with_the_known_ones() {
+        for g in Grading::ALL {
+            assert_eq!(g.name().parse::<Grading>(), Ok(g));
+        }
+        let err = "swebench-3".parse::<Grading>().unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "unknown grading `swebench-3`; known: swebench-5, swebench-4"
+        );
     }
 
     #[test]

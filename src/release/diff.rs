@@ -522,9 +522,26 @@ fn lock_details(a: &[u8], b: &[u8]) -> Option<Vec<String>> {
     let parse =
         |x: &[u8]| -> Option<toml::Value> { toml::from_str(std::str::from_utf8(x).ok()?).ok() };
     let (la, lb) = (parse(a)?, parse(b)?);
+    let mut out = made_with_details(&la, &lb);
+    let moved = package_moves(&la, &lb);
+    if !moved.is_empty() {
+        out.push(format!(
+            "{} package(s) differ: {}",
+            moved.len(),
+            listed(&moved)
+        ));
+    }
+    if out.is_empty() {
+        out.extend(text_details(a, b));
+    }
+    Some(out)
+}
+
+/// What the locks were made with, where it differs: the interpreter, the cutoff, the index, the
+/// resolver.
+fn made_with_details(la: &toml::Value, lb: &toml::Value) -> Vec<String> {
     let mut out = Vec::new();
-    // What the lock was made with: the interpreter, the cutoff, the index, the resolver.
-    let (ma, mb) = (swe_ark(&la), swe_ark(&lb));
+    let (ma, mb) = (swe_ark(la), swe_ark(lb));
     let scalar = |m: Option<&toml::Value>, k: &str| m.and_then(|m| m.get(k)).map(|v| v.to_string());
     for key in [
         "repo",
@@ -560,13 +577,18 @@ fn lock_details(a: &[u8], b: &[u8]) -> Option<Vec<String>> {
             .collect();
         out.push(format!("another interpreter: {}", moved.join("; ")));
     }
-    // Package by package: versions, and the artifacts each is installed from.
+    out
+}
+
+/// Package by package, where the locks differ: versions, and the artifacts each is installed
+/// from.
+fn package_moves(la: &toml::Value, lb: &toml::Value) -> Vec<String> {
     let pkgs = |l: &toml::Value| -> BTreeMap<String, toml::Value> {
         packages(l)
             .filter_map(|p| Some((p.get("name")?.as_str()?.to_lowercase(), p.clone())))
             .collect()
     };
-    let (ka, kb) = (pkgs(&la), pkgs(&lb));
+    let (ka, kb) = (pkgs(la), pkgs(lb));
     let version = |p: &toml::Value| {
         p.get("version")
             .and_then(|v| v.as_str())
@@ -612,17 +634,7 @@ fn lock_details(a: &[u8], b: &[u8]) -> Option<Vec<String>> {
             moved.push(format!("{name} {} only in B", version(q)));
         }
     }
-    if !moved.is_empty() {
-        out.push(format!(
-            "{} package(s) differ: {}",
-            moved.len(),
-            listed(&moved)
-        ));
-    }
-    if out.is_empty() {
-        out.extend(text_details(a, b));
-    }
-    Some(out)
+    moved
 }
 
 /// One `[[packages]]` entry as a lock of its own, for [`artifact_names`].

@@ -195,13 +195,28 @@ fn literal_pattern(name: &[u8]) -> OsString {
     OsString::from_vec(out)
 }
 
-/// What git says about `commit` in the repository `git_dir` (a bare mirror, or a clone's
-/// `.git`): see [`VcsRecord`].
-pub fn record(git_dir: &Path, commit: &str) -> Result<VcsRecord, VcsError> {
-    let history_err = |detail: String| VcsError::History {
+fn history_error(git_dir: &Path, detail: String) -> VcsError {
+    VcsError::History {
         dir: git_dir.to_path_buf(),
         detail,
-    };
+    }
+}
+
+/// The base commit, as `git show` gives it.
+struct Base {
+    oid: GitOid,
+    /// The full id, as git spells it.
+    full: String,
+    /// `%cd` with `--date=raw`: the record's committer date.
+    raw_date: String,
+    /// `%ci`: what the tags' dates are compared with.
+    ci: String,
+}
+
+/// Reads the base commit `commit` names; refused when `commit` is no commit id or the
+/// repository is shallow.
+fn read_base(git_dir: &Path, commit: &str) -> Result<Base, VcsError> {
+    let history_err = |detail: String| history_error(git_dir, detail);
     if commit.len() < 4 || commit.len() > 40 || !commit.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(history_err(format!("`{commit}` is not a commit id")));
     }
@@ -220,21 +235,61 @@ pub fn record(git_dir: &Path, commit: &str) -> Result<VcsRecord, VcsError> {
     )?;
     let base = String::from_utf8_lossy(&base);
     let mut lines = base.lines();
-    let (Some(full), Some(raw_date), Some(base_ci)) = (lines.next(), lines.next(), lines.next())
-    else {
+    let (Some(full), Some(raw_date), Some(ci)) = (lines.next(), lines.next(), lines.next()) else {
         return Err(history_err(format!(
             "git show gave `{}` for commit {commit}",
             base.trim()
         )));
     };
-    let base_commit: GitOid = full
+    let oid: GitOid = full
         .parse()
         .map_err(|e| history_err(format!("commit {commit}: {e}")))?;
-    let full = full.to_string();
+    Ok(Base {
+        oid,
+        full: full.to_string(),
+        raw_date: raw_date.to_string(),
+        ci: ci.to_string(),
+    })
+}
+
+/// `git describe` of the commit `full`, with the tags SWE-bench's script deletes excluded:
+/// what it says, and the tag it names with its distance.
+fn describe(
+    git_dir: &Path,
+    full: &str,
+    excluded: &[&[u8]],
+) -> Result<(String, String, u64), VcsError> {
+    let mut describe_args = args(&["describe", "--tags", "--long", "--abbrev=40"]);
+    for name in excluded {
+        describe_args.push("--exclude".into());
+        describe_args.push(literal_pattern(name));
+    }
+    describe_args.push(full.into());
+    let described = git(git_dir, &describe_args)?;
+    let described = String::from_utf8_lossy(&described).trim().to_string();
+    let parsed = described
+        .strip_suffix(&format!("-g{full}"))
+        .and_then(|rest| rest.rsplit_once('-'))
+        .and_then(|(name, n)| Some((name.to_string(), n.parse::<u64>().ok()?)));
+    let Some((first_name, first_distance)) = parsed else {
+        return Err(history_error(
+            git_dir,
+            format!("git describe gave `{described}` for {full}, not TAG-N-g{full}"),
+        ));
+    };
+    Ok((described, first_name, first_distance))
+}
+
+/// What git says about `commit` in the repository `git_dir` (a bare mirror, or a clone's
+/// `.git`): see [`VcsRecord`].
+pub fn record(git_dir: &Path, commit: &str) -> Result<VcsRecord, VcsError> {
+    let history_err = |detail: String| history_error(git_dir, detail);
+    let base = read_base(git_dir, commit)?;
+    let full = &base.full;
 
     let history = git(
         git_dir,
-        &args(&["rev-list", "--topo-order", "--parents", &full]),
+        &args(&["rev-list", "--topo-order", "--parents", full]),
     )?;
     let all_tags = tags(git_dir)?;
     let commits: Vec<&[u8]> = all_tags.iter().map(|t| &t.commit[..]).collect();
@@ -246,7 +301,7 @@ pub fn record(git_dir: &Path, commit: &str) -> Result<VcsRecord, VcsError> {
     for (tag, count) in all_tags.iter().zip(&counts) {
         let Some(count) = count else { continue };
         let utf8 = std::str::from_utf8(&tag.name).is_ok();
-        if tag.date.as_slice() > base_ci.as_bytes() || !utf8 {
+        if tag.date.as_slice() > base.ci.as_bytes() || !utf8 {
             excluded.push(&tag.name);
         } else {
             counting.push((tag, total - count));
@@ -254,31 +309,15 @@ pub fn record(git_dir: &Path, commit: &str) -> Result<VcsRecord, VcsError> {
     }
     if counting.is_empty() {
         return Ok(VcsRecord {
-            base_commit,
+            base_commit: base.oid,
             commits: total,
-            committer_date: raw_date.to_string(),
+            committer_date: base.raw_date,
             describe: None,
             tags: Vec::new(),
         });
     }
 
-    let mut describe_args = args(&["describe", "--tags", "--long", "--abbrev=40"]);
-    for name in &excluded {
-        describe_args.push("--exclude".into());
-        describe_args.push(literal_pattern(name));
-    }
-    describe_args.push(full.clone().into());
-    let described = git(git_dir, &describe_args)?;
-    let described = String::from_utf8_lossy(&described).trim().to_string();
-    let parsed = described
-        .strip_suffix(&format!("-g{full}"))
-        .and_then(|rest| rest.rsplit_once('-'))
-        .and_then(|(name, n)| Some((name, n.parse::<u64>().ok()?)));
-    let Some((first_name, first_distance)) = parsed else {
-        return Err(history_err(format!(
-            "git describe gave `{described}` for {full}, not TAG-N-g{full}"
-        )));
-    };
+    let (described, first_name, first_distance) = describe(git_dir, full, &excluded)?;
     let Some(&(first, walked)) = counting
         .iter()
         .find(|(t, _)| t.name == first_name.as_bytes())
@@ -312,9 +351,9 @@ pub fn record(git_dir: &Path, commit: &str) -> Result<VcsRecord, VcsError> {
             .map(|(t, d)| as_record(t, d)),
     );
     let record = VcsRecord {
-        base_commit,
+        base_commit: base.oid,
         commits: total,
-        committer_date: raw_date.to_string(),
+        committer_date: base.raw_date,
         describe: Some(described),
         tags,
     };
