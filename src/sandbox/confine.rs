@@ -5,7 +5,7 @@
 //! with no capabilities, `no_new_privs`, a seccomp filter, and limits on CPU time and file size.
 //!
 //! Everything here is ordinary code run before the fork: a [`Confine`] becomes a root
-//! (`root.rs`) and a seccomp program, which `child.rs` carries out.
+//! (`root.rs`) and a seccomp program, which `child/root.rs` carries out.
 
 use std::fs;
 use std::os::unix::fs::{MetadataExt, lchown};

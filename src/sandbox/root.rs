@@ -1,5 +1,5 @@
 //! A run's own root filesystem (docs/SANDBOX.md, "A root of its own"), prepared before the
-//! fork as a list of [`RootOp`]s (C strings only) that B carries out (`child.rs`).
+//! fork as a list of [`RootOp`]s (C strings only) that B carries out (`child/root.rs`).
 //!
 //! A confined run's root holds the system's directories read-only, a minimal `/etc`, its own
 //! `/proc`, `/dev`, `/tmp` and `HOME`, and the paths the spec gives it. An unconfined run
