@@ -447,14 +447,15 @@ fn replay_and_validate_refuse_up_front_what_the_sandbox_cannot_give() {
         !t.path("ark/runs").exists(),
         "a refused replay leaves no run behind"
     );
-    // Both flags given, nothing is refused: the replay goes on to the instance.
+    // Both flags given, the fixed layout still needs a mount namespace: refused, saying so.
     let out = without_namespaces(&[&replay[..], &["--allow-network", "--unconfined"]].concat());
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
-        !stderr(&out).contains("not possible here"),
-        "{}",
-        stderr(&out)
+        err.contains("the fixed layout (the work tree at /testbed) needs a mount namespace"),
+        "{err}"
     );
-    assert!(t.path("ark/runs").exists(), "{}", stderr(&out));
+    assert!(!t.path("ark/runs").exists(), "{err}");
 }
 
 #[test]

@@ -215,8 +215,9 @@ fn code_only(text: &str) -> String {
             i = end;
         } else if c == b'\'' {
             // A character literal ('x', '\n', '\''), not a lifetime ('a).
-            let lit = if rest.starts_with("'\\") {
-                rest[2..].find('\'').map(|e| e + 3)
+            let lit = if let Some(escaped) = rest.strip_prefix("'\\") {
+                // The escaped character first (`'\''`), then the closing quote.
+                escaped.get(1..).and_then(|r| r.find('\'')).map(|e| e + 4)
             } else {
                 rest.char_indices()
                     .nth(2)
@@ -364,7 +365,7 @@ fn generic_opened_by(text: &str, comma: usize, name: &str) -> Option<usize> {
 
 #[test]
 fn the_measures_read_rust() {
-    let text = "fn a() {\n    let s = \"}\";\n    // }\n    let c = '}';\n    let r = r#\"{\"#;\n}\nfn b<'a>(x: &'a str) -> Result<(), String> { x.len(); Ok(()) }\n";
+    let text = "fn a() {\n    let s = \"}\";\n    // }\n    let c = '}'; let q = '\\'';\n    let r = r#\"{\"#;\n}\nfn b<'a>(x: &'a str) -> Result<(), String> { x.len(); Ok(()) }\n";
     let code = code_only(text);
     assert_eq!(
         functions(&code),

@@ -58,7 +58,8 @@ impl Default for RunOptions {
 }
 
 /// Whether the sandbox can give every command what `opts` asks (an isolated network unless
-/// allowed, confinement unless `--unconfined`): checked once, before any instance, so that
+/// allowed, confinement unless `--unconfined`, a root of its own at the fixed layout either
+/// way): checked once, before any instance, so that
 /// untrusted code is refused up front with what is missing, not instance by instance.
 pub fn sandbox_ready(opts: &RunOptions) -> Result<(), sandbox::SandboxError> {
     let network = if opts.allow_network {
@@ -70,7 +71,12 @@ pub fn sandbox_ready(opts: &RunOptions) -> Result<(), sandbox::SandboxError> {
         Network::Isolated
     };
     if opts.unconfined {
-        return Ok(());
+        // Unconfined, the fixed layout still needs a root of the run's own.
+        return sandbox::namespaces_available(network).map_err(|e| {
+            sandbox::SandboxError::NoMountNamespace {
+                reason: e.to_string(),
+            }
+        });
     }
     sandbox::confinement_available(network)
 }

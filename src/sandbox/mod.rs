@@ -262,6 +262,11 @@ pub enum SandboxError {
          the network, which the results will record"
     )]
     NoIsolation { reason: String },
+    #[error(
+        "the fixed layout (the work tree at /testbed) needs a mount namespace, which is not \
+         possible here ({reason})"
+    )]
+    NoMountNamespace { reason: String },
     #[error("cannot run this command in the sandbox: {0}")]
     InvalidSpec(String),
     #[error("the working directory `{}` cannot be used: {source}", .path.display())]
@@ -284,8 +289,19 @@ pub enum SandboxError {
 /// Whether runs can have [`Network::Isolated`] here: `Err` says why not. Checked once per
 /// process, by setting up (and throwing away) the namespaces a run would get.
 pub fn isolation_available() -> Result<(), IsolationError> {
-    static PROBE: OnceLock<Result<(), IsolationError>> = OnceLock::new();
-    PROBE.get_or_init(probe).clone()
+    namespaces_available(Network::Isolated)
+}
+
+/// Whether runs with `network` can have their own PID and mount namespaces here (what a run
+/// given [`Spec::mounts`] needs, confined or not): `Err` says why not. Checked once per
+/// process and network.
+pub fn namespaces_available(network: Network) -> Result<(), IsolationError> {
+    static PROBES: [OnceLock<Result<(), IsolationError>>; 2] = [OnceLock::new(), OnceLock::new()];
+    let slot = match network {
+        Network::Isolated => &PROBES[0],
+        Network::Allowed => &PROBES[1],
+    };
+    slot.get_or_init(|| probe(network)).clone()
 }
 
 /// Whether confined runs ([`Spec::confine`]) with `network` can be made here: `Err` is
@@ -293,21 +309,40 @@ pub fn isolation_available() -> Result<(), IsolationError> {
 /// by confining a real `/bin/sh -c :` (the same root, ids, seccomp filter and limits a run
 /// gets), so that a caller refuses untrusted code up front rather than instance by instance.
 pub fn confinement_available(network: Network) -> Result<(), SandboxError> {
-    static PROBES: [OnceLock<Result<(), String>>; 2] = [OnceLock::new(), OnceLock::new()];
+    static PROBES: [OnceLock<Result<(), ConfinementFailure>>; 2] =
+        [OnceLock::new(), OnceLock::new()];
     let slot = match network {
         Network::Isolated => &PROBES[0],
         Network::Allowed => &PROBES[1],
     };
     slot.get_or_init(|| probe_confinement(network))
         .clone()
-        .map_err(|reason| SandboxError::NoConfinement { reason })
+        .map_err(|e| SandboxError::NoConfinement {
+            reason: e.to_string(),
+        })
 }
 
-fn probe_confinement(network: Network) -> Result<(), String> {
+/// Why the probe could not confine a command (cloneable: the answer is kept per process).
+#[derive(Debug, Clone, thiserror::Error)]
+enum ConfinementFailure {
+    #[error("cannot make a directory for the probe: {0}")]
+    ProbeDir(#[source] Arc<io::Error>),
+    #[error("a confined `/bin/sh -c :` ended with exit code {code:?}, signal {signal:?}: {output}")]
+    Ended {
+        code: Option<i32>,
+        signal: Option<i32>,
+        output: String,
+    },
+    /// What the sandbox said when it refused.
+    #[error("{0}")]
+    Refused(String),
+}
+
+fn probe_confinement(network: Network) -> Result<(), ConfinementFailure> {
     let dir = tempfile::Builder::new()
         .prefix("swe-ark-confine-probe-")
         .tempdir()
-        .map_err(|e| format!("cannot make a directory for the probe: {e}"))?;
+        .map_err(|e| ConfinementFailure::ProbeDir(Arc::new(e)))?;
     let output = dir.path().join("output.log");
     let mut spec = Spec::new("/bin/sh", dir.path(), &output);
     spec.args = vec![OsString::from("-c"), OsString::from(":")];
@@ -318,14 +353,15 @@ fn probe_confinement(network: Network) -> Result<(), String> {
     spec.confine = Some(confine);
     match run(&spec) {
         Ok(o) if o.success() => Ok(()),
-        Ok(o) => Err(format!(
-            "a confined `/bin/sh -c :` ended with exit code {:?}, signal {:?}: {}",
-            o.exit_code,
-            o.signal,
-            String::from_utf8_lossy(&fs::read(&output).unwrap_or_default()).trim()
-        )),
-        Err(SandboxError::NoConfinement { reason }) => Err(reason),
-        Err(e) => Err(e.to_string()),
+        Ok(o) => Err(ConfinementFailure::Ended {
+            code: o.exit_code,
+            signal: o.signal,
+            output: String::from_utf8_lossy(&fs::read(&output).unwrap_or_default())
+                .trim()
+                .to_string(),
+        }),
+        Err(SandboxError::NoConfinement { reason }) => Err(ConfinementFailure::Refused(reason)),
+        Err(e) => Err(ConfinementFailure::Refused(e.to_string())),
     }
 }
 
@@ -532,12 +568,12 @@ fn command(
     cmd
 }
 
-/// Sets up (and throws away) the namespaces an isolated run gets.
-fn probe() -> Result<(), IsolationError> {
+/// Sets up (and throws away) the namespaces a run with `network` and a root of its own gets.
+fn probe(network: Network) -> Result<(), IsolationError> {
     let pipes = io::pipe().and_then(|report| io::pipe().map(|cancel| (report, cancel)));
     let ((report_r, report_w), (cancel_r, _cancel_w)) =
         pipes.map_err(|e| IsolationError::Pipe(Arc::new(e)))?;
-    let attempts = attempts(Network::Isolated, false, false);
+    let attempts = attempts(network, false, true);
     let plan = child::Plan {
         attempts: attempts.clone(),
         uid_map: id_map(euid()),
