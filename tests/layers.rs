@@ -129,22 +129,31 @@ fn no_module_uses_one_of_its_own_layer_or_above() {
     assert!(bad.is_empty(), "arrows up or sideways:\n{}", bad.join("\n"));
 }
 
-#[test]
-fn only_the_context_kinds_use_a_kinds_machinery() {
+/// Every file of `src/`, in order: its path there and its text.
+fn sources() -> Vec<(String, String)> {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = Vec::new();
     rust_files(&src, &mut files);
     files.sort();
+    files
+        .iter()
+        .map(|f| {
+            let rel = f.strip_prefix(&src).unwrap().display().to_string();
+            (rel, std::fs::read_to_string(f).unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn only_the_context_kinds_use_a_kinds_machinery() {
     let mut bad = Vec::new();
-    for f in &files {
-        let rel = f.strip_prefix(&src).unwrap().display().to_string();
+    for (rel, text) in &sources() {
         let module = rel.split('/').next().unwrap().trim_end_matches(".rs");
         if KIND_MACHINERY.contains(&module) || KIND_USERS.iter().any(|u| rel.starts_with(u)) {
             continue;
         }
         let own = layer_of(module).unwrap_or(0);
-        let text = std::fs::read_to_string(f).unwrap();
-        for (line, used) in uses(&text) {
+        for (line, used) in uses(text) {
             if KIND_MACHINERY.contains(&used.as_str()) && own > layer_of("context").unwrap() {
                 bad.push(format!("src/{rel}:{line}: uses crate::{used}"));
             }
@@ -298,21 +307,15 @@ const MAX_CLI_CODE_LINES: usize = 200;
 
 #[test]
 fn functions_and_files_stay_small_and_errors_typed() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
-    files.sort();
     let mut bad = Vec::new();
-    for f in &files {
-        let rel = f.strip_prefix(&src).unwrap().display().to_string();
-        let text = std::fs::read_to_string(f).unwrap();
+    for (rel, text) in &sources() {
         let lines = text.lines().count();
         if lines > MAX_FILE_LINES {
             bad.push(format!(
                 "src/{rel}: {lines} lines (at most {MAX_FILE_LINES})"
             ));
         }
-        let code = code_only(&text);
+        let code = code_only(text);
         if rel.starts_with("cli/") {
             let code_lines = code.lines().filter(|l| !l.trim().is_empty()).count();
             if code_lines > MAX_CLI_CODE_LINES {
