@@ -6,10 +6,11 @@
 //! ```text
 //! Instance::start   the work tree made a git work tree (its history as the record says)
 //!                   ‖ the environment built from the lock, offline, and the instance's copy
-//!                   → the runner (fixed layout, sandbox) → the context's setup, committed
-//! Instance::evaluate  the patch (a gold patch exactly, a prediction the harness's ways)
-//!                   → the test patch's files put back → install → test patch → K test runs
-//!                   (or the dataset row's own eval_script, K times)
+//!                   → the runner (fixed layout, sandbox)
+//! Instance::evaluate  (the first: the context's setup, committed) → the patch (a gold patch
+//!                   exactly, a prediction the harness's ways) → the test patch's files put
+//!                   back → install → test patch → K test runs (or the dataset row's own
+//!                   eval_script, K times)
 //! Instance::finish  exit codes, timings, network, confinement, services: the record
 //! ```
 
@@ -18,7 +19,7 @@ use std::time::Instant;
 
 use super::runner::Runner;
 use super::{Reason, RunOptions, Stop, eval_script, patch, paths, tail};
-use crate::context::{self, Kind, Lock, TestCommand};
+use crate::context::{self, Lock, TestCommand};
 use crate::dataset::Instance as Row;
 use crate::logparse::{self, Grading, StatusMap};
 use crate::manifest::{Context, is_system_command};
@@ -102,15 +103,14 @@ pub const CONTEXT: &str = "context";
 pub struct Instance<'a> {
     row: Row,
     ctx: Context,
-    kind: &'static dyn Kind,
     parser: String,
     test: TestCommand,
     /// The row's own evaluation script, adapted (a version-5 dataset).
     eval_script: Option<String>,
     runner: Runner<'a>,
     evaluations: u32,
-    lock_id: String,
-    runtime: String,
+    /// What git says about the base commit: the setup commits with its date.
+    record: Option<VcsRecord>,
 }
 
 impl<'a> Instance<'a> {
@@ -136,7 +136,8 @@ impl<'a> Instance<'a> {
     }
 
     /// Starts the instance in `work` (its files in `work/src`): the work tree and the
-    /// environment side by side, the runner, the context's setup.
+    /// environment side by side, and the runner. The context's setup runs with the first
+    /// evaluation, so that what it did is in the run's record whatever became of it.
     pub fn start(
         work: &'a Path,
         prepared: Prepared,
@@ -180,40 +181,20 @@ impl<'a> Instance<'a> {
         runner.timings.insert("environment".into(), env_seconds);
         // Side by side: their wall time.
         runner.timings.insert("worktree+environment".into(), both);
-        let t = Instant::now();
-        runner.setup(&ctx, record.as_ref())?;
-        runner
-            .timings
-            .insert("setup".into(), t.elapsed().as_secs_f64());
         let eval_script = row
             .harness()
             .eval_script
             .map(|s| eval_script::adapt(s, &row.base_commit));
         Ok(Instance {
             test: kind.test_command(&ctx, &row.test_patch),
-            kind,
             parser,
             eval_script,
             runner,
             evaluations: 0,
-            lock_id: lock.id().hex(),
-            runtime: lock.runtime(),
+            record,
             row,
             ctx,
         })
-    }
-
-    pub fn row(&self) -> &Row {
-        &self.row
-    }
-
-    pub fn context(&self) -> &Context {
-        &self.ctx
-    }
-
-    /// The kind of its context.
-    pub fn kind(&self) -> &'static dyn Kind {
-        self.kind
     }
 
     /// The log parser its logs are read with.
@@ -224,11 +205,6 @@ impl<'a> Instance<'a> {
     /// The test command (and the tests it names).
     pub fn test_command(&self) -> &TestCommand {
         &self.test
-    }
-
-    /// The lock's id, and the interpreter or toolchain it runs with.
-    pub fn lock(&self) -> (&str, &str) {
-        (&self.lock_id, &self.runtime)
     }
 
     /// What ran the tests: [`EVAL_SCRIPT`] or [`CONTEXT`].
@@ -261,6 +237,12 @@ impl<'a> Instance<'a> {
     pub fn evaluate(&mut self, e: &Evaluation<'_>, out: &mut Evaluated) -> Result<(), Stop> {
         self.evaluations += 1;
         let again = self.evaluations > 1;
+        if !again {
+            // The context's setup, as SWE-bench's image has it before any patch.
+            let t = Instant::now();
+            self.runner.setup(&self.ctx, self.record.as_ref())?;
+            self.time("setup", t.elapsed().as_secs_f64());
+        }
         match e.patch {
             None => {}
             Some(PatchIn::Gold(text)) => self.runner.apply(
