@@ -184,7 +184,7 @@ enum Problem {
          --instance-ids {instance}`) to get one"
     )]
     NotExpected { has: &'static str, instance: String },
-    #[error("--revalidate needs the bundle's lock (env/pylock.toml); it has none")]
+    #[error("--revalidate needs the bundle's lock (env/pylock.toml for Python); it has none")]
     NoLock,
     #[error("the tests could not be run again: {0}")]
     NotRun(crate::validate::ValidateError),
@@ -205,6 +205,9 @@ fn stored_inputs(
     let source = ark.bundle(row).map_err(|e| unreadable(e.into()))?;
     let mut members =
         bundle::read_fixed_members(&source, Some(row.id)).map_err(|e| unreadable(e.into()))?;
+    // The lock member is its kind's (`env/pylock.toml` for Python).
+    let lock_member =
+        crate::context::kind_of_bundle(|m| members.files.contains_key(m)).map(|k| k.lock_member());
     let mut take = |name: &str| members.files.remove(name);
     let instance_bytes = take("instance.json").ok_or(Problem::NoInstance)?;
     let instance = Instance::from_json(&instance_bytes).map_err(Problem::BadInstance)?;
@@ -220,7 +223,7 @@ fn stored_inputs(
     let codebase = mirror
         .codebase_at(&instance.base_commit, progress)
         .map_err(|e| Problem::Codebase(Box::new(e)))?;
-    let (spec, lock) = (take("env/spec.toml"), take("env/pylock.toml"));
+    let (spec, lock) = (take("env/spec.toml"), lock_member.and_then(&mut take));
     let (pre_log, post_log) = (take("logs/pre.log"), take("logs/post.log"));
     let record = match (
         take(crate::bundle::EXPECTED_MEMBER),
