@@ -111,6 +111,9 @@ reasons! {
     NoContext = "no-context", setup;
     NoMirror = "no-mirror", setup;
     NoLock = "no-lock", setup;
+    /// The instance's own install failed offline at a base commit the context's lock was not
+    /// made from (the instance came into the archive after it): lock the context again.
+    LockDoesNotCover = "lock-does-not-cover", setup;
     /// The environment did not build from its lock.
     EnvBuildFailed = "env-build-failed" / "env_build_failed", setup;
     Sandbox = "sandbox", setup;

@@ -566,6 +566,7 @@ fn expected_json() -> String {
         network: "isolated".into(),
         services: vec![],
         describe: None,
+        cannot_run: Default::default(),
     };
     String::from_utf8(e.to_bytes()).unwrap()
 }

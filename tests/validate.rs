@@ -1006,3 +1006,168 @@ fn glob_site_packages(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     out.sort();
     out
 }
+
+/// A lock made before an instance came into the archive lacks what that instance's own install
+/// asks for (its base commit declares a dependency the lock's commits did not): validation
+/// says so, as the archive's problem (not recorded), and names the fix; locking the context
+/// again covers every base commit, and the instance is kept.
+#[test]
+fn an_instance_imported_after_its_lock_is_run_once_the_context_is_locked_again() {
+    let t = TestContext::new();
+    let Some(w) = Widget::new(&t) else { return };
+    w.add_mirror(&t);
+    let first = common::last_line(
+        w.cmd(&t)
+            .args(["env", "lock", "acme/widget", "1.0", "--commit", &w.base])
+            .output()
+            .unwrap()
+            .stdout
+            .as_slice(),
+    );
+    // A later commit of the project needs omega, which the index has and the lock does not.
+    common::pyfix::mkdists(
+        &w.python,
+        &t.path("dists"),
+        r#"[{"name": "omega", "version": "1.0", "kind": "wheel"}]"#,
+    );
+    common::pyfix::mkproject(&w.python, &w.repo, "widget", "1.0", r#"["omega"]"#);
+    std::fs::write(w.repo.join("widget/core.py"), common::widget::CORE).unwrap();
+    let later = common::git_commit_all(&w.repo, "widget needs omega", "2021-06-15T00:00:00Z");
+    w.ok(&t, &["mirror", "update", "acme/widget"]);
+    let add = "tests/test_core.py::test_add";
+    let sub = "tests/test_core.py::test_sub";
+    let file = t.path("later.jsonl");
+    let row = instance(7, &test_patch(ADD_TEST), GOLD, &[add], &[sub], &later);
+    std::fs::write(&file, format!("{row}\n")).unwrap();
+    w.ok(&t, &["import", file.to_str().unwrap()]);
+
+    let out = w.run(&t, &["validate", "--json", "--runs", "1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let r = &v["validated"][0];
+    assert_eq!(r["reason_kind"], "lock-does-not-cover", "{r}");
+    let reason = r["reason"].as_str().unwrap();
+    for said in [
+        "omega",
+        &first[..12],
+        &later[..12],
+        "swe-ark env lock acme/widget 1.0",
+    ] {
+        assert!(reason.contains(said), "`{said}` not in: {reason}");
+    }
+    assert!(
+        stderr(&out).contains("not recorded"),
+        "the archive's problem is not recorded: {}",
+        stderr(&out)
+    );
+
+    // Locked again: the union of what every base commit asks for.
+    let second = common::last_line(
+        w.cmd(&t)
+            .args(["env", "lock", "acme/widget", "1.0", "--commit", &w.base])
+            .output()
+            .unwrap()
+            .stdout
+            .as_slice(),
+    );
+    assert_ne!(first, second);
+    let out = w.ok(&t, &["validate", "--json", "--runs", "1"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let r = &v["validated"][0];
+    assert_eq!(r["verdict"], "kept", "{r}");
+    assert_eq!(r["lock"], second.as_str());
+}
+
+/// A published PASS_TO_PASS test that needs a package only conda provides (the context's conda
+/// environment file names `cdms2`, which PyPI lacks) is skipped here: validation names the
+/// package as the cause, and replay grades the instance both as published (not resolved: the
+/// test did not pass) and without that test (resolved here), counting it among those that
+/// reproduce.
+#[test]
+fn a_test_that_needs_what_only_conda_provides_is_named_and_graded_without() {
+    let t = TestContext::new();
+    let Some(w) = Widget::new(&t) else { return };
+    w.set_versions("[versions.\"2.0\"]\nconda_environment = [\"environment.yml\"]\n");
+    std::fs::write(
+        w.repo.join("environment.yml"),
+        "name: testbed\nchannels:\n  - conda-forge\ndependencies:\n  - cdms2\n",
+    )
+    .unwrap();
+    let base = common::git_commit_all(&w.repo, "conda environment", "2021-06-10T00:00:00Z");
+    w.add_mirror(&t);
+    let cdms2 = "tests/test_core.py::test_to_and_from_cdms2";
+    let (add, sub) = (
+        "tests/test_core.py::test_add",
+        "tests/test_core.py::test_sub",
+    );
+    let body = format!(
+        "{ADD_TEST}\n\ndef test_to_and_from_cdms2():\n    import pytest\n    pytest.importorskip(\"cdms2\")\n"
+    );
+    let mut row = instance(8, &test_patch(&body), GOLD, &[add], &[sub, cdms2], &base);
+    row["version"] = "2.0".into();
+    let file = t.path("conda.jsonl");
+    std::fs::write(&file, format!("{row}\n")).unwrap();
+    w.ok(&t, &["import", file.to_str().unwrap()]);
+    w.ok(&t, &["env", "lock", "acme/widget", "2.0"]);
+
+    let v: serde_json::Value =
+        serde_json::from_str(&w.ok(&t, &["validate", "--json", "--runs", "1"])).unwrap();
+    let r = &v["validated"][0];
+    assert_eq!(r["verdict"], "not-reproducible", "{r}");
+    let reason = r["reason"].as_str().unwrap();
+    assert!(
+        reason.contains(&format!(
+            "1 of them ({cdms2}) needs cdms2, which only conda provides: not on PyPI (conda-forge only)"
+        )),
+        "{reason}"
+    );
+    assert_eq!(
+        r["published_differences"]["needs_unavailable"][cdms2]
+            .as_str()
+            .map(|s| s.starts_with("needs cdms2")),
+        Some(true),
+        "{r}"
+    );
+
+    w.ok(
+        &t,
+        &["pack", "--instance-ids", "acme__widget-8", "--unproven"],
+    );
+    w.ok(&t, &["replay", "--gold", "--run-id", "g"]);
+    let runs = t.ark().join("runs/g");
+    let model = std::fs::read_dir(&runs)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.is_file() && p.extension().is_some_and(|x| x == "json"))
+        .unwrap();
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&model).unwrap()).unwrap();
+    let report_file = std::fs::read_dir(&runs)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("acme__widget-8/report.json"))
+        .find(|p| p.is_file())
+        .unwrap();
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&report_file).unwrap()).unwrap();
+    let r = &report["acme__widget-8"];
+    assert_eq!(r["resolved"].as_bool(), Some(false), "{r}");
+    assert_eq!(r["resolved_here"].as_bool(), Some(true), "{r}");
+    assert_eq!(r["excluded"].as_str(), None, "{r}");
+    assert!(r["cannot_run"][cdms2].is_string(), "{r}");
+    assert_eq!(summary["score"]["whole"]["resolved"].as_u64(), Some(0));
+    assert_eq!(
+        summary["score"]["reproducing"]["instances"].as_u64(),
+        Some(1)
+    );
+    assert_eq!(
+        summary["score"]["reproducing"]["resolved"].as_u64(),
+        Some(1),
+        "{summary}"
+    );
+    assert!(
+        summary["cannot_run"]["acme__widget-8"][cdms2].is_string(),
+        "{summary}"
+    );
+}

@@ -55,6 +55,11 @@ pub struct Expected {
     pub services: Vec<String>,
     /// `git describe --tags --long` of the base commit as the work tree answered it.
     pub describe: Option<String>,
+    /// Published tests that cannot run here, each with why (`needs cdms2, which only conda
+    /// provides: …`, `needs the network: …`), when they are all that keeps the published
+    /// lists from coming out: replay grades the instance without them too. Absent otherwise.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub cannot_run: BTreeMap<String, String>,
 }
 
 impl Expected {

@@ -81,6 +81,20 @@ pub trait Kind: Sync {
 
     /// The log parser a context of this kind names when its manifest names none.
     fn default_parser(&self) -> &'static str;
+
+    /// What the context's own definition asks for, read from the instance's work tree, that
+    /// an environment of this kind cannot have here (a package only conda provides, a system
+    /// program): a published test that needed one cannot come out as published.
+    fn unavailable(&self, ctx: &Context, work_tree: &Path) -> Vec<Unavailable>;
+}
+
+/// A package a context asks for that its environment here lacks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unavailable {
+    /// Its name as the context's definition writes it (`cdms2`).
+    pub name: String,
+    /// The rest of the sentence "needs NAME, …" (`which only conda provides: not on PyPI`).
+    pub why: String,
 }
 
 /// The options of `env lock` (each kind takes what applies to it).
@@ -111,6 +125,10 @@ pub trait Lock: Send + Sync {
     fn id(&self) -> Sha256Digest;
     /// The interpreter or toolchain it runs with, as results record it (`3.9.18`).
     fn runtime(&self) -> String;
+    /// The commits whose installs it was made from: the environment setup commit first, then
+    /// the base commits of the instances the archive held when it was made. An instance at
+    /// another commit may ask for what it lacks (imported after it: lock again).
+    fn base_commits(&self) -> Vec<String>;
     /// Every object it names (artifacts, a packed interpreter), each once, in the order of
     /// their ids: id, size and what it is (`wheel`, `sdist`, `interpreter`, …).
     fn objects(&self) -> Vec<NeededObject>;

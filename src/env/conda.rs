@@ -72,6 +72,60 @@ pub const LEFT_OUT: &[(&str, &str)] = &[
     ("texlive-core", "a system program"),
 ];
 
+/// Entries of [`LEFT_OUT`] that an environment made with pip has all the same, another way:
+/// the interpreter and installers, C libraries inside PyPI's wheels, build tools and
+/// plugins. The others (conda-only packages, system programs and libraries) are absent, and
+/// a test that needs one cannot pass here ([`absent_in`]).
+const PROVIDED_OTHERWISE: &[&str] = &[
+    "python",
+    "pip",
+    "setuptools-scm-git-archive",
+    "hdf5",
+    "libnetcdf",
+    "compilers",
+    "c-compiler",
+    "cxx-compiler",
+    "fortran-compiler",
+    "make",
+    "pkg-config",
+];
+
+/// The packages of a conda environment file that an environment mapped to pip lacks, each with
+/// why (its [`LEFT_OUT`] reason): `cdms2`, `not on PyPI (conda-forge only)`.
+pub fn absent_in(text: &str) -> Vec<(String, &'static str)> {
+    let Ok(docs) = YamlLoader::load_from_str(text) else {
+        return Vec::new();
+    };
+    let Some(Yaml::Array(deps)) = docs.first().map(|d| &d["dependencies"]) else {
+        return Vec::new();
+    };
+    let mut out: Vec<(String, &'static str)> = Vec::new();
+    for spec in deps.iter().filter_map(Yaml::as_str) {
+        let name = spec_name(spec);
+        if PROVIDED_OTHERWISE.contains(&name.as_str()) || out.iter().any(|(n, _)| *n == name) {
+            continue;
+        }
+        if let Some((_, why)) = LEFT_OUT.iter().find(|(n, _)| *n == name) {
+            out.push((name, why));
+        }
+    }
+    out
+}
+
+/// A conda match spec's package name, lowercase (`conda-forge::cdms2=3.1` is `cdms2`).
+fn spec_name(spec: &str) -> String {
+    let spec = spec.split('#').next().unwrap_or("").trim();
+    let spec = spec.rsplit("::").next().unwrap_or(spec);
+    let spec = match spec.find('[') {
+        Some(i) => &spec[..i],
+        None => spec,
+    };
+    let end = spec
+        .find(|c: char| c.is_whitespace() || "=<>!~".contains(c))
+        .unwrap_or(spec.len());
+    spec[..end].trim().to_ascii_lowercase()
+}
+
 /// A conda environment file, read as pip requirements.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MappedEnvironment {
@@ -199,8 +253,8 @@ pub fn map_spec(spec: &str) -> Result<Vec<String>, LeftOut> {
     let split = spec
         .find(|c: char| c.is_whitespace() || "=<>!~".contains(c))
         .unwrap_or(spec.len());
-    let (name, version) = spec.split_at(split);
-    let name = name.trim().to_ascii_lowercase();
+    let version = &spec[split..];
+    let name = spec_name(spec);
     if name.is_empty() {
         return Err(LeftOut::NoName);
     }
@@ -316,5 +370,34 @@ mod tests {
         refused(map_text("name: t\n"), "no `dependencies`");
         refused(map_text("dependencies: 3\n"), "not a list");
         assert!(map_text(": : :\n  - [").is_err());
+    }
+
+    #[test]
+    fn packages_pip_cannot_have_are_named_with_why() {
+        let text = [
+            "name: test",
+            "channels: [conda-forge]",
+            "dependencies:",
+            "  - python=3.8",
+            "  - pip",
+            "  - hdf5",
+            "  - conda-forge::cdms2=3.1",
+            "  - numpy",
+            "  - ffmpeg",
+            "  - cdms2",
+            "  - pip:",
+            "      - x",
+        ]
+        .join("\n");
+        let text = text.as_str();
+        assert_eq!(
+            absent_in(text),
+            vec![
+                ("cdms2".to_string(), "not on PyPI (conda-forge only)"),
+                ("ffmpeg".to_string(), "a system program"),
+            ]
+        );
+        assert!(absent_in("not: [yaml").is_empty());
+        assert!(absent_in("name: x\n").is_empty());
     }
 }

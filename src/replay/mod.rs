@@ -95,6 +95,16 @@ pub struct InstanceReport {
     /// there was a choice, and when nothing was graded.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub grading_rules: String,
+    /// Published tests that cannot run here, each with why (the bundle's `expected.json`:
+    /// they need the network, or what only conda provides), when they are all that kept
+    /// validation from reproducing the published lists. The instance then counts among those
+    /// that reproduce, graded without them ([`InstanceReport::resolved_here`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub cannot_run: BTreeMap<String, String>,
+    /// The grade without the tests of [`InstanceReport::cannot_run`] (absent when there are
+    /// none): what the score of the instances that reproduce here counts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolved_here: Option<bool>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -110,6 +120,9 @@ pub struct GradingInputs {
     /// The test command's own exit code (absent in reports from before it was kept).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub test_exit_code: Option<i64>,
+    /// Published tests that cannot run here: graded without them too (`resolved_here`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cannot_run: Vec<String>,
 }
 
 /// Why a saved test output could not be graded.
@@ -150,12 +163,29 @@ pub fn grade_output(
         });
         report.error_detail = why.to_string();
         report.resolved = false;
+        report.resolved_here = None;
         report.resolution = None;
         report.tests_status = None;
         return Ok(());
     }
     let status = grade::tests_status(grading, g.eval_type, &map, &g.fail_to_pass, &g.pass_to_pass);
     let resolution = grade::resolution(&status);
+    report.resolved_here = (!g.cannot_run.is_empty()).then(|| {
+        let runs = |list: &[String]| -> Vec<String> {
+            list.iter()
+                .filter(|t| !g.cannot_run.contains(t))
+                .cloned()
+                .collect()
+        };
+        let here = grade::tests_status(
+            grading,
+            g.eval_type,
+            &map,
+            &runs(&g.fail_to_pass),
+            &runs(&g.pass_to_pass),
+        );
+        grade::resolution(&here) == grade::Resolution::Full
+    });
     report.resolved = resolution == grade::Resolution::Full;
     report.resolution = Some(resolution);
     report.tests_status = Some(status);
@@ -209,6 +239,8 @@ pub fn blank_report(p: &Prediction, bundle: &str) -> InstanceReport {
         reset_paths: Vec::new(),
         grading_rules: String::new(),
         timings: BTreeMap::new(),
+        cannot_run: BTreeMap::new(),
+        resolved_here: None,
     }
 }
 
@@ -254,6 +286,8 @@ struct Unpacked {
     vcs: Option<crate::vcs::VcsRecord>,
     /// Why validation did not keep the instance, when its record says so.
     not_kept: Option<String>,
+    /// The published tests that cannot run here, when they alone kept it from reproducing.
+    cannot_run: BTreeMap<String, String>,
 }
 
 /// Step 1: the bundle unpacked into `work/bundle`, every member checked against its manifest,
@@ -315,11 +349,13 @@ fn unpack(inputs: &ReplayInputs, p: &Prediction, work: &Path) -> Result<Unpacked
     }
     // What validation proved (format version 3): a bundle of an instance it did not keep is
     // replayed all the same, and said to be one.
-    let not_kept = match std::fs::read(unpacked.join(bundle::EXPECTED_MEMBER)) {
+    let (not_kept, cannot_run) = match std::fs::read(unpacked.join(bundle::EXPECTED_MEMBER)) {
         Ok(bytes) => {
             let e = bundle::Expected::from_bytes(&bytes)
                 .map_err(|e| Stop(Reason::BundleCorrupt, format!("expected.json: {e}")))?;
-            (e.verdict != crate::verdict::Verdict::Kept.as_str()).then(|| {
+            let reproduces =
+                e.verdict == crate::verdict::Verdict::Kept.as_str() || !e.cannot_run.is_empty();
+            let not_kept = (!reproduces).then(|| {
                 format!(
                     "validation did not keep it ({}{}): its published lists do not reproduce here",
                     e.verdict,
@@ -329,9 +365,10 @@ fn unpack(inputs: &ReplayInputs, p: &Prediction, work: &Path) -> Result<Unpacked
                         format!(", {}", e.reason_kind)
                     }
                 )
-            })
+            });
+            (not_kept, e.cannot_run)
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (None, BTreeMap::new()),
         Err(e) => return Err(Stop(Reason::Io, format!("expected.json: {e}"))),
     };
     let src = work.join("src");
@@ -343,6 +380,7 @@ fn unpack(inputs: &ReplayInputs, p: &Prediction, work: &Path) -> Result<Unpacked
         lock,
         vcs,
         not_kept,
+        cannot_run,
     })
 }
 
@@ -358,6 +396,7 @@ fn run_steps(
     let b = unpack(inputs, p, work)?;
     report.lock = b.lock.id().hex();
     report.excluded = b.not_kept.clone().unwrap_or_default();
+    report.cannot_run = b.cannot_run.clone();
     let unpack_seconds = t.elapsed().as_secs_f64();
     let grading_of_row = b.instance.harness();
     let eval_type =
@@ -411,6 +450,7 @@ fn run_steps(
         pass_to_pass: instance.pass_to_pass.clone(),
         eval_type,
         test_exit_code: test_run.exit_code,
+        cannot_run: report.cannot_run.keys().cloned().collect(),
     });
     let t = Instant::now();
     let graded = grade_output(report, output, inputs.grading)

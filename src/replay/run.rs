@@ -584,7 +584,12 @@ pub fn screen_summary(model: &str, reports: &[InstanceReport], written: &Path) -
         rs.len() - resolved - unresolved.len(),
     )];
     let score = Score::of(&rs);
-    if score.reproducing != score.total {
+    let graded_without: Vec<&str> = rs
+        .iter()
+        .filter(|r| !r.cannot_run.is_empty())
+        .map(|r| r.instance_id.as_str())
+        .collect();
+    if score.reproducing != score.total || !graded_without.is_empty() {
         lines.push(format!(
             "  score over all {} instances: {} ({:.1} %); over the {} that reproduce here: {} ({:.1} %)",
             score.total,
@@ -599,10 +604,19 @@ pub fn screen_summary(model: &str, reports: &[InstanceReport], written: &Path) -
             .filter(|r| !r.excluded.is_empty())
             .map(|r| r.instance_id.as_str())
             .collect();
-        lines.push(format!(
-            "  excluded (why: \"excluded\" in the run report): {}",
-            list(excluded)
-        ));
+        if !excluded.is_empty() {
+            lines.push(format!(
+                "  excluded (why: \"excluded\" in the run report): {}",
+                list(excluded)
+            ));
+        }
+        if !graded_without.is_empty() {
+            lines.push(format!(
+                "  graded here without published tests that cannot run here (which, and why: \
+                 \"cannot_run\" in the run report): {}",
+                list(graded_without)
+            ));
+        }
     }
     if !unresolved.is_empty() {
         lines.push(format!("  unresolved: {}", list(unresolved)));
@@ -717,7 +731,10 @@ impl Score {
             total: rs.len(),
             resolved: rs.iter().filter(|r| r.resolved).count(),
             reproducing: here.len(),
-            reproducing_resolved: here.iter().filter(|r| r.resolved).count(),
+            reproducing_resolved: here
+                .iter()
+                .filter(|r| r.resolved_here.unwrap_or(r.resolved))
+                .count(),
         }
     }
 
@@ -767,6 +784,7 @@ fn summarize(rs: &[&InstanceReport]) -> serde_json::Value {
             },
         },
         "excluded": rs.iter().filter(|r| !r.excluded.is_empty()).map(|r| (r.instance_id.clone(), r.excluded.clone())).collect::<BTreeMap<_, _>>(),
+        "cannot_run": rs.iter().filter(|r| !r.cannot_run.is_empty()).map(|r| (r.instance_id.clone(), r.cannot_run.clone())).collect::<BTreeMap<_, _>>(),
         "total_instances": rs.len(),
         "submitted_instances": rs.len(),
         "completed_instances": ids(&completed).len(),

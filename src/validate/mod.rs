@@ -296,6 +296,14 @@ fn run_steps(
     results
         .timings
         .insert("materialize".into(), t.elapsed().as_secs_f64());
+    // What the context asks for that the environment here lacks (read from the base
+    // commit's files): a published test that needs it is named with it.
+    let unavailable: Vec<(String, String)> = kinds::kind_of(&ctx)
+        .map(|k| k.unavailable(&ctx, &work.join("src")))
+        .unwrap_or_default()
+        .into_iter()
+        .map(|u| (u.name, u.why))
+        .collect();
     let lock = chosen_lock(ark, &ctx, opts)?;
     results.lock = lock.id().hex();
     results.python = lock.runtime();
@@ -310,14 +318,44 @@ fn run_steps(
         objects: ark.objects(),
         cache_root: ark.root().to_path_buf(),
     };
+    let covered = prepared.lock.base_commits();
     let mut run = harness::Instance::start(work, prepared, &opts.run)?;
-    let outcome = run_and_judge(&mut run, instance, opts, results, logs);
+    let outcome = run_and_judge(&mut run, instance, opts, &unavailable, results, logs)
+        .map_err(|stop| not_covered(stop, instance, &covered, results));
     let record = run.finish();
     results.exit_codes = record.exit_codes;
     results.timings.extend(record.timings);
     results.network = record.network;
     results.confinement = record.confinement;
     outcome
+}
+
+/// An install that failed offline at a base commit the lock was not made from is the
+/// archive's problem, not the instance's: the lock predates the instance, and locking the
+/// context again (the union of every base commit's needs) is the fix. Reported, not recorded.
+fn not_covered(stop: Stop, instance: &Instance, covered: &[String], results: &Results) -> Stop {
+    let Stop(kind, why) = stop;
+    let install = matches!(kind, Reason::InstallFailed | Reason::PreInstallFailed);
+    if !install || covered.contains(&instance.base_commit) {
+        return Stop(kind, why);
+    }
+    Stop(
+        Reason::LockDoesNotCover,
+        format!(
+            "{why}; lock {} of {} {} was made from {} commit{}, not this base commit ({}): the \
+             instance came into the archive after it, and its install may ask for what the \
+             lock lacks — run `swe-ark env lock {} {}` again to lock what every base commit of \
+             the version asks for",
+            &results.lock[..12.min(results.lock.len())],
+            instance.repo,
+            instance.version,
+            covered.len(),
+            if covered.len() == 1 { "" } else { "s" },
+            &instance.base_commit[..12.min(instance.base_commit.len())],
+            instance.repo,
+            instance.version,
+        ),
+    )
 }
 
 /// The codebase at the base commit, from the mirror, written to `work/src` (the procedure
@@ -359,6 +397,7 @@ fn run_and_judge(
     run: &mut harness::Instance,
     instance: &Instance,
     opts: &ValidateOptions,
+    unavailable: &[(String, String)],
     results: &mut Results,
     logs: &mut Logs,
 ) -> Result<(), Stop> {
@@ -420,7 +459,7 @@ fn run_and_judge(
     results.pass_to_pass = lists.pass_to_pass.clone();
     results.xfail = lists.xfail.clone();
     results.flaky = lists.flaky.clone();
-    judge(instance, &lists, &pre_text, logs, results)
+    judge(instance, &lists, &pre_text, unavailable, logs, results)
 }
 
 /// The verdict. A published instance is judged against its lists first: one whose
@@ -430,6 +469,7 @@ fn judge(
     instance: &Instance,
     lists: &Lists,
     pre_text: &str,
+    unavailable: &[(String, String)],
     logs: &Logs,
     results: &mut Results,
 ) -> Result<(), Stop> {
@@ -442,6 +482,8 @@ fn judge(
             .map(String::from_utf8_lossy)
             .unwrap_or_default();
         d.needs_network = outcome::needing_network(&d, &[&post_text, pre_text]);
+        d.needs_unavailable =
+            outcome::needing_unavailable(&d, unavailable, &[&post_text, pre_text]);
         if d.covers_published() {
             results.reason_kind = Some(Reason::CoversPublished);
             results.reason = format!(

@@ -91,6 +91,11 @@ pub struct Differences {
     /// loopback service stood in for.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub needs_network: BTreeMap<String, String>,
+    /// Missing tests that need what the environment here cannot have (a package only conda
+    /// provides), each with the sentence that says so: `needs cdms2, which only conda
+    /// provides: …`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub needs_unavailable: BTreeMap<String, String>,
 }
 
 impl Differences {
@@ -157,6 +162,12 @@ const NETWORK_SIGNS: &[&str] = &[
 /// failure's section (`Class.test_name`, `test_name[param]`): the last `E` line (or any line)
 /// of the section with a sign of it.
 pub fn network_failures(log: &str) -> BTreeMap<String, String> {
+    failure_lines(log, &|l| NETWORK_SIGNS.iter().any(|s| l.contains(s)))
+}
+
+/// The failures of a pytest log (`-rA`) by the title of their section, each with the last `E`
+/// line (or any line) of the section that `sign` holds for.
+fn failure_lines(log: &str, sign: &dyn Fn(&str) -> bool) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     let mut section: Option<String> = None;
     let mut found: Option<String> = None;
@@ -177,7 +188,7 @@ pub fn network_failures(log: &str) -> BTreeMap<String, String> {
             section = Some(title.to_string());
         } else if l.starts_with("====") {
             close(&mut section, &mut found);
-        } else if section.is_some() && NETWORK_SIGNS.iter().any(|s| l.contains(s)) {
+        } else if section.is_some() && sign(l) {
             let is_e = l.starts_with("E ");
             if is_e || found.as_deref().is_none_or(|f| !f.starts_with("E ")) {
                 found = Some(l.split_whitespace().collect::<Vec<_>>().join(" "));
@@ -188,19 +199,70 @@ pub fn network_failures(log: &str) -> BTreeMap<String, String> {
     out
 }
 
+/// pytest's title of a test's failure section: `file.py::Class::test` is `Class.test`.
+fn section_title(test: &str) -> String {
+    test.split_once("::")
+        .map_or(test, |(_, t)| t)
+        .replace("::", ".")
+}
+
 /// The missing published tests of `d` whose failure in `logs` shows the network was needed.
 pub fn needing_network(d: &Differences, logs: &[&str]) -> BTreeMap<String, String> {
     let failures: Vec<BTreeMap<String, String>> =
         logs.iter().map(|l| network_failures(l)).collect();
     let mut out = BTreeMap::new();
     for test in d.fail_to_pass_missing.iter().chain(&d.pass_to_pass_missing) {
-        // pytest titles `file.py::Class::test` as `Class.test`.
-        let title = test
-            .split_once("::")
-            .map_or(test.as_str(), |(_, t)| t)
-            .replace("::", ".");
+        let title = section_title(test);
         if let Some(line) = failures.iter().find_map(|f| f.get(&title)) {
             out.insert(test.clone(), line.clone());
+        }
+    }
+    out
+}
+
+/// Whether `name` is in `text` as a word of its own (`cdms2` in `test_to_and_from_cdms2_x`
+/// and `requires cdms2`, not in `cdms22`), ASCII case aside.
+fn names(text: &str, name: &str) -> bool {
+    let (text, name) = (text.to_ascii_lowercase(), name.to_ascii_lowercase());
+    let word = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    text.match_indices(&name).any(|(i, _)| {
+        !word(text[..i].chars().next_back()) && !word(text[i + name.len()..].chars().next())
+    })
+}
+
+/// The missing published tests of `d` that need a package of `unavailable` (its name, the rest
+/// of the sentence): the test's id names it (`test_to_and_from_cdms2_classic`), a line of the
+/// logs names it and the test's file (pytest's `SKIPPED [1] file.py:12: requires cdms2`), or
+/// the test's failure names it (`No module named 'cdms2'`).
+pub fn needing_unavailable(
+    d: &Differences,
+    unavailable: &[(String, String)],
+    logs: &[&str],
+) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    if unavailable.is_empty() {
+        return out;
+    }
+    for (name, why) in unavailable {
+        let failures: Vec<BTreeMap<String, String>> = logs
+            .iter()
+            .map(|l| failure_lines(l, &|line| names(line, name)))
+            .collect();
+        for test in d.fail_to_pass_missing.iter().chain(&d.pass_to_pass_missing) {
+            if out.contains_key(test) {
+                continue;
+            }
+            let file = test.split("::").next().unwrap_or(test);
+            let title = section_title(test);
+            let shown = names(test, name)
+                || failures.iter().any(|f| f.contains_key(&title))
+                || logs.iter().any(|log| {
+                    log.lines()
+                        .any(|l| l.contains(file) && l.contains("SKIP") && names(l, name))
+                });
+            if shown {
+                out.insert(test.clone(), format!("needs {name}, {why}"));
+            }
         }
     }
     out
@@ -212,6 +274,25 @@ pub fn needing_network(d: &Differences, logs: &[&str]) -> BTreeMap<String, Strin
 /// failures) may not come out against a stand-in.
 pub fn difference_reason(d: &Differences, services: &[String]) -> String {
     let mut reason = d.describe();
+    // One clause per package: `2 of them need cdms2, which only conda provides: …`.
+    let mut by_need: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for (test, need) in &d.needs_unavailable {
+        by_need.entry(need).or_default().push(test);
+    }
+    for (need, tests) in by_need {
+        let verb = need.strip_prefix("needs ").unwrap_or(need);
+        reason.push_str(&format!(
+            "; {} of them ({}{}) {} {verb}",
+            tests.len(),
+            tests.iter().take(3).copied().collect::<Vec<_>>().join(", "),
+            if tests.len() > 3 {
+                format!(" and {} more", tests.len() - 3)
+            } else {
+                String::new()
+            },
+            if tests.len() == 1 { "needs" } else { "need" },
+        ));
+    }
     if !d.needs_network.is_empty() {
         let shown: Vec<String> = d
             .needs_network
@@ -261,6 +342,7 @@ pub fn compare(lists: &Lists, published_f2p: &[String], published_p2p: &[String]
         pass_to_pass_extra,
         pass_to_pass_missing,
         needs_network: BTreeMap::new(),
+        needs_unavailable: BTreeMap::new(),
     }
 }
 
@@ -410,6 +492,71 @@ FAILED test_requests.py::RequestsTestCase::test_auth_is_stripped_on_redirect_off
         assert_eq!(
             stopped_by_import_error("all good", &StatusMap::new(), &files),
             None
+        );
+    }
+
+    #[test]
+    fn tests_that_need_a_package_only_conda_provides_are_named_with_it() {
+        let d = Differences {
+            pass_to_pass_missing: vec![
+                "xarray/tests/test_dataarray.py::TestDataArray::test_to_and_from_cdms2_classic"
+                    .into(),
+                "xarray/tests/test_backends.py::test_open_grib".into(),
+                "xarray/tests/test_plot.py::test_movie".into(),
+                "xarray/tests/test_units.py::test_other".into(),
+            ],
+            fail_to_pass_missing: vec!["xarray/tests/test_misc.py::test_import".into()],
+            ..Differences::default()
+        };
+        let unavailable = [
+            (
+                "cdms2".to_string(),
+                "which only conda provides: not on PyPI (conda-forge only)".to_string(),
+            ),
+            (
+                "ffmpeg".to_string(),
+                "which only conda provides: a system program".to_string(),
+            ),
+        ];
+        let post = "SKIPPED [1] xarray/tests/test_plot.py:88: requires ffmpeg\n\
+                    SKIPPED [1] xarray/tests/test_units.py:9: requires pint\n\
+                    ____ test_import ____\n\
+                    E   ModuleNotFoundError: No module named 'cdms2'\n\
+                    ==== short test summary info ====\n\
+                    PASSED xarray/tests/test_backends.py::test_ffmpeg_free\n";
+        let found = needing_unavailable(&d, &unavailable, &[post, ""]);
+        let cdms2 = "needs cdms2, which only conda provides: not on PyPI (conda-forge only)";
+        assert_eq!(
+            found.get(
+                "xarray/tests/test_dataarray.py::TestDataArray::test_to_and_from_cdms2_classic"
+            ),
+            Some(&cdms2.to_string())
+        );
+        assert_eq!(
+            found.get("xarray/tests/test_misc.py::test_import"),
+            Some(&cdms2.to_string())
+        );
+        assert_eq!(
+            found
+                .get("xarray/tests/test_plot.py::test_movie")
+                .map(String::as_str),
+            Some("needs ffmpeg, which only conda provides: a system program")
+        );
+        // Another skip of its file, and a test whose own line names nothing needed.
+        assert!(!found.contains_key("xarray/tests/test_units.py::test_other"));
+        assert!(!found.contains_key("xarray/tests/test_backends.py::test_open_grib"));
+        assert!(!names("test_cdms22", "cdms2") && names("requires CDMS2.", "cdms2"));
+        let d = Differences {
+            needs_unavailable: found,
+            ..d
+        };
+        let why = difference_reason(&d, &[]);
+        assert!(
+            why.contains(
+                "; 2 of them (xarray/tests/test_dataarray.py::TestDataArray::test_to_and_from_cdms2_classic, \
+                 xarray/tests/test_misc.py::test_import) need cdms2, which only conda provides"
+            ) && why.contains("1 of them (xarray/tests/test_plot.py::test_movie) needs ffmpeg"),
+            "{why}"
         );
     }
 }

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use super::{
     Built, ContextError, Kind, Lock, LockOptions, LockReport, NeededObject, RunEnvironment,
-    TestCommand, layout,
+    TestCommand, Unavailable, layout,
 };
 use crate::digest::Sha256Digest;
 use crate::env::build::{self, BuildOptions, BuiltEnv};
@@ -83,6 +83,25 @@ impl Kind for Python {
     fn default_parser(&self) -> &'static str {
         "pytest"
     }
+
+    /// The packages of the context's conda environment file (the first of the manifest's that
+    /// the work tree has, as SWE-bench picks it) that pip cannot provide.
+    fn unavailable(&self, ctx: &Context, work_tree: &Path) -> Vec<Unavailable> {
+        let Some(text) = ctx
+            .conda_environment
+            .iter()
+            .find_map(|f| std::fs::read_to_string(work_tree.join(f)).ok())
+        else {
+            return Vec::new();
+        };
+        crate::env::conda::absent_in(&text)
+            .into_iter()
+            .map(|(name, why)| Unavailable {
+                name,
+                why: format!("which only conda provides: {why}"),
+            })
+            .collect()
+    }
 }
 
 /// A `pylock.toml`, read.
@@ -99,6 +118,13 @@ impl Lock for PythonLock {
 
     fn runtime(&self) -> String {
         self.lock.tool.swe_ark.python.version.clone()
+    }
+
+    fn base_commits(&self) -> Vec<String> {
+        let meta = &self.lock.tool.swe_ark;
+        std::iter::once(meta.commit.clone())
+            .chain(meta.instance_commits.iter().cloned())
+            .collect()
     }
 
     fn objects(&self) -> Vec<NeededObject> {
