@@ -339,13 +339,19 @@ fn not_covered(stop: Stop, instance: &Instance, covered: &[String], results: &Re
     if !install || covered.contains(&instance.base_commit) {
         return Stop(kind, why);
     }
+    let last = why
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim();
     Stop(
         Reason::LockDoesNotCover,
         format!(
-            "{why}; lock {} of {} {} was made from {} commit{}, not this base commit ({}): the \
-             instance came into the archive after it, and its install may ask for what the \
-             lock lacks — run `swe-ark env lock {} {}` again to lock what every base commit of \
-             the version asks for",
+            "lock {} of {} {} was made before this instance came into the archive (from {} \
+             commit{}, not its base commit {}), and the instance's install failed offline \
+             ({last}): run `swe-ark env lock {} {}` again to lock what every base commit of the \
+             version asks for. {why}",
             &results.lock[..12.min(results.lock.len())],
             instance.repo,
             instance.version,
