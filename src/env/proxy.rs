@@ -825,7 +825,8 @@ pub fn percent_encode(s: &str) -> String {
     out
 }
 
-fn percent_decode(s: &str) -> String {
+/// Decodes `%XX` escapes (a URL's path as the file name it names); anything else is kept.
+pub fn percent_decode(s: &str) -> String {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

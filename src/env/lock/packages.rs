@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use super::LockOptions;
 use super::install::Installs;
 use crate::digest::Sha256Digest;
-use crate::env::proxy::{Fetched, LockProxy};
+use crate::env::proxy::{Fetched, LockProxy, percent_decode};
 use crate::env::pylock::{
     Artifact, Bundled, Hashes, Package, PackageMeta, PackageTool, Role, normalize, parse_filename,
     same_version,
@@ -170,7 +170,6 @@ pub(super) fn match_installed(
     by_dist: &ByDist,
     src: &Path,
 ) -> Result<Matched, EnvError> {
-    let src_url = format!("file://{}", src.display());
     let mut matched = Matched {
         runtime: BTreeSet::new(),
         bundled: Vec::new(),
@@ -186,11 +185,13 @@ pub(super) fn match_installed(
             matched.runtime.insert(k);
             continue;
         }
+        // PEP 610's URL is percent-encoded (`file:///tmp/a%20b/src`): its path, decoded.
         let from_src = d
             .direct_url
             .as_deref()
-            .is_some_and(|u| u.starts_with(&src_url))
-            || d.path.starts_with(&src.display().to_string());
+            .and_then(|u| u.strip_prefix("file://"))
+            .is_some_and(|p| Path::new(&percent_decode(p)).starts_with(src))
+            || Path::new(&d.path).starts_with(src);
         if from_src {
             matched.project = Some(Bundled {
                 name: d.name.clone(),
@@ -359,5 +360,35 @@ fn artifact_of(f: &Fetched) -> Artifact {
         hashes: Hashes {
             sha256: f.sha256.hex(),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_project_is_found_by_its_url_at_a_path_with_spaces() {
+        let installed = |url: &str| InstalledDist {
+            name: "widget".into(),
+            version: "1.0".into(),
+            path: "/env/lib/python3.11/site-packages/widget-1.0.dist-info".into(),
+            direct_url: Some(url.into()),
+        };
+        let src = Path::new("/tmp/a b/ark/tmp/.tmp-lock-x/src");
+        let m = match_installed(
+            &[installed("file:///tmp/a%20b/ark/tmp/.tmp-lock-x/src")],
+            &BTreeMap::new(),
+            src,
+        )
+        .unwrap();
+        assert_eq!(m.project.map(|p| p.name), Some("widget".to_string()));
+        // Another checkout whose path only begins like it is not the project.
+        let other = match_installed(
+            &[installed("file:///tmp/a%20b/ark/tmp/.tmp-lock-x/src2")],
+            &BTreeMap::new(),
+            src,
+        );
+        assert!(other.is_err());
     }
 }
