@@ -383,15 +383,51 @@ pub fn copy_environment(src: &Path, dest: &Path, seen_at: &Path) -> Result<(), E
     venv::copy_venv(src, dest, seen_at)
 }
 
+/// `wheelhouse` as `PIP_FIND_LINKS` and `UV_FIND_LINKS` can hold it: pip splits the variable
+/// at whitespace and uv at commas, so a path with either is given as its `file://` URL,
+/// percent-encoded (which both read as the directory); any other path as it is (what the
+/// installs print of it stays as it was).
+fn find_links(wheelhouse: &Path) -> String {
+    let path = wheelhouse.display().to_string();
+    if !path.contains(|c: char| c.is_whitespace() || c == ',') {
+        return path;
+    }
+    let encoded: Vec<String> = path
+        .split('/')
+        .map(crate::env::proxy::percent_encode)
+        .collect();
+    format!("file://{}", encoded.join("/"))
+}
+
 /// The variables that make pip (and uv) install from the wheelhouse only, seen at
 /// `wheelhouse` (the built environment's own, or where a run mounts it).
 pub fn offline_install_env(wheelhouse: &Path) -> BTreeMap<String, String> {
     let mut env = BTreeMap::new();
-    let wh = wheelhouse.display().to_string();
+    let wh = find_links(wheelhouse);
     env.insert("PIP_NO_INDEX".into(), "1".into());
     env.insert("PIP_FIND_LINKS".into(), wh.clone());
     env.insert("UV_OFFLINE".into(), "1".into());
     env.insert("UV_NO_INDEX".into(), "1".into());
     env.insert("UV_FIND_LINKS".into(), wh);
     env
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wheelhouse_with_spaces_or_commas_is_given_as_a_file_url() {
+        let env = offline_install_env(Path::new("/tmp/c d,e/ark/envs/x/wheelhouse"));
+        assert_eq!(
+            env.get("PIP_FIND_LINKS").map(String::as_str),
+            Some("file:///tmp/c%20d%2Ce/ark/envs/x/wheelhouse")
+        );
+        assert_eq!(env.get("UV_FIND_LINKS"), env.get("PIP_FIND_LINKS"));
+        let env = offline_install_env(Path::new("/swe-ark/wheelhouse"));
+        assert_eq!(
+            env.get("PIP_FIND_LINKS").map(String::as_str),
+            Some("/swe-ark/wheelhouse")
+        );
+    }
 }
