@@ -110,19 +110,21 @@ fn same_inputs_give_byte_identical_bundles_anywhere() {
     );
     write_side_files(&b);
     let inst = b.instance_file();
+    // Quoted: the clone (and so the binary) may be at a path with spaces.
+    let q = |p: &std::path::Path| swe_ark::shell::quote(&p.display().to_string());
     let script = format!(
         "umask 077 && cd {} && exec {} --ark {} --no-progress pack --threads 2 --instance {} \
          --codebase {} --spec {} --lock {} --pre-log {} --post-log {} --results {}",
-        b.path("elsewhere").display(),
-        env!("CARGO_BIN_EXE_swe-ark"),
-        b.ark().display(),
-        inst.display(),
-        cb_b.display(),
-        b.path("spec.toml").display(),
-        b.path("pylock.toml").display(),
-        b.path("pre.log").display(),
-        b.path("post.log").display(),
-        b.path("results.json").display(),
+        q(&b.path("elsewhere")),
+        q(std::path::Path::new(env!("CARGO_BIN_EXE_swe-ark"))),
+        q(&b.ark()),
+        q(&inst),
+        q(&cb_b),
+        q(&b.path("spec.toml")),
+        q(&b.path("pylock.toml")),
+        q(&b.path("pre.log")),
+        q(&b.path("post.log")),
+        q(&b.path("results.json")),
     );
     let out = Command::new("sh").arg("-c").arg(&script).output().unwrap();
     assert!(out.status.success(), "{}", stderr(&out));

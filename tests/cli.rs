@@ -347,8 +347,8 @@ fn broken_pipe_is_a_normal_end() {
         .arg("-c")
         .arg(format!(
             "set -o pipefail; {} --ark {} show --full acme__widgets-42 | head -c 10 >/dev/null",
-            env!("CARGO_BIN_EXE_swe-ark"),
-            t.ark().display()
+            swe_ark::shell::quote(env!("CARGO_BIN_EXE_swe-ark")),
+            swe_ark::shell::quote(&t.ark().display().to_string())
         ))
         .output()
         .unwrap();
