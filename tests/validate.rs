@@ -1016,14 +1016,16 @@ fn an_instance_imported_after_its_lock_is_run_once_the_context_is_locked_again()
     let t = TestContext::new();
     let Some(w) = Widget::new(&t) else { return };
     w.add_mirror(&t);
-    let first = common::last_line(
-        w.cmd(&t)
-            .args(["env", "lock", "acme/widget", "1.0", "--commit", &w.base])
-            .output()
-            .unwrap()
-            .stdout
-            .as_slice(),
-    );
+    let lock = || {
+        common::last_line(
+            w.ok(
+                &t,
+                &["env", "lock", "acme/widget", "1.0", "--commit", &w.base],
+            )
+            .as_bytes(),
+        )
+    };
+    let first = lock();
     // A later commit of the project needs omega, which the index has and the lock does not.
     common::pyfix::mkdists(
         &w.python,
@@ -1062,14 +1064,7 @@ fn an_instance_imported_after_its_lock_is_run_once_the_context_is_locked_again()
     );
 
     // Locked again: the union of what every base commit asks for.
-    let second = common::last_line(
-        w.cmd(&t)
-            .args(["env", "lock", "acme/widget", "1.0", "--commit", &w.base])
-            .output()
-            .unwrap()
-            .stdout
-            .as_slice(),
-    );
+    let second = lock();
     assert_ne!(first, second);
     let out = w.ok(&t, &["validate", "--json", "--runs", "1"]);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();

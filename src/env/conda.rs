@@ -114,16 +114,23 @@ pub fn absent_in(text: &str) -> Vec<(String, &'static str)> {
 
 /// A conda match spec's package name, lowercase (`conda-forge::cdms2=3.1` is `cdms2`).
 fn spec_name(spec: &str) -> String {
+    spec_parts(spec).0
+}
+
+/// A conda match spec as its package name (lowercase) and its version constraint as written:
+/// the comment, the channel (`conda-forge::`) and the brackets (`[build=…]`) left out.
+fn spec_parts(spec: &str) -> (String, &str) {
     let spec = spec.split('#').next().unwrap_or("").trim();
     let spec = spec.rsplit("::").next().unwrap_or(spec);
     let spec = match spec.find('[') {
         Some(i) => &spec[..i],
         None => spec,
     };
-    let end = spec
+    let split = spec
         .find(|c: char| c.is_whitespace() || "=<>!~".contains(c))
         .unwrap_or(spec.len());
-    spec[..end].trim().to_ascii_lowercase()
+    let (name, version) = spec.split_at(split);
+    (name.trim().to_ascii_lowercase(), version)
 }
 
 /// A conda environment file, read as pip requirements.
@@ -244,17 +251,7 @@ pub fn map_text(text: &str) -> Result<MappedEnvironment, MapError> {
 /// `conda-forge::name`, `name[build=...]`) as pip requirements (the version applies to the
 /// first, the package itself), or why it is left out.
 pub fn map_spec(spec: &str) -> Result<Vec<String>, LeftOut> {
-    let spec = spec.split('#').next().unwrap_or("").trim();
-    let spec = spec.rsplit("::").next().unwrap_or(spec);
-    let spec = match spec.find('[') {
-        Some(i) => &spec[..i],
-        None => spec,
-    };
-    let split = spec
-        .find(|c: char| c.is_whitespace() || "=<>!~".contains(c))
-        .unwrap_or(spec.len());
-    let version = &spec[split..];
-    let name = spec_name(spec);
+    let (name, version) = spec_parts(spec);
     if name.is_empty() {
         return Err(LeftOut::NoName);
     }
