@@ -1,6 +1,6 @@
 //! Kinds of executable context: what an instance's environment is made of and how its tests
-//! run. Python (a PEP 751 lock of wheels, an interpreter carried by hash) is the one kind
-//! today; every kind implements [`Kind`], and nothing above this module names a kind's own
+//! run. Python (a PEP 751 lock of wheels, an interpreter carried by hash) and Rust (a toolchain
+//! and crates.io's crates by hash); every kind implements [`Kind`], and nothing above this module names a kind's own
 //! machinery (`tests/layers.rs`), so that a new language is one implementation here and its
 //! manifests.
 //!
@@ -9,9 +9,11 @@
 //! fixed places: [`layout`]), and how its tests are run and read (the test command, the default
 //! log parser).
 //!
-//! - [`python`]: the Python kind (`crate::env` underneath).
+//! - [`python`]: the Python kind (`crate::env` underneath);
+//! - [`rust`]: the Rust kind (a toolchain by hash, crates.io's crates as a local registry).
 
 pub mod python;
+pub mod rust;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -52,6 +54,8 @@ pub enum ContextError {
     BadLock { id: String, detail: String },
     #[error(transparent)]
     Env(#[from] crate::env::EnvError),
+    #[error(transparent)]
+    Rust(Box<rust::RustError>),
 }
 
 /// One kind of executable context.
@@ -70,7 +74,7 @@ pub trait Kind: Sync {
         ctx: &Context,
         opts: &LockOptions,
         say: &dyn Fn(&str),
-    ) -> Result<LockReport, ContextError>;
+    ) -> Result<LockSummary, ContextError>;
 
     /// A lock of this kind, read from its bytes (whose sha256 is `id`).
     fn read_lock(&self, id: Sha256Digest, bytes: &[u8]) -> Result<Box<dyn Lock>, ContextError>;
@@ -118,7 +122,22 @@ pub struct LockOptions {
 }
 
 pub use crate::env::build::Installer;
-pub use crate::env::lock::{DEFAULT_INDEX, LockReport};
+pub use crate::env::lock::DEFAULT_INDEX;
+
+/// What `env lock` made, whatever the kind.
+#[derive(Debug, Clone)]
+pub struct LockSummary {
+    /// The lock's id.
+    pub id: String,
+    /// The commit it was made at (the environment setup commit, or the newest base commit).
+    pub commit: String,
+    /// What users should know of it (what was left out, what differs).
+    pub notes: Vec<String>,
+    /// One sentence for people: what it holds and how it was proven.
+    pub sentence: String,
+    /// The kind's own report, as `env lock --json` prints it.
+    pub details: serde_json::Value,
+}
 
 /// A context's lock, read: what a run, an export and a release need of it.
 pub trait Lock: Send + Sync {
@@ -149,7 +168,9 @@ pub trait Lock: Send + Sync {
 pub trait Built: Send + Sync {
     /// The instance's own environment in `work` (which it may change: its install writes
     /// there), seen by its commands at the [`layout`]'s places.
-    fn for_run(&self, work: &Path) -> Result<RunEnvironment, ContextError>;
+    /// `base_commit` is the instance's: what of the environment is per commit (a lockfile the
+    /// lock generated for it) is chosen by it.
+    fn for_run(&self, work: &Path, base_commit: &str) -> Result<RunEnvironment, ContextError>;
 }
 
 /// What an instance's commands get of its environment.
@@ -163,6 +184,9 @@ pub struct RunEnvironment {
     pub path: Vec<String>,
     /// Each service's environment: its directory on the host and where the run sees it.
     pub service_envs: BTreeMap<String, (PathBuf, PathBuf)>,
+    /// Shell lines run in the work tree before the context's install: the environment's own
+    /// preparation of the tree (a `Cargo.lock` the lock generated, put in place).
+    pub prepare: String,
 }
 
 /// An object a lock names.
@@ -197,7 +221,7 @@ pub fn kind_of(ctx: &Context) -> Result<&'static dyn Kind, ContextError> {
 }
 
 /// Every kind swe-ark knows.
-static KINDS: &[&dyn Kind] = &[&python::Python];
+static KINDS: &[&dyn Kind] = &[&python::Python, &rust::Rust];
 
 /// Every kind swe-ark knows, in the order they are tried.
 pub fn kinds() -> impl Iterator<Item = &'static dyn Kind> {

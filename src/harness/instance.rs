@@ -111,6 +111,8 @@ pub struct Instance<'a> {
     evaluations: u32,
     /// What git says about the base commit: the setup commits with its date.
     record: Option<VcsRecord>,
+    /// The environment's own preparation of the tree, run before the context's install.
+    prepare: String,
 }
 
 impl<'a> Instance<'a> {
@@ -165,7 +167,7 @@ impl<'a> Instance<'a> {
             let t = Instant::now();
             let env = lock
                 .build(&objects, &cache_root, opts.unconfined)
-                .and_then(|built| built.for_run(work))
+                .and_then(|built| built.for_run(work, &row.base_commit))
                 .map_err(|e| Stop(Reason::EnvBuildFailed, e.to_string()));
             let env_seconds = t.elapsed().as_secs_f64();
             let (made, tree_seconds) = git.join().unwrap_or_else(|_| {
@@ -194,6 +196,7 @@ impl<'a> Instance<'a> {
             record,
             row,
             ctx,
+            prepare: run_env.prepare.clone(),
         })
     }
 
@@ -322,12 +325,17 @@ impl<'a> Instance<'a> {
         Ok(())
     }
 
-    /// The context's install, when it has one.
+    /// The context's install, when it has one (after the environment's preparation).
     fn install(&mut self, step: &str, must_succeed: bool) -> Result<(), Stop> {
-        if self.ctx.install.is_empty() {
+        if self.ctx.install.is_empty() && self.prepare.is_empty() {
             return Ok(());
         }
-        let script = format!("{}{}\n", eval_prelude(&self.ctx), self.ctx.install);
+        let script = format!(
+            "{}{}{}\n",
+            eval_prelude(&self.ctx),
+            self.prepare,
+            self.ctx.install
+        );
         let (log, ok) = self.runner.run(step, &script)?;
         if ok || !must_succeed {
             return Ok(());

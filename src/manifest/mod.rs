@@ -280,6 +280,10 @@ struct Fields {
     env: Option<BTreeMap<String, String>>,
     notes: Option<String>,
     services: Option<Vec<Service>>,
+    /// The pull requests (first and last number, inclusive) whose instances this version
+    /// takes, for datasets whose rows name no version (Multi-SWE-bench's): how the dataset's
+    /// own harness chose their image, as data.
+    pulls: Option<[u64; 2]>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -373,6 +377,26 @@ fn either<T: Clone>(own: &Option<T>, default: &Option<T>) -> Option<T> {
 }
 
 impl RepoManifest {
+    /// The version whose instances include pull request `number`, for a row that names none:
+    /// the first version (in [`RepoManifest::versions`]' order) whose `pulls` hold it, else
+    /// the one version that names no `pulls`.
+    pub fn version_for_pull(&self, number: u64) -> Option<String> {
+        let versions = self.versions();
+        let ranged = versions.iter().find(|v| {
+            self.versions[*v]
+                .pulls
+                .is_some_and(|[lo, hi]| lo <= number && number <= hi)
+        });
+        if let Some(v) = ranged {
+            return Some(v.clone());
+        }
+        let open: Vec<&String> = versions
+            .iter()
+            .filter(|v| self.versions[*v].pulls.is_none())
+            .collect();
+        (open.len() == 1).then(|| open[0].clone())
+    }
+
     /// The known versions, in numeric order.
     pub fn versions(&self) -> Vec<String> {
         let mut v: Vec<String> = self.versions.keys().cloned().collect();
@@ -408,7 +432,12 @@ impl RepoManifest {
             kind: self.kind.clone(),
             repo: self.repo.clone(),
             version: version.to_string(),
-            python: either(&v.python, &d.python).ok_or_else(|| incomplete("python"))?,
+            python: match either(&v.python, &d.python) {
+                Some(p) => p,
+                // Only Python contexts name an interpreter.
+                None if !self.kind.is_empty() => String::new(),
+                None => return Err(incomplete("python")),
+            },
             requirements: pick(&v.requirements, &d.requirements),
             packages: pick(&v.packages, &d.packages),
             pip_packages: pick(&v.pip_packages, &d.pip_packages),
@@ -579,6 +608,32 @@ impl Manifests {
     pub fn context(&self, repo: &str, version: &str) -> Result<Context, ManifestError> {
         self.repo(repo)?.context(version)
     }
+
+    /// Gives each instance that names no version (Multi-SWE-bench's rows) the version its
+    /// repository's manifest takes its pull request into ([`RepoManifest::version_for_pull`]).
+    /// The pull request is the row's `number`, else the number that ends its id
+    /// (`org__repo-123`). Returns the ids left without one: no manifest, or none that takes
+    /// the pull request.
+    pub fn assign_versions(&self, instances: &mut [crate::dataset::Instance]) -> Vec<String> {
+        let mut left = Vec::new();
+        for inst in instances.iter_mut().filter(|i| i.version.is_empty()) {
+            let number = inst
+                .extra
+                .get("number")
+                .and_then(|n| n.as_u64())
+                .or_else(|| inst.instance_id.rsplit_once('-')?.1.parse().ok());
+            let version = self
+                .by_repo
+                .get(&inst.repo)
+                .zip(number)
+                .and_then(|(m, n)| m.version_for_pull(n));
+            match version {
+                Some(v) => inst.version = v,
+                None => left.push(inst.instance_id.clone()),
+            }
+        }
+        left
+    }
 }
 
 #[cfg(test)]
@@ -608,6 +663,31 @@ notes = "gxx is conda-only: not mapped"
 
     fn write(dir: &Path, name: &str, text: &str) {
         fs::write(dir.join(name), text).unwrap();
+    }
+
+    #[test]
+    fn a_row_without_version_takes_the_version_whose_pulls_hold_its_number() {
+        let text = r#"
+repo = "acme/gadgets"
+kind = "rust"
+source = "by hand"
+log_parser = "cargo"
+
+[defaults]
+test_cmd = "cargo test"
+
+[versions."old"]
+pulls = [1, 99]
+
+[versions."new"]
+"#;
+        let d = tempfile::tempdir().unwrap();
+        write(d.path(), "acme__gadgets.toml", text);
+        let m = Manifests::load_dir(d.path()).unwrap();
+        let r = m.repo("acme/gadgets").unwrap();
+        assert_eq!(r.version_for_pull(50).as_deref(), Some("old"));
+        assert_eq!(r.version_for_pull(100).as_deref(), Some("new"));
+        assert_eq!(r.context("new").unwrap().python, "");
     }
 
     #[test]

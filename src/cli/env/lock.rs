@@ -10,7 +10,6 @@ use crate::env::EnvError;
 use crate::store::Ark;
 
 use super::super::Context;
-use super::super::output::human_bytes;
 use super::LockArgs;
 
 fn parse_when(s: &str) -> anyhow::Result<SystemTime> {
@@ -68,28 +67,9 @@ pub(super) fn lock_cmd(ctx: &Context, a: LockArgs) -> anyhow::Result<ExitCode> {
         ctx.note(format!("note: {n}"));
     }
     if a.json {
-        out!("{}", serde_json::to_string_pretty(&report)?);
+        out!("{}", serde_json::to_string_pretty(&report.details)?);
     } else {
-        ctx.note(format!(
-            "locked {} {} at {} with Python {}: {} packages ({} installed, {}{} in the wheelhouse only), \
-             {} artifacts, {}; {} wheels built from sdists; proven offline in {:.1} s",
-            report.repo,
-            report.version,
-            &report.commit[..12],
-            report.python,
-            report.packages,
-            report.runtime,
-            if report.services > 0 {
-                format!("{} in services' own environments, ", report.services)
-            } else {
-                String::new()
-            },
-            report.build,
-            report.artifacts,
-            human_bytes(report.bytes),
-            report.built_wheels.len(),
-            report.env.seconds
-        ));
+        ctx.note(report.sentence);
         out!("{}", report.id);
     }
     Ok(ExitCode::SUCCESS)

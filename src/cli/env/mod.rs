@@ -44,19 +44,21 @@ pub struct LockArgs {
     /// version name).
     #[arg(long)]
     pub commit: Option<String>,
-    /// The interpreter to use (it must be the context's major.minor).
-    #[arg(long, value_name = "PATH")]
+    /// The interpreter to use (it must be the context's major.minor); for a Rust context,
+    /// the toolchain (its root, or its rustc; default: the `rustc` on PATH).
+    #[arg(long, visible_alias = "toolchain", value_name = "PATH")]
     pub python: Option<PathBuf>,
-    /// The simple index to resolve from.
+    /// The index to resolve from: a simple index (Python), a sparse cargo registry (Rust;
+    /// crates.io's when this is left at its default).
     #[arg(long, env = "SWE_ARK_INDEX_URL", default_value = DEFAULT_INDEX, value_name = "URL")]
     pub index_url: String,
     /// Resolve as of this instant (RFC 3339, or YYYY-MM-DD) instead of the commit's date.
     #[arg(long, value_name = "WHEN")]
     pub exclude_newer: Option<String>,
-    /// Do not carry the interpreter: by default its prefix is kept as an object (once per
-    /// Python build), so that any user of any machine builds this lock from the archive alone;
-    /// without it, a machine needs this exact Python installed where its user can run it.
-    #[arg(long)]
+    /// Do not carry the interpreter or toolchain: by default it is kept as an object (once per
+    /// build of it), so that any user of any machine builds this lock from the archive alone;
+    /// without it, a machine needs this exact Python (or Rust toolchain) installed.
+    #[arg(long, visible_alias = "no-pack-runtime")]
     pub no_pack_python: bool,
     /// The default (kept so that scripts which pass it still run).
     #[arg(long, hide = true, conflicts_with = "no_pack_python")]

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::{
-    Built, ContextError, Kind, Lock, LockOptions, LockReport, NeededObject, RunEnvironment,
+    Built, ContextError, Kind, Lock, LockOptions, LockSummary, NeededObject, RunEnvironment,
     TestCommand, Unavailable, layout,
 };
 use crate::digest::Sha256Digest;
@@ -39,7 +39,7 @@ impl Kind for Python {
         ctx: &Context,
         opts: &LockOptions,
         say: &dyn Fn(&str),
-    ) -> Result<LockReport, ContextError> {
+    ) -> Result<LockSummary, ContextError> {
         let opts = crate::env::lock::LockOptions {
             commit: opts.commit.clone(),
             python: opts.runtime.clone(),
@@ -50,7 +50,8 @@ impl Kind for Python {
             installer: opts.installer,
             unconfined: opts.unconfined,
         };
-        Ok(crate::env::lock::lock(ark, ctx, &opts, say)?)
+        let report = crate::env::lock::lock(ark, ctx, &opts, say)?;
+        Ok(summary(report))
     }
 
     fn read_lock(&self, id: Sha256Digest, bytes: &[u8]) -> Result<Box<dyn Lock>, ContextError> {
@@ -101,6 +102,37 @@ impl Kind for Python {
                 why: format!("which only conda provides: {why}"),
             })
             .collect()
+    }
+}
+
+/// What `env lock` says of a Python lock: its report, and a sentence of it.
+fn summary(report: crate::env::lock::LockReport) -> LockSummary {
+    let sentence = format!(
+        "locked {} {} at {} with Python {}: {} packages ({} installed, {}{} in the wheelhouse \
+         only), {} artifacts, {}; {} wheels built from sdists; proven offline in {:.1} s",
+        report.repo,
+        report.version,
+        &report.commit[..12.min(report.commit.len())],
+        report.python,
+        report.packages,
+        report.runtime,
+        if report.services > 0 {
+            format!("{} in services' own environments, ", report.services)
+        } else {
+            String::new()
+        },
+        report.build,
+        report.artifacts,
+        crate::units::human_bytes(report.bytes),
+        report.built_wheels.len(),
+        report.env.seconds
+    );
+    LockSummary {
+        id: report.id.clone(),
+        commit: report.commit.clone(),
+        notes: report.notes.clone(),
+        sentence,
+        details: serde_json::to_value(&report).unwrap_or_default(),
     }
 }
 
@@ -163,7 +195,7 @@ impl Built for PythonBuilt {
     /// The instance's copy of the environment (`work/venv`, at [`layout::ENVIRONMENT`]), a copy
     /// of each service's (`work/service-envs/NAME`, at [`layout::SERVICE_ENVS`]), the lock's
     /// artifacts at [`layout::WHEELHOUSE`], and installs that find them there and nothing else.
-    fn for_run(&self, work: &Path) -> Result<RunEnvironment, ContextError> {
+    fn for_run(&self, work: &Path, _base_commit: &str) -> Result<RunEnvironment, ContextError> {
         let built = &self.0;
         let env_at = Path::new(layout::ENVIRONMENT);
         let wheelhouse_at = Path::new(layout::WHEELHOUSE);
@@ -188,6 +220,7 @@ impl Built for PythonBuilt {
             vars,
             path: vec![format!("{}/bin", layout::ENVIRONMENT)],
             service_envs,
+            prepare: String::new(),
         })
     }
 }

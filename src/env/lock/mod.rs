@@ -47,6 +47,7 @@ use target::resolve_target;
 
 pub use crate::manifest::is_system_command;
 pub use source::checkout;
+pub use target::resolve_cutoff;
 
 pub const DEFAULT_INDEX: &str = "https://pypi.org/simple";
 

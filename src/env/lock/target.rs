@@ -111,7 +111,7 @@ fn resolve_commit(ark: &Ark, ctx: &Context, given: Option<&str>) -> Result<Strin
 /// instances of this version came from, else the commit's date. A cutoff before the commit
 /// (nothing could have been built then) or in the future is refused, as are instances of
 /// several datasets that disagree.
-fn resolve_cutoff(
+pub fn resolve_cutoff(
     ark: &Ark,
     ctx: &Context,
     explicit: Option<SystemTime>,

@@ -1,0 +1,160 @@
+//! A Rust lock's environment, built offline from its objects into `envs/<lock id>/` (a cache,
+//! safe to delete): the local registry of its crates, the `Cargo.lock` files it generated, and
+//! the toolchain (unpacked from its object when the lock carries it, else the machine's copy
+//! whose files hash as the lock says). Built once and shared by the context's instances: a run
+//! mounts it read-only; cargo's own writes go to the instance's `CARGO_HOME` and its tree.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use super::RustError;
+use super::document::{RustLock, digest};
+use super::locking::offline_config;
+use super::{registry, toolchain};
+use crate::context::{Built, ContextError, RunEnvironment, layout};
+use crate::digest::Sha256Digest;
+use crate::sandbox::Mount;
+use crate::store::ObjectStore;
+
+/// Where a run sees the lock's `Cargo.lock` files, by commit.
+pub const CARGO_LOCKS: &str = "/swe-ark/cargo-locks";
+/// The instance's own `CARGO_HOME` (its configuration, cargo's unpacked crates).
+pub const CARGO_HOME: &str = "/swe-ark/cargo-home";
+
+/// What [`build`] made (or found made).
+#[derive(Debug, Clone)]
+pub struct RustBuilt {
+    /// `envs/<lock id>/`.
+    pub dir: PathBuf,
+    pub registry: PathBuf,
+    /// The toolchain's root: under `dir` when unpacked, else the machine's.
+    pub toolchain: PathBuf,
+    /// Each generated `Cargo.lock`, by base commit.
+    pub generated: BTreeMap<String, PathBuf>,
+}
+
+const RECORD: &str = "built.json";
+
+/// What `built.json` keeps: only what cannot be read off the directory, so that an archive
+/// that moved still finds its environments.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Record {
+    /// The machine's toolchain the lock's identity was found in; None: unpacked here.
+    machine_toolchain: Option<PathBuf>,
+}
+
+fn from_record(dir: &Path, lock: &RustLock) -> Option<RustBuilt> {
+    let record: Record = serde_json::from_slice(&std::fs::read(dir.join(RECORD)).ok()?).ok()?;
+    let toolchain = record
+        .machine_toolchain
+        .unwrap_or_else(|| dir.join("toolchain"));
+    toolchain.join("bin/cargo").is_file().then(|| RustBuilt {
+        dir: dir.to_path_buf(),
+        registry: dir.join("registry"),
+        toolchain,
+        generated: generated_in(dir, lock),
+    })
+}
+
+fn generated_in(dir: &Path, lock: &RustLock) -> BTreeMap<String, PathBuf> {
+    lock.generated
+        .iter()
+        .map(|g| {
+            let file = dir.join("cargo-locks").join(format!("{}.lock", g.commit));
+            (g.commit.clone(), file)
+        })
+        .collect()
+}
+
+/// The environment of `lock` (whose id is `id`) under `cache_root`: found built, or built now.
+pub fn build(
+    lock: &RustLock,
+    id: &Sha256Digest,
+    objects: &ObjectStore,
+    cache_root: &Path,
+) -> Result<RustBuilt, RustError> {
+    let io = |p: &Path, e: std::io::Error| RustError::Io(format!("{}: {e}", p.display()));
+    // The paths go into cargo's configuration, read from other directories.
+    let cache_root = &std::path::absolute(cache_root).map_err(|e| io(cache_root, e))?;
+    let dir = cache_root.join(id.hex());
+    if let Some(built) = from_record(&dir, lock) {
+        return Ok(built);
+    }
+    std::fs::create_dir_all(cache_root).map_err(|e| io(cache_root, e))?;
+    let staged = tempfile::Builder::new()
+        .prefix(".tmp-build-")
+        .tempdir_in(cache_root)
+        .map_err(|e| io(cache_root, e))?;
+    let s = staged.path();
+    let registry_dir = s.join("registry");
+    std::fs::create_dir_all(registry_dir.join("index")).map_err(|e| io(&registry_dir, e))?;
+    registry::make_local(&lock.crates, objects, &registry_dir)?;
+    let locks = s.join("cargo-locks");
+    std::fs::create_dir_all(&locks).map_err(|e| io(&locks, e))?;
+    for g in &lock.generated {
+        let bytes = objects
+            .get(&digest(&g.sha256)?)
+            .map_err(|e| RustError::Io(format!("generated Cargo.lock of {}: {e}", g.commit)))?;
+        let file = locks.join(format!("{}.lock", g.commit));
+        std::fs::write(&file, bytes).map_err(|e| io(&file, e))?;
+    }
+    let machine_toolchain = match &lock.toolchain.packed {
+        Some(packed) => {
+            let dest = s.join("toolchain");
+            std::fs::create_dir_all(&dest).map_err(|e| io(&dest, e))?;
+            toolchain::unpack(packed, &lock.toolchain, objects, &dest)?;
+            None
+        }
+        None => Some(toolchain::locate(&lock.toolchain)?),
+    };
+    let record = serde_json::to_vec_pretty(&Record { machine_toolchain })
+        .map_err(|e| RustError::Io(e.to_string()))?;
+    std::fs::write(s.join(RECORD), record).map_err(|e| io(s, e))?;
+    let staged = staged.keep();
+    match std::fs::rename(&staged, &dir) {
+        Ok(()) => from_record(&dir, lock)
+            .ok_or_else(|| RustError::Io(format!("{}: built, then not found", dir.display()))),
+        // Another run built it first: theirs is as good.
+        Err(_) if dir.join(RECORD).is_file() => {
+            let _ = std::fs::remove_dir_all(&staged);
+            build(lock, id, objects, cache_root)
+        }
+        Err(e) => Err(io(&dir, e)),
+    }
+}
+
+impl Built for RustBuilt {
+    /// The toolchain at [`layout::ENVIRONMENT`] and the registry at [`layout::WHEELHOUSE`],
+    /// both read-only; a `CARGO_HOME` of the instance's own that sends crates.io to that
+    /// registry, offline; and, for a base commit without a `Cargo.lock`, the one the lock
+    /// generated for it, put in the tree before the install.
+    fn for_run(&self, work: &Path, base_commit: &str) -> Result<RunEnvironment, ContextError> {
+        let home = work.join("cargo-home");
+        std::fs::create_dir_all(&home)
+            .map_err(|e| RustError::Io(format!("{}: {e}", home.display())))?;
+        std::fs::write(home.join("config.toml"), offline_config(layout::WHEELHOUSE))
+            .map_err(|e| RustError::Io(format!("{}: {e}", home.display())))?;
+        let mut mounts = vec![
+            Mount::new(&self.toolchain, layout::ENVIRONMENT, false),
+            Mount::new(&self.registry, layout::WHEELHOUSE, false),
+            Mount::new(&home, CARGO_HOME, true),
+        ];
+        let mut prepare = String::new();
+        if self.generated.contains_key(base_commit) {
+            mounts.push(Mount::new(self.dir.join("cargo-locks"), CARGO_LOCKS, false));
+            prepare =
+                format!("[ -e Cargo.lock ] || cp {CARGO_LOCKS}/{base_commit}.lock Cargo.lock\n");
+        }
+        let vars = BTreeMap::from([
+            ("CARGO_HOME".to_string(), CARGO_HOME.to_string()),
+            ("CARGO_NET_OFFLINE".to_string(), "true".to_string()),
+        ]);
+        Ok(RunEnvironment {
+            mounts,
+            vars,
+            path: vec![format!("{}/bin", layout::ENVIRONMENT)],
+            service_envs: BTreeMap::new(),
+            prepare,
+        })
+    }
+}

@@ -1,0 +1,567 @@
+//! Locking a Rust context (online, once): the toolchain found and named, every base commit of
+//! the context's instances checked out, each one's `Cargo.lock` read (or, where it has none,
+//! generated as of the cutoff, as the dataset's images resolved it on the day they were
+//! built), the same again after each instance's patches where they change a build file, every
+//! registry crate kept as an object by the checksum `Cargo.lock` gives it, and the lock proven:
+//! every state fetched again with no network from the local registry made of those objects.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, UNIX_EPOCH};
+
+use super::RustError;
+use super::document::{self, Crate, GeneratedLock, LockedCrate, RustLock};
+use super::registry::{CRATES_IO, Online};
+use super::toolchain::{self, Found};
+use crate::context::{ContextError, LockOptions, LockSummary};
+use crate::digest::Sha256Digest;
+use crate::env::asof::rfc3339;
+use crate::env::steps::StepRunner;
+use crate::manifest::Context;
+use crate::mirror::{Mirror, RepoName};
+use crate::sandbox::Network;
+use crate::store::Ark;
+
+/// How instances group into one Rust context, as the lock records it.
+pub const GROUPING: &str = "one context per repository and manifest version: the instances \
+    share the toolchain and a registry holding every crate each base commit's Cargo.lock (or \
+    one generated as of the cutoff) and each instance's patched build files name";
+
+/// One state of the tree whose crates the lock must hold: a base commit, with an instance's
+/// patches on it or not.
+struct State {
+    commit: String,
+    /// The test patch and the gold patch, when they change a build file.
+    patches: Option<(String, String, String)>,
+}
+
+/// Locks `ctx` (see the module's comment).
+pub fn lock(
+    ark: &mut Ark,
+    ctx: &Context,
+    opts: &LockOptions,
+    say: &dyn Fn(&str),
+) -> Result<LockSummary, ContextError> {
+    let found = toolchain::find(opts.runtime.as_deref())?;
+    say(&format!(
+        "Rust toolchain {} ({}) at {}",
+        found.identity.rustc,
+        found.identity.host,
+        found.root.display()
+    ));
+    let name = RepoName::parse(&ctx.repo).ok_or_else(|| RustError::NoInstances {
+        repo: ctx.repo.clone(),
+        version: ctx.version.clone(),
+    })?;
+    let mirror = Mirror::open(&ark.mirrors_dir(), &name).map_err(crate::env::EnvError::from)?;
+    let (commits, states) = states_of(ark, ctx, opts, &mirror)?;
+    let newest = &commits[0];
+    let newest_time = commit_time(&mirror, newest)?;
+    let cutoff =
+        crate::env::lock::resolve_cutoff(ark, ctx, opts.exclude_newer, newest, newest_time)?;
+    let index = if opts.index_url == crate::env::lock::DEFAULT_INDEX {
+        CRATES_IO.to_string()
+    } else {
+        opts.index_url.clone()
+    };
+    say(&format!(
+        "{} {}: {} base commits, {} states; crates as of {} ({})",
+        ctx.repo,
+        ctx.version,
+        commits.len(),
+        states.len(),
+        rfc3339(cutoff.when),
+        cutoff.describe()
+    ));
+
+    let tmp_root = ark.tmp_dir();
+    let io = |p: &Path| {
+        let p = p.to_path_buf();
+        move |e: std::io::Error| RustError::Io(format!("{}: {e}", p.display()))
+    };
+    std::fs::create_dir_all(&tmp_root).map_err(io(&tmp_root))?;
+    let work = tempfile::Builder::new()
+        .prefix(".tmp-lock-")
+        .tempdir_in(&tmp_root)
+        .map_err(io(&tmp_root))?;
+    let cargo_home = work.path().join("cargo-home");
+    std::fs::create_dir_all(&cargo_home).map_err(io(&cargo_home))?;
+    std::fs::write(cargo_home.join("config.toml"), online_config(&index))
+        .map_err(io(&cargo_home))?;
+    let steps = StepRunner::new(opts.unconfined, Network::Allowed)?
+        .writable(work.path())?
+        .tmp(&work.path().join("tmp"))?
+        .read_only(&found.root)
+        .read_only(&mirror.path);
+    let cargo = Cargo {
+        found: &found,
+        home: &cargo_home,
+        steps: &steps,
+        publish_time: rfc3339(cutoff.when),
+    };
+
+    let mut wanted: BTreeSet<LockedCrate> = BTreeSet::new();
+    let mut generated = Vec::new();
+    let mut notes = Vec::new();
+    let src = work.path().join("src");
+    for (i, state) in states.iter().enumerate() {
+        let lock_text = cargo.state_lock(&mirror, state, &src, &mut generated, ark, &mut notes)?;
+        let what = format!("Cargo.lock of {}", describe(state));
+        wanted.extend(document::registry_crates(&lock_text, &what)?);
+        say(&format!(
+            "state {}/{}: {} ({} crates in all so far)",
+            i + 1,
+            states.len(),
+            describe(state),
+            wanted.len()
+        ));
+    }
+    let objects = ark.objects();
+    let mut online = Online::new(&index)?;
+    let mut crates: Vec<Crate> = Vec::new();
+    for (i, c) in wanted.iter().enumerate() {
+        crates.push(online.fetch(&c.name, &c.version, c.checksum.as_deref(), &objects)?);
+        if (i + 1) % 50 == 0 {
+            say(&format!("{} of {} crates kept", i + 1, wanted.len()));
+        }
+    }
+    // Two locks may give one crate version different checksums only if the registry lied.
+    crates.sort_by(|a, b| (&a.name, &a.version).cmp(&(&b.name, &b.version)));
+    crates.dedup_by(|a, b| a.name == b.name && a.version == b.version);
+    generated.sort_by(|a: &GeneratedLock, b| a.commit.cmp(&b.commit));
+    generated.dedup_by(|a, b| a.commit == b.commit);
+
+    let mut identity = found.identity.clone();
+    if opts.pack_runtime {
+        say("packing the toolchain (once per archive: its object is shared by hash)");
+        identity.packed = Some(toolchain::pack(&found, &objects, work.path())?);
+    }
+    let doc = RustLock {
+        lock_version: document::LOCK_VERSION.into(),
+        created_by: "swe-ark".into(),
+        repo: ctx.repo.clone(),
+        version: ctx.version.clone(),
+        commits: commits.clone(),
+        exclude_newer: rfc3339(cutoff.when),
+        exclude_newer_rule: cutoff.describe(),
+        index,
+        grouping: GROUPING.into(),
+        toolchain: identity,
+        generated,
+        crates,
+        notes: notes.clone(),
+    };
+    let bytes = doc.to_bytes()?;
+    let id = objects
+        .put_bytes(&bytes)
+        .map_err(crate::env::EnvError::from)?;
+    let started = std::time::Instant::now();
+    let built = super::building::build(&doc, &id, &objects, &ark.layout().envs())?;
+    prove(&cargo, &mirror, &states, &built, work.path())?;
+    let seconds = started.elapsed().as_secs_f64();
+    say(&format!(
+        "proven offline: every state's crates fetched from the lock's registry alone ({seconds:.1} s)"
+    ));
+    record(ark, ctx, &doc, id, bytes.len() as u64, newest)?;
+    Ok(summary(ctx, &doc, id, notes, seconds))
+}
+
+fn describe(state: &State) -> String {
+    match &state.patches {
+        None => format!("base commit {}", &state.commit[..12]),
+        Some((id, _, _)) => format!("{} with its patches", id),
+    }
+}
+
+/// The base commits (newest first) and the states of the tree the lock covers.
+fn states_of(
+    ark: &Ark,
+    ctx: &Context,
+    opts: &LockOptions,
+    mirror: &Mirror,
+) -> Result<(Vec<String>, Vec<State>), ContextError> {
+    let mut commits: BTreeSet<String> = opts.commit.iter().cloned().collect();
+    let mut patched = Vec::new();
+    for row in ark
+        .index()
+        .instances_of_repo(&ctx.repo)
+        .map_err(crate::env::EnvError::from)?
+    {
+        if row.version != ctx.version || row.base_commit.is_empty() {
+            continue;
+        }
+        commits.insert(row.base_commit.clone());
+        if let Some(inst) = ark
+            .index()
+            .instance(&row.instance_id)
+            .map_err(crate::env::EnvError::from)?
+            && (touches_build_files(&inst.patch) || touches_build_files(&inst.test_patch))
+        {
+            patched.push(State {
+                commit: row.base_commit.clone(),
+                patches: Some((inst.instance_id.clone(), inst.test_patch, inst.patch)),
+            });
+        }
+    }
+    if commits.is_empty() {
+        return Err(RustError::NoInstances {
+            repo: ctx.repo.clone(),
+            version: ctx.version.clone(),
+        }
+        .into());
+    }
+    let mut dated = Vec::new();
+    for c in commits {
+        dated.push((commit_time(mirror, &c)?, c));
+    }
+    dated.sort_by(|a, b| b.cmp(a));
+    let commits: Vec<String> = dated.into_iter().map(|(_, c)| c).collect();
+    let mut states: Vec<State> = commits
+        .iter()
+        .map(|c| State {
+            commit: c.clone(),
+            patches: None,
+        })
+        .collect();
+    states.extend(patched);
+    Ok((commits, states))
+}
+
+/// Whether a patch changes what cargo resolves: a `Cargo.toml` or `Cargo.lock`.
+fn touches_build_files(patch: &str) -> bool {
+    patch
+        .lines()
+        .filter_map(|l| {
+            l.strip_prefix("+++ b/")
+                .or_else(|| l.strip_prefix("--- a/"))
+        })
+        .any(|p| {
+            let p = p.trim_end();
+            p == "Cargo.toml" || p == "Cargo.lock" || p.ends_with("/Cargo.toml")
+        })
+}
+
+fn commit_time(mirror: &Mirror, commit: &str) -> Result<std::time::SystemTime, ContextError> {
+    let c = mirror
+        .repo
+        .revparse_single(commit)
+        .and_then(|o| o.peel_to_commit())
+        .map_err(|_| crate::mirror::MirrorError::MissingCommit {
+            name: mirror.name.to_string(),
+            commit: commit.to_string(),
+            hint: format!(" (run `swe-ark mirror update {}`)", mirror.name),
+        })
+        .map_err(crate::env::EnvError::from)?;
+    Ok(UNIX_EPOCH + Duration::from_secs(c.time().seconds().max(0) as u64))
+}
+
+/// `$CARGO_HOME/config.toml` for resolving online: crates.io, or the index `--index-url`
+/// names in its place (the lock still says crates.io, as cargo writes replaced sources).
+fn online_config(index: &str) -> String {
+    if index == CRATES_IO {
+        return String::new();
+    }
+    format!(
+        "[source.crates-io]\nreplace-with = \"swe-ark-index\"\n\n[source.swe-ark-index]\n\
+         registry = \"{index}\"\n"
+    )
+}
+
+/// `$CARGO_HOME/config.toml` for running offline from the local registry at `registry`.
+pub fn offline_config(registry: &str) -> String {
+    format!(
+        "[source.crates-io]\nreplace-with = \"swe-ark\"\n\n[source.swe-ark]\n\
+         local-registry = \"{registry}\"\n\n[net]\noffline = true\n"
+    )
+}
+
+/// cargo, run as the lock runs it.
+struct Cargo<'a> {
+    found: &'a Found,
+    home: &'a Path,
+    steps: &'a StepRunner,
+    /// RFC 3339: what resolution admits.
+    publish_time: String,
+}
+
+impl Cargo<'_> {
+    fn run(&self, dir: &Path, args: &[&str], what: &str) -> Result<(), ContextError> {
+        let mut cmd = Command::new(self.found.root.join("bin/cargo"));
+        cmd.args(args)
+            .current_dir(dir)
+            .env("CARGO_HOME", self.home)
+            .env("PATH", path_with(&self.found.root))
+            // `--publish-time` is unstable in cargo 1.95: the toolchain's own bootstrap switch
+            // admits it (docs/LANGUAGES.md says why this is the as-of resolver here).
+            .env("RUSTC_BOOTSTRAP", "1")
+            .env_remove("RUSTUP_TOOLCHAIN")
+            .env_remove("CARGO_TARGET_DIR");
+        self.steps
+            .run(&mut cmd, what)
+            .map(|_| ())
+            .map_err(|e| RustError::Cargo(e.to_string()).into())
+    }
+
+    /// The `Cargo.lock` of `state`: the commit's own, or one generated as of the cutoff (kept
+    /// as an object), then, with an instance's patches, updated for what they change.
+    fn state_lock(
+        &self,
+        mirror: &Mirror,
+        state: &State,
+        src: &Path,
+        generated: &mut Vec<GeneratedLock>,
+        ark: &Ark,
+        notes: &mut Vec<String>,
+    ) -> Result<String, ContextError> {
+        if src.exists() {
+            std::fs::remove_dir_all(src)
+                .map_err(|e| RustError::Io(format!("{}: {e}", src.display())))?;
+        }
+        crate::env::lock::checkout(&mirror.path, &state.commit, src)?;
+        let short = &state.commit[..12];
+        if !src.join("Cargo.toml").is_file() {
+            return Err(RustError::NoCargoToml {
+                commit: state.commit.clone(),
+            }
+            .into());
+        }
+        for f in ["rust-toolchain", "rust-toolchain.toml"] {
+            if state.patches.is_none()
+                && let Ok(text) = std::fs::read_to_string(src.join(f))
+            {
+                notes.push(format!(
+                    "base commit {short} asks for toolchain `{}` ({f}); it runs with {}",
+                    text.trim().replace('\n', " "),
+                    self.found.identity.rustc
+                ));
+            }
+        }
+        let lock_path = src.join("Cargo.lock");
+        let publish = format!("--publish-time={}", self.publish_time);
+        let generate = |what: String| {
+            self.run(
+                src,
+                &["generate-lockfile", "-Zunstable-options", &publish],
+                &what,
+            )
+        };
+        if let Some((id, test_patch, gold)) = &state.patches {
+            for (what, text) in [("test patch", test_patch), ("gold patch", gold)] {
+                apply(src, text).map_err(|detail| RustError::Patch {
+                    instance: id.clone(),
+                    what,
+                    detail,
+                })?;
+            }
+            // A patch that brings its own Cargo.lock says what it needs; otherwise what its
+            // build files ask for, resolved as of the cutoff (what cargo resolves offline from
+            // the registry later, when the patched tree's lock lacks it).
+            let brings_lock = [test_patch, gold]
+                .iter()
+                .any(|p| p.lines().any(|l| l.trim_end() == "+++ b/Cargo.lock"));
+            if !brings_lock {
+                generate(format!(
+                    "resolving what {id}'s patches ask for, as of {}",
+                    self.publish_time
+                ))?;
+            }
+        } else if !lock_path.is_file() {
+            generate(format!(
+                "resolving {short}'s crates as of {}",
+                self.publish_time
+            ))?;
+            let bytes = read(&lock_path)?;
+            let id = ark
+                .objects()
+                .put_bytes(&bytes)
+                .map_err(crate::env::EnvError::from)?;
+            generated.push(GeneratedLock {
+                commit: state.commit.clone(),
+                sha256: id.hex(),
+                size: bytes.len() as u64,
+            });
+        }
+        String::from_utf8(read(&lock_path)?)
+            .map_err(|e| RustError::Io(format!("{}: {e}", lock_path.display())).into())
+    }
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, RustError> {
+    std::fs::read(path).map_err(|e| RustError::Io(format!("{}: {e}", path.display())))
+}
+
+fn apply(src: &Path, patch: &str) -> Result<(), String> {
+    if patch.trim().is_empty() {
+        return Ok(());
+    }
+    let file = src.with_extension("diff");
+    std::fs::write(&file, patch).map_err(|e| e.to_string())?;
+    let out = crate::gitcmd::command()
+        .args(["apply", "--whitespace=nowarn"])
+        .arg(&file)
+        .current_dir(src)
+        .output()
+        .map_err(|e| e.to_string())?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
+    }
+}
+
+fn path_with(root: &Path) -> String {
+    let system = std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into());
+    // rustup's proxies must not stand before the toolchain's own binaries.
+    let rest: Vec<&str> = system
+        .split(':')
+        .filter(|d| !d.ends_with(".cargo/bin"))
+        .collect();
+    format!("{}:{}", root.join("bin").display(), rest.join(":"))
+}
+
+/// The proof: each state fetched again from the built registry with the network cut.
+fn prove(
+    online: &Cargo<'_>,
+    mirror: &Mirror,
+    states: &[State],
+    built: &super::building::RustBuilt,
+    work: &Path,
+) -> Result<(), ContextError> {
+    let home = work.join("cargo-home-offline");
+    std::fs::create_dir_all(&home)
+        .map_err(|e| RustError::Io(format!("{}: {e}", home.display())))?;
+    std::fs::write(
+        home.join("config.toml"),
+        offline_config(&built.registry.to_string_lossy()),
+    )
+    .map_err(|e| RustError::Io(format!("{}: {e}", home.display())))?;
+    let steps = StepRunner::new(
+        online.steps.confinement() == "unconfined",
+        Network::Isolated,
+    )?
+    .writable(work)?
+    .tmp(&work.join("tmp"))?
+    .read_only(&online.found.root)
+    .read_only(&mirror.path)
+    .read_only(&built.dir);
+    let offline = Cargo {
+        found: online.found,
+        home: &home,
+        steps: &steps,
+        publish_time: online.publish_time.clone(),
+    };
+    let src = work.join("proof");
+    for state in states {
+        if src.exists() {
+            std::fs::remove_dir_all(&src)
+                .map_err(|e| RustError::Io(format!("{}: {e}", src.display())))?;
+        }
+        crate::env::lock::checkout(&mirror.path, &state.commit, &src)?;
+        if let Some(lock) = built.generated.get(&state.commit)
+            && !src.join("Cargo.lock").exists()
+        {
+            std::fs::copy(lock, src.join("Cargo.lock"))
+                .map_err(|e| RustError::Io(format!("{}: {e}", lock.display())))?;
+        }
+        if let Some((id, test_patch, gold)) = &state.patches {
+            for (what, text) in [("test patch", test_patch), ("gold patch", gold)] {
+                apply(&src, text).map_err(|detail| RustError::Patch {
+                    instance: id.clone(),
+                    what,
+                    detail,
+                })?;
+            }
+        }
+        offline
+            .run(
+                &src,
+                &["fetch"],
+                &format!("fetching {} offline", describe(state)),
+            )
+            .map_err(|e| RustError::NotCovered {
+                state: describe(state),
+                detail: e.to_string(),
+            })?;
+    }
+    Ok(())
+}
+
+fn record(
+    ark: &mut Ark,
+    ctx: &Context,
+    doc: &RustLock,
+    id: Sha256Digest,
+    size: u64,
+    commit: &str,
+) -> Result<(), ContextError> {
+    let mut objects: Vec<(Sha256Digest, u64, &'static str)> = vec![(id, size, "lock")];
+    objects.extend(doc.objects());
+    let bytes: u64 = objects.iter().skip(1).map(|o| o.1).sum();
+    ark.index_mut()
+        .record_lock(
+            &crate::store::LockRow {
+                id,
+                repo: ctx.repo.clone(),
+                version: ctx.version.clone(),
+                commit_id: commit.to_string(),
+                python: format!("rustc {}", doc.toolchain.rustc),
+                packages: doc.crates.len() as u64,
+                artifacts: (objects.len() - 1) as u64,
+                bytes,
+                created_at: 0,
+            },
+            &objects,
+        )
+        .map_err(crate::env::EnvError::from)?;
+    Ok(())
+}
+
+fn summary(
+    ctx: &Context,
+    doc: &RustLock,
+    id: Sha256Digest,
+    notes: Vec<String>,
+    seconds: f64,
+) -> LockSummary {
+    let bytes: u64 = doc.objects().iter().map(|o| o.1).sum();
+    let sentence = format!(
+        "locked {} {} ({} base commits) with rustc {} ({}): {} crates, {} generated Cargo.lock, \
+         toolchain {}, {}; proven offline in {seconds:.1} s",
+        ctx.repo,
+        ctx.version,
+        doc.commits.len(),
+        doc.toolchain.rustc,
+        doc.toolchain.host,
+        doc.crates.len(),
+        doc.generated.len(),
+        if doc.toolchain.packed.is_some() {
+            "carried"
+        } else {
+            "named by hash"
+        },
+        crate::units::human_bytes(bytes),
+    );
+    let details = serde_json::json!({
+        "id": id.hex(),
+        "kind": "rust",
+        "repo": ctx.repo,
+        "version": ctx.version,
+        "commits": doc.commits,
+        "exclude_newer": doc.exclude_newer,
+        "exclude_newer_rule": doc.exclude_newer_rule,
+        "toolchain": doc.toolchain,
+        "crates": doc.crates.len(),
+        "generated_locks": doc.generated.len(),
+        "bytes": bytes,
+        "notes": notes,
+        "proof_seconds": seconds,
+    });
+    LockSummary {
+        id: id.hex(),
+        commit: doc.commits[0].clone(),
+        notes,
+        sentence,
+        details,
+    }
+}

@@ -1,0 +1,180 @@
+//! The Rust kind: a context locked as `env/rust-lock.toml` (the toolchain by the hash of its
+//! files, carried as an object when asked; every registry crate kept as an object by the
+//! checksum `Cargo.lock` gives it; a `Cargo.lock` generated as of the cutoff for base commits
+//! that have none), built offline into a cargo local registry, and run with the toolchain at
+//! [`layout::ENVIRONMENT`](super::layout::ENVIRONMENT) and the registry at
+//! [`layout::WHEELHOUSE`](super::layout::WHEELHOUSE), cargo offline.
+//! docs/LANGUAGES.md tells it for users.
+
+mod building;
+mod document;
+mod locking;
+mod registry;
+mod toolchain;
+
+use std::path::Path;
+
+use super::{
+    Built, ContextError, Kind, Lock, LockOptions, LockSummary, NeededObject, TestCommand,
+    Unavailable,
+};
+use crate::digest::Sha256Digest;
+use crate::manifest::Context;
+use crate::store::{Ark, ObjectStore};
+use document::RustLock;
+
+pub use locking::GROUPING;
+
+/// Why a Rust context cannot be locked, read or built.
+#[derive(Debug, thiserror::Error)]
+pub enum RustError {
+    #[error("the Rust lock cannot be read: {0}")]
+    Document(String),
+    #[error("{what} cannot be read: {detail}")]
+    CargoLock { what: String, detail: String },
+    #[error(
+        "{what} takes {package} from `{origin}`: only crates.io's crates can be carried \
+         (git and other registries are not yet)"
+    )]
+    UnsupportedSource {
+        what: String,
+        package: String,
+        origin: String,
+    },
+    #[error("the Rust toolchain: {0}")]
+    Toolchain(String),
+    #[error(
+        "Rust toolchain {rustc} ({host}, files {files_sha256}) is not on this machine (looked \
+         at: {looked}); lock the context again with it carried (without --no-pack-runtime), \
+         or install that release (`rustup toolchain install {rustc}`)"
+    )]
+    ToolchainNotHere {
+        rustc: String,
+        host: String,
+        files_sha256: String,
+        looked: String,
+    },
+    #[error("the crate registry: {0}")]
+    Registry(String),
+    #[error("cargo: {0}")]
+    Cargo(String),
+    #[error("no instance of {repo} {version} is in the archive: import its instances first")]
+    NoInstances { repo: String, version: String },
+    #[error("base commit {commit} has no Cargo.toml at its root")]
+    NoCargoToml { commit: String },
+    #[error("{instance}'s {what} does not apply at its base commit: {detail}")]
+    Patch {
+        instance: String,
+        what: &'static str,
+        detail: String,
+    },
+    #[error("the lock does not cover {state}: {detail}")]
+    NotCovered { state: String, detail: String },
+    #[error("{0}")]
+    Io(String),
+}
+
+/// The Rust kind.
+pub struct Rust;
+
+impl Kind for Rust {
+    fn name(&self) -> &'static str {
+        "rust"
+    }
+
+    fn lock_member(&self) -> &'static str {
+        "env/rust-lock.toml"
+    }
+
+    fn lock(
+        &self,
+        ark: &mut Ark,
+        ctx: &Context,
+        opts: &LockOptions,
+        say: &dyn Fn(&str),
+    ) -> Result<LockSummary, ContextError> {
+        locking::lock(ark, ctx, opts, say)
+    }
+
+    fn read_lock(&self, id: Sha256Digest, bytes: &[u8]) -> Result<Box<dyn Lock>, ContextError> {
+        let lock = RustLock::parse(bytes).map_err(|e| ContextError::BadLock {
+            id: id.hex(),
+            detail: e.to_string(),
+        })?;
+        Ok(Box::new(ReadLock { id, lock }))
+    }
+
+    /// The context's test command as it is: cargo runs every test target.
+    fn test_command(&self, ctx: &Context, _test_patch: &str) -> TestCommand {
+        TestCommand {
+            directives: Vec::new(),
+            command: ctx.test_cmd.clone(),
+        }
+    }
+
+    fn default_parser(&self) -> &'static str {
+        "cargo"
+    }
+
+    fn unavailable(&self, _ctx: &Context, _work_tree: &Path) -> Vec<Unavailable> {
+        Vec::new()
+    }
+}
+
+/// A `rust-lock.toml`, read.
+struct ReadLock {
+    id: Sha256Digest,
+    lock: RustLock,
+}
+
+impl Lock for ReadLock {
+    fn id(&self) -> Sha256Digest {
+        self.id
+    }
+
+    fn runtime(&self) -> String {
+        format!("rustc {}", self.lock.toolchain.rustc)
+    }
+
+    fn base_commits(&self) -> Vec<String> {
+        self.lock.commits.clone()
+    }
+
+    fn objects(&self) -> Vec<NeededObject> {
+        self.lock
+            .objects()
+            .into_iter()
+            .map(|(id, size, kind)| NeededObject { id, size, kind })
+            .collect()
+    }
+
+    fn needs_from_machine(&self) -> Option<String> {
+        let t = &self.lock.toolchain;
+        let linker = "the system linker `cc` and glibc";
+        Some(match t.packed {
+            Some(_) => linker.to_string(),
+            None => format!(
+                "Rust toolchain {} ({}) installed, files {} (lock it again without \
+                 --no-pack-runtime to carry it), and {linker}",
+                t.rustc, t.host, t.files_sha256
+            ),
+        })
+    }
+
+    fn build(
+        &self,
+        objects: &ObjectStore,
+        cache_root: &Path,
+        _unconfined: bool,
+    ) -> Result<Box<dyn Built>, ContextError> {
+        Ok(Box::new(building::build(
+            &self.lock, &self.id, objects, cache_root,
+        )?))
+    }
+}
+
+impl From<RustError> for ContextError {
+    fn from(e: RustError) -> ContextError {
+        ContextError::Rust(Box::new(e))
+    }
+}

@@ -1,0 +1,219 @@
+//! The Rust kind, end to end, with real cargo and a real registry on 127.0.0.1: a crate
+//! published twice (the second release, after the cutoff, breaks a test), a repository made by
+//! code whose base commit has no Cargo.lock, its instance imported, mirrored, locked (crates
+//! resolved as of the cutoff, kept by their checksums), validated and replayed offline with
+//! the registry gone.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+
+use common::{TestContext, git_commit_all, git_init_commit, sha256_hex, stdout};
+
+const DATE: &str = "2021-03-01T00:00:00Z";
+
+const LIB: &str = "pub fn add(a: i32, b: i32) -> i32 {\n    a - b\n}\n\n\
+pub fn twice(x: i32) -> i32 {\n    sweark_dep::double(x)\n}\n\n\
+#[cfg(test)]\nmod tests {\n    #[test]\n    fn twice_works() {\n        assert_eq!(super::twice(2), 4);\n    }\n}\n";
+
+const GOLD: &str = "diff --git a/src/lib.rs b/src/lib.rs\n--- a/src/lib.rs\n+++ b/src/lib.rs\n\
+@@ -1,3 +1,3 @@\n pub fn add(a: i32, b: i32) -> i32 {\n-    a - b\n+    a + b\n }\n";
+
+const TEST_PATCH: &str = "diff --git a/tests/add.rs b/tests/add.rs\nnew file mode 100644\n\
+--- /dev/null\n+++ b/tests/add.rs\n@@ -0,0 +1,4 @@\n+#[test]\n+fn add_works() {\n\
++    assert_eq!(app::add(1, 2), 3);\n+}\n";
+
+const MANIFEST: &str = r#"repo = "acme/app"
+kind = "rust"
+source = "written for this test"
+log_parser = "msb_cargo"
+
+[defaults]
+test_cmd = "cargo test"
+
+[versions."rust-latest"]
+"#;
+
+/// `sweark-dep` at `version`, packaged by cargo itself: its `.crate` bytes.
+fn package(dir: &Path, version: &str, factor: i32) -> Vec<u8> {
+    let src = dir.join(format!("dep-{version}"));
+    std::fs::create_dir_all(src.join("src")).unwrap();
+    std::fs::write(
+        src.join("Cargo.toml"),
+        format!(
+            "[package]\nname = \"sweark-dep\"\nversion = \"{version}\"\nedition = \"2021\"\n\
+             license = \"MIT\"\ndescription = \"a test crate\"\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("src/lib.rs"),
+        format!("pub fn double(x: i32) -> i32 {{\n    x * {factor}\n}}\n"),
+    )
+    .unwrap();
+    let out = Command::new("cargo")
+        .args(["package", "--no-verify", "--allow-dirty", "--offline"])
+        .current_dir(&src)
+        .env("CARGO_TARGET_DIR", dir.join("target"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::read(
+        dir.join("target/package")
+            .join(format!("sweark-dep-{version}.crate")),
+    )
+    .unwrap()
+}
+
+/// A sparse registry on 127.0.0.1: `config.json`, the index file of `sweark-dep`, downloads.
+struct Registry {
+    url: String,
+    _server: Arc<tiny_http::Server>,
+}
+
+fn registry(dir: &Path) -> Registry {
+    let mut files: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+    let mut lines = String::new();
+    // 0.1.1 came out after the cutoff, and doubles wrong.
+    for (version, factor, pubtime) in [
+        ("0.1.0", 2, "2020-01-01T00:00:00Z"),
+        ("0.1.1", 3, "2024-01-01T00:00:00Z"),
+    ] {
+        let bytes = package(dir, version, factor);
+        lines.push_str(
+            &serde_json::json!({
+                "name": "sweark-dep", "vers": version, "deps": [], "features": {},
+                "cksum": sha256_hex(&bytes), "yanked": false, "pubtime": pubtime,
+            })
+            .to_string(),
+        );
+        lines.push('\n');
+        files.insert(format!("/dl/sweark-dep/{version}/download"), bytes);
+    }
+    files.insert("/sw/ea/sweark-dep".into(), lines.into_bytes());
+    let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").unwrap());
+    let port = server.server_addr().to_ip().unwrap().port();
+    let url = format!("http://127.0.0.1:{port}");
+    files.insert(
+        "/config.json".into(),
+        format!("{{\"dl\": \"{url}/dl\"}}").into_bytes(),
+    );
+    let srv = server.clone();
+    std::thread::spawn(move || {
+        for req in srv.incoming_requests() {
+            let resp = match files.get(req.url()) {
+                Some(b) => tiny_http::Response::from_data(b.clone()),
+                None => tiny_http::Response::from_data(Vec::new()).with_status_code(404),
+            };
+            let _ = req.respond(resp);
+        }
+    });
+    Registry {
+        url: format!("sparse+{url}/"),
+        _server: server,
+    }
+}
+
+fn repository(dir: &Path) -> String {
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    std::fs::write(
+        dir.join("Cargo.toml"),
+        "[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
+         [dependencies]\nsweark-dep = \"0.1\"\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("src/lib.rs"), LIB).unwrap();
+    std::fs::write(dir.join(".gitignore"), "/target\n").unwrap();
+    git_init_commit(dir, "app", DATE);
+    git_commit_all(dir, "app", DATE)
+}
+
+#[test]
+fn a_rust_context_locks_as_of_its_date_and_validates_and_replays_offline() {
+    if !common::can_unshare() {
+        eprintln!("skipped: no namespaces here");
+        return;
+    }
+    let t = TestContext::new();
+    let manifests = t.path("manifests");
+    std::fs::create_dir_all(&manifests).unwrap();
+    std::fs::write(manifests.join("acme__app.toml"), MANIFEST).unwrap();
+    let run = |args: &[&str]| {
+        let mut c = t.cmd();
+        c.env("SWE_ARK_MANIFESTS", &manifests).args(args);
+        let out = c.output().unwrap();
+        assert!(
+            out.status.success(),
+            "swe-ark {args:?}\n{}\n{}",
+            stdout(&out),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout(&out)
+    };
+    let repo = t.path("app");
+    let base = repository(&repo);
+    let reg = registry(&t.path("registry"));
+    let row = serde_json::json!({
+        "repo": "acme/app", "instance_id": "acme__app-7", "base_commit": base,
+        "patch": GOLD, "test_patch": TEST_PATCH, "problem_statement": "add subtracts",
+        "hints_text": "", "created_at": "", "version": "rust-latest",
+        "FAIL_TO_PASS": "[\"add_works\"]", "PASS_TO_PASS": "[\"tests::twice_works\"]",
+        "environment_setup_commit": "",
+    });
+    let file = t.path("instances.jsonl");
+    std::fs::write(&file, format!("{row}\n")).unwrap();
+    run(&[
+        "import",
+        file.to_str().unwrap(),
+        "--dataset",
+        "app",
+        "--environments-as-of",
+        "2022-01-01",
+    ]);
+    run(&[
+        "mirror",
+        "add",
+        repo.to_str().unwrap(),
+        "--name",
+        "acme/app",
+    ]);
+    let lock = run(&[
+        "env",
+        "lock",
+        "acme/app",
+        "rust-latest",
+        "--index-url",
+        &reg.url,
+        "--no-pack-runtime",
+        "--json",
+    ]);
+    let lock: serde_json::Value = serde_json::from_str(&lock).unwrap();
+    assert_eq!(lock["crates"], 1, "{lock}");
+    assert_eq!(lock["generated_locks"], 1, "{lock}");
+    assert_eq!(lock["exclude_newer"], "2022-01-01T00:00:00Z");
+    drop(reg);
+
+    run(&["validate", "--repo", "acme/app"]);
+    let rows: serde_json::Value =
+        serde_json::from_str(&run(&["ls", "--validated", "--json"])).unwrap();
+    let row = &rows[0];
+    assert_eq!(row["verdict"], "kept", "{row}");
+    assert_eq!(row["fail_to_pass"], 1, "{row}");
+    assert_eq!(
+        row["pass_to_pass"], 1,
+        "the dependency as of 2022 doubles right: {row}"
+    );
+
+    run(&["replay", "--gold", "--run-id", "gold"]);
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(t.ark().join("runs/gold/gold.gold.json")).unwrap())
+            .unwrap();
+    assert_eq!(summary["resolved_instances"], 1, "{summary}");
+}
