@@ -22,7 +22,8 @@ pub struct PackInputs<'a> {
     pub instance: &'a Instance,
     pub codebase: &'a Codebase,
     pub spec: Option<Vec<u8>>,
-    pub lock: Option<Vec<u8>>,
+    /// The context's lock, under its kind's member name (`env/pylock.toml`, …).
+    pub lock: Option<(&'static str, Vec<u8>)>,
     pub pre_log: Option<Vec<u8>>,
     pub post_log: Option<Vec<u8>>,
     pub record: Option<ValidationRecord>,
@@ -166,7 +167,10 @@ pub fn plan<'a>(inputs: &'a PackInputs<'_>) -> PackPlan<'a> {
     }
     for (name, bytes) in [
         ("env/spec.toml", inputs.spec.as_deref()),
-        ("env/pylock.toml", inputs.lock.as_deref()),
+        inputs
+            .lock
+            .as_ref()
+            .map_or(("env/pylock.toml", None), |(m, b)| (*m, Some(b.as_slice()))),
         ("logs/pre.log", inputs.pre_log.as_deref()),
         ("logs/post.log", inputs.post_log.as_deref()),
         inputs.record.as_ref().map_or(("results.json", None), |r| {

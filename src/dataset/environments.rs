@@ -45,6 +45,15 @@ pub const DATASET_PROFILES: &[DatasetProfile] = &[
         provenance: "SWE-bench Verified, released on 2024-08-13 after its 500 instances were \
                      validated with SWE-bench's containerized harness (swebench 2.0.x)",
     },
+    DatasetProfile {
+        name: "multi-swe-bench",
+        environments_as_of: "2025-04-01T00:00:00Z",
+        provenance: "Multi-SWE-bench, released with its harness on 2025-04-01 (its first \
+                     commit, `Init mswebench`); its per-PR images were built from floating \
+                     tags (rust:latest, node, gcc:latest) and resolved crates and npm packages \
+                     on the day they were built, after the newest base commit (2025-01-26) \
+                     and before the release",
+    },
 ];
 
 pub fn dataset_profile(name: &str) -> Option<&'static DatasetProfile> {

@@ -51,6 +51,20 @@ pub struct PackedOne {
     pub vcs: Option<VcsRecord>,
 }
 
+/// The bundle member a lock goes in: its kind's, as the spec names the kind (Python when it
+/// names none, or there is no spec).
+fn lock_member(spec: Option<&[u8]>) -> &'static str {
+    let kind = spec
+        .and_then(|s| std::str::from_utf8(s).ok())
+        .and_then(|t| t.parse::<toml::Table>().ok())
+        .and_then(|t| t.get("kind").and_then(|k| k.as_str()).map(str::to_string))
+        .unwrap_or_default();
+    crate::context::kinds()
+        .find(|k| k.name() == kind)
+        .unwrap_or_else(|| &crate::context::python::Python)
+        .lock_member()
+}
+
 fn read_toml(path: &Option<PathBuf>, what: &'static str) -> Result<Option<Vec<u8>>, PackError> {
     let Some(path) = path else { return Ok(None) };
     let bytes = read(path, what)?;
@@ -131,7 +145,7 @@ pub fn one(
         source,
     })?;
     let spec = read_toml(&inputs.spec, "--spec")?;
-    let lock = read_toml(&inputs.lock, "--lock")?;
+    let lock = read_toml(&inputs.lock, "--lock")?.map(|b| (lock_member(spec.as_deref()), b));
     let (record, pre_log, post_log) = validation_record(inputs, &instance)?;
     let started = std::time::Instant::now();
     let mut ark = None;

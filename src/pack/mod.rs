@@ -270,7 +270,14 @@ fn pack_validated(
             .lock_id
             .parse()
             .map_err(|_| PackError::BadLockId(v.lock_id.clone()))?;
-        Some(objects.get(&id)?)
+        let member = crate::context::kind_of(&context)
+            .map_err(|e| PackError::Context {
+                repo: instance.repo.clone(),
+                version: instance.version.clone(),
+                why: e.to_string(),
+            })?
+            .lock_member();
+        Some((member, objects.get(&id)?))
     };
     let get = |id: &Option<Sha256Digest>| id.as_ref().map(|id| objects.get(id)).transpose();
     let raw_pre = get(&v.log_pre)?;

@@ -128,7 +128,7 @@ struct StoredInputs {
     mirror_name: RepoName,
     codebase: bundle::Codebase,
     spec: Option<Vec<u8>>,
-    lock: Option<Vec<u8>>,
+    lock: Option<(&'static str, Vec<u8>)>,
     pre_log: Option<Vec<u8>>,
     post_log: Option<Vec<u8>>,
     record: Option<ValidationRecord>,
@@ -223,7 +223,10 @@ fn stored_inputs(
     let codebase = mirror
         .codebase_at(&instance.base_commit, progress)
         .map_err(|e| Problem::Codebase(Box::new(e)))?;
-    let (spec, lock) = (take("env/spec.toml"), lock_member.and_then(&mut take));
+    let (spec, lock) = (
+        take("env/spec.toml"),
+        lock_member.and_then(|m| take(m).map(|b| (m, b))),
+    );
     let (pre_log, post_log) = (take("logs/pre.log"), take("logs/post.log"));
     let record = match (
         take(crate::bundle::EXPECTED_MEMBER),
@@ -446,7 +449,7 @@ fn revalidated(
     again: &Revalidate,
 ) -> Result<BundleRecord, Problem> {
     let instance = &stored.instance;
-    let lock = stored.lock.as_deref();
+    let lock = stored.lock.as_ref().map(|(_, b)| b.as_slice());
     match &stored.record {
         Some(ValidationRecord::Expected(_)) => {}
         Some(ValidationRecord::Results(_)) | None => {

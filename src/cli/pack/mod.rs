@@ -46,7 +46,8 @@ pub struct PackArgs {
     /// The executable context (TOML), stored as env/spec.toml.
     #[arg(long, value_name = "FILE")]
     pub spec: Option<PathBuf>,
-    /// The environment lock (PEP 751 pylock.toml), stored as env/pylock.toml.
+    /// The environment lock (PEP 751 pylock.toml, or another kind's lock), stored as its
+    /// kind's member (env/pylock.toml; env/rust-lock.toml when --spec names kind = "rust").
     #[arg(long, value_name = "FILE")]
     pub lock: Option<PathBuf>,
     /// The expected log of the run before the gold patch.

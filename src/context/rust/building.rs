@@ -66,7 +66,8 @@ fn generated_in(dir: &Path, lock: &RustLock) -> BTreeMap<String, PathBuf> {
         .collect()
 }
 
-/// The environment of `lock` (whose id is `id`) under `cache_root`: found built, or built now.
+/// The environment of `lock` (whose id is `id`) in `envs/` under `cache_root` (an archive's
+/// root): found built, or built now.
 pub fn build(
     lock: &RustLock,
     id: &Sha256Digest,
@@ -75,7 +76,8 @@ pub fn build(
 ) -> Result<RustBuilt, RustError> {
     let io = |p: &Path, e: std::io::Error| RustError::Io(format!("{}: {e}", p.display()));
     // The paths go into cargo's configuration, read from other directories.
-    let cache_root = &std::path::absolute(cache_root).map_err(|e| io(cache_root, e))?;
+    let root = std::path::absolute(cache_root).map_err(|e| io(cache_root, e))?;
+    let cache_root = &root.join("envs");
     let dir = cache_root.join(id.hex());
     if let Some(built) = from_record(&dir, lock) {
         return Ok(built);

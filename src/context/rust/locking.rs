@@ -157,7 +157,7 @@ pub fn lock(
         .put_bytes(&bytes)
         .map_err(crate::env::EnvError::from)?;
     let started = std::time::Instant::now();
-    let built = super::building::build(&doc, &id, &objects, &ark.layout().envs())?;
+    let built = super::building::build(&doc, &id, &objects, ark.root())?;
     prove(&cargo, &mirror, &states, &built, work.path())?;
     let seconds = started.elapsed().as_secs_f64();
     say(&format!(
