@@ -1,7 +1,8 @@
 //! The log parsers on real logs (tests/fixtures/logs/README.md): every fixture against the maps
 //! SWE-bench's own parsers give for it, swebench 4.1.0's (`<fixture>.expected.json`) and 5.0.2's
-//! (`<fixture>.expected-5.json`), both made by `generate_expected.py`, then hand-checked facts
-//! about each.
+//! (`<fixture>.expected-5.json`), both made by `generate_expected.py` (for the Multi-SWE-bench
+//! parsers, `msb_*`, its own functions' maps, by `generate_expected_msb.py`), then hand-checked
+//! facts about each.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -106,6 +107,12 @@ fn every_fixture_gives_what_swebench_gives() {
                     .collect();
                 let got: BTreeMap<String, String> =
                     serde_json::from_value(serde_json::to_value(&got).unwrap()).unwrap();
+                // The Multi-SWE-bench parsers' maps are its functions' (generate_expected_msb.py).
+                let reference = if parser.starts_with("msb_") {
+                    "Multi-SWE-bench 24f493f8"
+                } else {
+                    grading.release()
+                };
                 if got != expected {
                     let only_got: Vec<_> = got
                         .iter()
@@ -116,16 +123,15 @@ fn every_fixture_gives_what_swebench_gives() {
                         .filter(|(k, v)| got.get(*k) != Some(v))
                         .collect();
                     panic!(
-                        "{} ({grading}): differs from {}\n  ours only: {only_got:?}\n  SWE-bench only: {only_exp:?}",
+                        "{} ({grading}): differs from {reference}\n  ours only: {only_got:?}\n  reference only: {only_exp:?}",
                         file.display(),
-                        grading.release()
                     );
                 }
             }
             checked += 1;
         }
     }
-    assert!(checked >= 29, "only {checked} fixtures");
+    assert!(checked >= 41, "only {checked} fixtures");
 }
 
 #[test]
@@ -655,5 +661,245 @@ fn junit_xml_reports() {
         err.to_string()
             .starts_with("not a readable JUnit XML report"),
         "{err}"
+    );
+}
+
+/// Multi-SWE-bench's parsers have one reading: both gradings give it.
+fn parsed_msb(rel: &str) -> StatusMap {
+    let m = parsed(rel);
+    assert_eq!(m, parsed5(rel), "{rel}");
+    m
+}
+
+#[test]
+fn msb_cargo_reads_libtest_lines() {
+    let m = parsed_msb("msb_cargo/all-binaries.log");
+    assert_statuses(
+        &m,
+        &[
+            ("tests::it_works", Some(Passed)),
+            ("tests::ünïcode::naïve", Some(Passed)),
+            ("tests::expensive", Some(Skipped)),
+            // `... ignored, needs the network`: the pattern does not anchor the end.
+            ("tests::network", Some(Skipped)),
+            // `test tests::div_by_zero - should panic ... ok` is not read.
+            ("tests::div_by_zero", None),
+            // Integration tests are known by their bare names.
+            ("shared_name", Some(Passed)),
+            ("integration_passes", Some(Passed)),
+        ],
+    );
+    // Doc tests (`test src/lib.rs - add (line 5) ... ok`) are not read, the failed one neither.
+    assert!(!m.keys().any(|k| k.contains("src/lib.rs")), "{m:?}");
+    assert_eq!(m.len(), 8);
+
+    // A failing binary stops `cargo test`: the later binaries and the doc tests are absent.
+    // Captured output shown with the failure is read like libtest's own lines.
+    let m = parsed_msb("msb_cargo/unit-test-fails.log");
+    assert_statuses(
+        &m,
+        &[
+            ("tests::fails_on_request", Some(Failed)),
+            ("fake::printed", Some(Failed)),
+            ("shared_name", None),
+            ("integration_passes", None),
+        ],
+    );
+}
+
+#[test]
+fn msb_cargo_a_name_in_two_binaries() {
+    // `shared_name` passes in tests/cli.rs and fails in tests/other.rs. Multi-SWE-bench keeps
+    // sets of names: a name passed and failed makes its TestResult raise ValueError. Here the
+    // failure wins.
+    let m = parsed_msb("msb_cargo/same-name-two-binaries.log");
+    assert_statuses(
+        &m,
+        &[
+            ("shared_name", Some(Failed)),
+            ("tests::shared_name", Some(Passed)),
+            // Passed in both: one entry.
+            ("integration_passes", Some(Passed)),
+        ],
+    );
+}
+
+#[test]
+fn msb_dayjs_reads_jest_verbose_output() {
+    let m = parsed_msb("msb_dayjs/npm-test-verbose.log");
+    assert_statuses(
+        &m,
+        &[
+            // Suites are tests too.
+            ("test/parse.test.js", Some(Passed)),
+            ("test/plugin/relativeTime.test.js", Some(Failed)),
+            ("test/parse.test.js:Now", Some(Passed)),
+            // `✓ waits a little (124ms)`: the time is cut; the title's describe blocks are not
+            // part of the id.
+            ("test/parse.test.js:waits a little", Some(Passed)),
+            ("test/plugin/relativeTime.test.js:Time to X", Some(Failed)),
+            // Two tests of one title are one entry.
+            ("test/plugin/relativeTime.test.js:Time from X", Some(Passed)),
+            ("test/plugin/relativeTime.test.js:Custom thresholds", None),
+            // `console.log('✓ printed by a test')` in a test of parse.test.js.
+            ("test/parse.test.js:printed by a test", Some(Passed)),
+            // The timezone suite ran four times (three TZ runs and the full run).
+            (
+                "test/timezone.test.js:London is at UTC in January",
+                Some(Passed),
+            ),
+        ],
+    );
+    // `✓ adds (2 days) (4ms)`: only the last parenthesis is a time; alone, `(2 days)` is cut.
+    assert_eq!(status(&m, "test/parse.test.js:adds (2 days)"), Some(Passed));
+    let m = parse4("msb_dayjs", "PASS test/a.test.js\n  ✓ adds (2 days)\n").unwrap();
+    assert_eq!(status(&m, "test/a.test.js:adds"), Some(Passed));
+
+    // The London run fails what the Auckland run passed (Multi-SWE-bench raises ValueError);
+    // `&&` ends the chain there.
+    let m = parsed_msb("msb_dayjs/timezone-fails.log");
+    assert_statuses(
+        &m,
+        &[
+            ("test/timezone.test.js", Some(Failed)),
+            (
+                "test/timezone.test.js:London is at UTC in January",
+                Some(Failed),
+            ),
+            (
+                "test/timezone.test.js:UTC offset is a whole number of hours",
+                Some(Passed),
+            ),
+            ("test/parse.test.js", None),
+        ],
+    );
+}
+
+#[test]
+fn msb_darkreader_reads_suites_and_cuts_titles_at_a_parenthesis() {
+    // Several test files: jest prints one line per file, no line per test.
+    let m = parsed_msb("msb_darkreader/test-unit.log");
+    assert_eq!(
+        m.into_iter().collect::<Vec<_>>(),
+        [
+            // `console.log('PASS tests/unit/fake.tests.ts')` in a test.
+            ("tests/unit/fake.tests.ts".to_string(), Passed),
+            ("tests/unit/utils/color.tests.ts".to_string(), Failed),
+            // `PASS tests/unit/utils/slow.tests.ts (5.342 s)`
+            ("tests/unit/utils/slow.tests.ts".to_string(), Passed),
+            ("tests/unit/utils/time.tests.ts".to_string(), Passed),
+        ]
+    );
+    let m = parsed_msb("msb_darkreader/test-unit-one-file.log");
+    let suite = "tests/unit/utils/color.tests.ts";
+    let s = |title: &str| status(&m, &format!("{suite}:{title}"));
+    // `✕ converts (hsl) values (8 ms)`: the title ends before its first ` (`.
+    assert_eq!(s("converts"), Some(Failed));
+    assert_eq!(s("waits for a slow color"), Some(Passed));
+    // No space before the parenthesis: kept.
+    assert_eq!(s("should parse rgb(0, 0, 0)"), Some(Passed));
+    // `○ skipped …` and `✎ todo …` are not read.
+    assert_eq!(m.len(), 6);
+}
+
+#[test]
+fn msb_axios_reads_mocha_spec_output() {
+    let m = parsed_msb("msb_axios/npm-test.log");
+    assert_statuses(
+        &m,
+        &[
+            ("should accept undefined for second argument", Some(Passed)),
+            // `(deprecated)` is taken for a time and cut; `(127ms)` is one.
+            ("should merge headers", Some(Passed)),
+            ("should wait for a slow adapter", Some(Passed)),
+            ("should not mutate the defaults", Some(Failed)),
+            (r#""before each" hook for "uses a hook""#, Some(Failed)),
+            // The failure summary's `1) core::mergeConfig` names the describe block.
+            ("core::mergeConfig", Some(Failed)),
+            ("helpers::combineURLs", Some(Failed)),
+            ("2) should remove duplicate slashes", Some(Passed)),
+            ("printed by a test", Some(Passed)),
+            ("should support a pending option", None),
+            // mocha failed, so `npm run test:exports` did not run.
+            ("should have consistent ESM export", None),
+        ],
+    );
+}
+
+#[test]
+fn msb_jq_reads_automake_results() {
+    let m = parsed_msb("msb_jq/run-sh.log");
+    assert_eq!(
+        m.into_iter().collect::<Vec<_>>(),
+        [
+            // `make check` recurses into the bundled oniguruma first.
+            ("test/test_syntax".to_string(), Passed),
+            ("test/test_utf8".to_string(), Passed),
+            ("tests/jqtest".to_string(), Failed),
+            ("tests/mantest".to_string(), Passed),
+            ("tests/optionaltest".to_string(), Passed),
+            ("tests/shtest".to_string(), Skipped),
+            // `ERROR: tests/utf8test` and `XFAIL: tests/base64test` are not read.
+        ]
+    );
+    // With automake's colours nothing is read.
+    assert_eq!(parsed_msb("msb_jq/make-check-color.log"), StatusMap::new());
+}
+
+#[test]
+fn msb_fmt_never_reads_a_failure() {
+    let m = parsed_msb("msb_fmt/run-sh.log");
+    assert!(m.values().all(|s| *s == Passed), "{m:?}");
+    assert_statuses(
+        &m,
+        &[
+            ("args-test", Some(Passed)),
+            ("find-package-test.passes", Some(Passed)),
+            // `***Failed    0.01 sec`: the pattern wants the line to end at `Failed`.
+            ("chrono-test", None),
+            ("os-test", None),
+            ("posix-mock-test", None),
+            ("unicode-test", None),
+            ("noexception-test", None),
+        ],
+    );
+    assert_eq!(m.len(), 7);
+}
+
+#[test]
+fn msb_catch2_reads_lowercased_ctest_and_cmake_checks() {
+    let m = parsed_msb("msb_catch2/run-sh.log");
+    assert_statuses(
+        &m,
+        &[
+            ("runtests", Some(Passed)),
+            ("RunTests", None),
+            ("colours::colourmodecanbeexplicitlysettoansi", Some(Passed)),
+            ("tag filtering: multiple", Some(Passed)),
+            // `***Failed  Required regular expression not found. Regex=[…`
+            ("list::tags::output", Some(Failed)),
+            ("approvaltests", Some(Failed)),
+            // `***Not Run (Disabled)`
+            ("ctestregistration", None),
+            // CMake's compiler checks count as tests.
+            ("cmake_have_libc_pthread", Some(Passed)),
+            ("have_flag__wall", Some(Passed)),
+            ("have_flag__wglobal_constructors", Some(Failed)),
+            ("have_flag__ffile_prefix_map__home_catch2__", Some(Passed)),
+        ],
+    );
+}
+
+#[test]
+fn msb_parsers_read_the_whole_log() {
+    // No harness markers for Multi-SWE-bench: the test lines outside them count too.
+    let log = "test a ... ok\n>>>>> Start Test Output\ntest b ... FAILED\n>>>>> End Test Output\n";
+    for grading in Grading::ALL {
+        let m = logparse::parse("msb_cargo", log, grading).unwrap();
+        assert_statuses(&m, &[("a", Some(Passed)), ("b", Some(Failed))]);
+    }
+    assert_eq!(
+        logparse::msb::parser_for_repo("BurntSushi/ripgrep"),
+        Some("msb_cargo")
     );
 }

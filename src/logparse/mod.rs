@@ -9,9 +9,13 @@
 //! (`get_logs_eval` in `swebench/harness/grading.py`): the log is read as Python's text mode
 //! reads a file (universal newlines), and a log holding the harness's `>>>>> Start Test Output`
 //! and `>>>>> End Test Output` markers is parsed between them first. `junit_xml` is ours.
+//!
+//! The Multi-SWE-bench parsers (`msb_*`, [`msb`]) re-implement the `parse_log` methods of
+//! Multi-SWE-bench's repository handlers; they read the log whole, as its harness does.
 
 mod django;
 mod junit;
+pub mod msb;
 mod pytest;
 mod seaborn;
 mod sympy;
@@ -156,6 +160,13 @@ pub fn known_parsers() -> &'static [&'static str] {
         "django",
         "junit_xml",
         "matplotlib",
+        "msb_axios",
+        "msb_cargo",
+        "msb_catch2",
+        "msb_darkreader",
+        "msb_dayjs",
+        "msb_fmt",
+        "msb_jq",
         "pytest",
         "pytest_options",
         "pytest_v2",
@@ -165,10 +176,15 @@ pub fn known_parsers() -> &'static [&'static str] {
 }
 
 /// The statuses the parser named `parser` ([`canonical_parser`]) reads in `log` as the
-/// release `grading` names reads them (for `junit_xml`, the report's text).
+/// release `grading` names reads them (for `junit_xml`, the report's text). The Multi-SWE-bench
+/// parsers have one reading, whatever `grading` says.
 pub fn parse(parser: &str, log: &str, grading: Grading) -> Result<StatusMap, LogParseError> {
     let v5 = grading == Grading::Swebench5;
-    let text_parser: fn(&str, bool) -> Collector = match canonical_parser(parser) {
+    let canonical = canonical_parser(parser);
+    if let Some(map) = canonical.and_then(|name| msb::parse(name, log)) {
+        return Ok(map);
+    }
+    let text_parser: fn(&str, bool) -> Collector = match canonical {
         Some("pytest") => pytest::parse_pytest,
         Some("pytest_options") => pytest::parse_pytest_options,
         Some("pytest_v2") => pytest::parse_pytest_v2,
