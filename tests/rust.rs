@@ -220,4 +220,32 @@ fn a_rust_context_locks_as_of_its_date_and_validates_and_replays_offline() {
         serde_json::from_slice(&std::fs::read(t.ark().join("runs/gold/gold.gold.json")).unwrap())
             .unwrap();
     assert_eq!(summary["resolved_instances"], 1, "{summary}");
+
+    // Released, exported as one file, imported into an empty archive and replayed there: the
+    // lock's crates and generated Cargo.lock travel as objects, checked by hash.
+    let snap = t.path("r1.json");
+    run(&["release", "create", "r1", "--all-validated", "-o", snap.to_str().unwrap()]);
+    let file = t.path("r1.ark");
+    run(&["export", "--release", snap.to_str().unwrap(), "-o", file.to_str().unwrap()]);
+    let other = t.path("other");
+    let there = |args: &[&str]| {
+        let out = t
+            .cmd_at(&other)
+            .env("SWE_ARK_MANIFESTS", &manifests)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    there(&["import-archive", file.to_str().unwrap()]);
+    there(&["replay", "--gold", "--run-id", "gold"]);
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(other.join("runs/gold/gold.gold.json")).unwrap())
+            .unwrap();
+    assert_eq!(summary["resolved_instances"], 1, "{summary}");
 }
+

@@ -112,8 +112,10 @@ impl Kind for Rust {
         }
     }
 
+    /// Multi-SWE-bench's reading of `cargo test` (`test NAME ... ok`), its Rust
+    /// repositories' parser.
     fn default_parser(&self) -> &'static str {
-        "cargo"
+        "msb_cargo"
     }
 
     fn unavailable(&self, _ctx: &Context, _work_tree: &Path) -> Vec<Unavailable> {
