@@ -86,9 +86,9 @@ pub(crate) fn read_row(row: OrderedJson, ascii: bool) -> Result<Instance, Instan
     let base_commit = str_of(&row["base"]["sha"]);
     let patch = take(&mut row, "fix_patch").unwrap_or_default();
     let test_patch = take(&mut row, "test_patch").unwrap_or_default();
-    let [problem, hints, created_at, version, setup] = OWN_STRINGS.map(|f| take(&mut row, f));
+    let [problem, hints_text, created_at, version, setup] = OWN_STRINGS.map(|f| take(&mut row, f));
     // Newer rows carry `hints`; SWE-bench's own `hints_text` comes first when a row has both.
-    let hints = hints
+    let hints_text = hints_text
         .or_else(|| take(&mut row, "hints"))
         .unwrap_or_default();
     let problem_statement = problem.unwrap_or_else(|| problem_statement(&row));
@@ -102,7 +102,7 @@ pub(crate) fn read_row(row: OrderedJson, ascii: bool) -> Result<Instance, Instan
         patch,
         test_patch,
         problem_statement,
-        hints_text: hints,
+        hints_text,
         created_at: created_at.unwrap_or_default(),
         version: version.unwrap_or_default(),
         environment_setup_commit: setup.unwrap_or_default(),
