@@ -2,7 +2,7 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::dataset::{self, Selection, TestListForm};
+use crate::dataset::{self, ExportFormat, Selection, TestListForm};
 use crate::fsutil;
 use crate::store::Ark;
 
@@ -10,7 +10,8 @@ use super::Context;
 
 #[derive(Debug, clap::Args)]
 pub struct ImportArgs {
-    /// A SWE-bench dataset: a JSON list or JSON Lines, as published.
+    /// A SWE-bench or Multi-SWE-bench dataset: a JSON list or JSON Lines, as published (each
+    /// row's form told by its fields).
     pub file: PathBuf,
     /// The dataset the file is (swe-bench, swe-bench-lite, swe-bench-verified, or a name of
     /// your own with --environments-as-of): its environments' date is what `env lock`
@@ -34,7 +35,11 @@ pub struct ExportArgs {
     /// Only these instances (default: all, in the order they entered the archive).
     #[arg(long, num_args = 1.., value_name = "ID")]
     pub instance_ids: Vec<String>,
-    /// How FAIL_TO_PASS / PASS_TO_PASS are written.
+    /// The rows' form: each instance as it came in, SWE-bench records, or Multi-SWE-bench
+    /// rows (refused for an instance that did not come from one).
+    #[arg(long, value_enum, default_value_t = ExportFormat::AsImported)]
+    pub format: ExportFormat,
+    /// How SWE-bench records write FAIL_TO_PASS / PASS_TO_PASS.
     #[arg(long, value_enum, default_value_t = TestListForm::Strings)]
     pub tests_as: TestListForm,
     /// Only the instances that validation kept (proven by running their tests).
@@ -107,7 +112,7 @@ pub fn export(ctx: &Context, args: ExportArgs) -> anyhow::Result<ExitCode> {
             ));
         }
     }
-    let bytes = dataset::dataset_bytes(&args.output, &instances, args.tests_as);
+    let bytes = dataset::export_bytes(&args.output, &instances, args.format, args.tests_as)?;
     fsutil::write_atomic(&args.output, &bytes)
         .map_err(|e| anyhow::anyhow!("cannot write `{}`: {e}", args.output.display()))?;
     ctx.note(format!(

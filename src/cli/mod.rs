@@ -102,9 +102,10 @@ pub enum Command {
     Mirror(mirror::MirrorArgs),
     /// Task instances from a repository's merged pull requests, through the GitHub REST API.
     Collect(collect::CollectArgs),
-    /// Import a SWE-bench dataset file (JSON list or JSON Lines) into the index.
+    /// Import a SWE-bench or Multi-SWE-bench dataset file (JSON list or JSON Lines) into the
+    /// index.
     Import(dataset::ImportArgs),
-    /// Write the archive's instances as a SWE-bench dataset file.
+    /// Write the archive's instances as a dataset file (SWE-bench or Multi-SWE-bench rows).
     ExportDataset(dataset::ExportArgs),
     /// Locked, offline-installable environments: lock, build, ls, show.
     Env(env::EnvArgs),

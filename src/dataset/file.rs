@@ -10,6 +10,8 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::instance::{Instance, InstanceError};
+use super::msb::{self, MsbExportError, RowForm};
+use super::ordered::OrderedJson;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DatasetError {
@@ -97,35 +99,75 @@ pub(crate) fn json_or_lines(text: &str) -> Result<JsonText<'_>, serde_json::Erro
     }
 }
 
-/// Reads every instance of a dataset file, each with where it was (`line 7`, `item 3`).
-/// Nothing is returned unless every record is a valid instance and no id appears twice.
-pub fn read_dataset(path: &Path) -> Result<Vec<(String, Instance)>, DatasetError> {
-    let text = std::fs::read_to_string(path).map_err(|source| DatasetError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+/// One record of a dataset file: where it was, its JSON, and whether its text was all ASCII
+/// (how a Multi-SWE-bench row is written back).
+type Record = (String, OrderedJson, bool);
+
+/// The items of `text` when it is a JSON list, each with whether its own text is all ASCII: a
+/// list may hold rows written both ways (SWE-bench's records keep non-ASCII as is,
+/// Multi-SWE-bench's escape it). None when `text` is not a list.
+fn list_items(text: &str) -> Option<Vec<(OrderedJson, bool)>> {
+    let bytes = text.as_bytes();
+    let skip = |mut i: usize| {
+        while bytes
+            .get(i)
+            .is_some_and(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+        {
+            i += 1;
+        }
+        i
+    };
+    let mut i = skip(0);
+    if bytes.get(i) != Some(&b'[') {
+        return None;
+    }
+    i = skip(i + 1);
+    let mut items = Vec::new();
+    if bytes.get(i) == Some(&b']') {
+        return Some(items);
+    }
+    loop {
+        let mut stream = serde_json::Deserializer::from_str(&text[i..]).into_iter();
+        let item = stream.next()?.ok()?;
+        let end = i + stream.byte_offset();
+        items.push((item, text[i..end].is_ascii()));
+        i = skip(end);
+        match bytes.get(i) {
+            Some(b',') => i = skip(i + 1),
+            Some(b']') => return Some(items),
+            _ => return None,
+        }
+    }
+}
+
+/// The records of `text`, read from `path`, each with where it was (`line 7`, `item 3`).
+fn records(path: &Path, text: &str) -> Result<Vec<Record>, DatasetError> {
     let json_err = |place: String, e: serde_json::Error| DatasetError::Json {
         path: path.to_path_buf(),
         place,
         detail: e.to_string(),
     };
-    let mut records: Vec<(String, Value)> = Vec::new();
-    match json_or_lines(&text) {
-        Ok(JsonText::Document {
-            value: Value::Array(list),
-            ..
-        }) => {
-            for (i, v) in list.into_iter().enumerate() {
-                records.push((format!("item {}", i + 1), v));
+    let mut records = Vec::new();
+    match json_or_lines(text) {
+        // Read again keeping each object's key order, which a `Value` does not.
+        Ok(JsonText::Document { line, .. }) => match list_items(text) {
+            Some(items) => {
+                for (i, (v, ascii)) in items.into_iter().enumerate() {
+                    records.push((format!("item {}", i + 1), v, ascii));
+                }
             }
-        }
-        // One record alone: JSON Lines of one line (or that record spread over several).
-        Ok(JsonText::Document { value, line }) => records.push((format!("line {line}"), value)),
+            // One record alone: JSON Lines of one line (or that record spread over several).
+            None => {
+                let place = format!("line {line}");
+                let v = serde_json::from_str(text).map_err(|e| json_err(place.clone(), e))?;
+                records.push((place, v, text.is_ascii()));
+            }
+        },
         Ok(JsonText::Lines(lines)) => {
             for (n, line) in lines {
                 let place = format!("line {n}");
                 let v = serde_json::from_str(line).map_err(|e| json_err(place.clone(), e))?;
-                records.push((place, v));
+                records.push((place, v, line.is_ascii()));
             }
         }
         Err(e) if text.trim_start().starts_with('[') => {
@@ -133,10 +175,26 @@ pub fn read_dataset(path: &Path) -> Result<Vec<(String, Instance)>, DatasetError
         }
         Err(e) => return Err(json_err("is neither a JSON list nor JSON Lines".into(), e)),
     }
+    Ok(records)
+}
+
+/// Reads every instance of a dataset file, each with where it was (`line 7`, `item 3`): rows of
+/// SWE-bench's form and of Multi-SWE-bench's, told apart row by row by their fields.
+/// Nothing is returned unless every record is a valid instance and no id appears twice.
+pub fn read_dataset(path: &Path) -> Result<Vec<(String, Instance)>, DatasetError> {
+    let text = std::fs::read_to_string(path).map_err(|source| DatasetError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
     let mut seen: HashMap<String, String> = HashMap::new();
-    let mut out = Vec::with_capacity(records.len());
-    for (place, value) in records {
-        let inst = Instance::from_value(value).map_err(|source| DatasetError::Instance {
+    let mut out = Vec::new();
+    for (place, value, ascii) in records(path, &text)? {
+        let inst = if msb::is_row(&value) {
+            msb::read_row(value, ascii)
+        } else {
+            Instance::from_value(value.into_value())
+        };
+        let inst = inst.map_err(|source| DatasetError::Instance {
             path: path.to_path_buf(),
             place: place.clone(),
             source,
@@ -154,10 +212,13 @@ pub fn read_dataset(path: &Path) -> Result<Vec<(String, Instance)>, DatasetError
     Ok(out)
 }
 
-/// Writes JSON as Python's `json.dumps` does by default (`", "` and `": "` between items,
-/// no escaping of non-ASCII when `ensure_ascii=False`), which is how the published files were
-/// written: an instance imported and exported again comes out byte for byte.
-struct PythonFormatter;
+/// Writes JSON as Python's `json.dumps` does (`", "` and `": "` between items). SWE-bench's
+/// files were written with `ensure_ascii=False` (non-ASCII as is); json.dumps' default,
+/// `ensure_ascii=True` (`ascii`), writes every character beyond `~` as `\uXXXX`, as the
+/// Multi-SWE-bench files have it. Either way an imported row comes back byte for byte.
+struct PythonFormatter {
+    ascii: bool,
+}
 
 impl serde_json::ser::Formatter for PythonFormatter {
     fn begin_array_value<W: ?Sized + io::Write>(
@@ -177,12 +238,39 @@ impl serde_json::ser::Formatter for PythonFormatter {
     fn begin_object_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
         w.write_all(b": ")
     }
+    // serde_json has already escaped `"`, `\` and the control characters, as Python does.
+    fn write_string_fragment<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        fragment: &str,
+    ) -> io::Result<()> {
+        if !self.ascii {
+            return w.write_all(fragment.as_bytes());
+        }
+        let mut units = [0u16; 2];
+        for c in fragment.chars() {
+            if (' '..='~').contains(&c) {
+                w.write_all(&[c as u8])?;
+            } else {
+                // Beyond the BMP, a surrogate pair, as Python writes it.
+                for unit in c.encode_utf16(&mut units) {
+                    write!(w, "\\u{unit:04x}")?;
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
-/// `value` as Python's `json.dumps` writes it (see [`PythonFormatter`]).
+/// `value` as Python's `json.dumps(value, ensure_ascii=False)` writes it.
 pub fn python_json(value: &impl Serialize) -> Vec<u8> {
+    python_json_as(value, false)
+}
+
+/// `value` as Python's `json.dumps` writes it, with `ensure_ascii=ascii`.
+pub(crate) fn python_json_as(value: &impl Serialize, ascii: bool) -> Vec<u8> {
     let mut out = Vec::new();
-    let mut ser = serde_json::Serializer::with_formatter(&mut out, PythonFormatter);
+    let mut ser = serde_json::Serializer::with_formatter(&mut out, PythonFormatter { ascii });
     value
         .serialize(&mut ser)
         .expect("a JSON value always serializes");
@@ -225,10 +313,53 @@ pub fn to_record(inst: &Instance, form: TestListForm) -> Vec<u8> {
     python_json(&Ordered(fields))
 }
 
-/// The bytes of a dataset file: JSON Lines when `path` ends in `.jsonl`, else a JSON list.
+/// The bytes of a dataset file of SWE-bench records: JSON Lines when `path` ends in `.jsonl`,
+/// else a JSON list.
 pub fn dataset_bytes(path: &Path, instances: &[Instance], form: TestListForm) -> Vec<u8> {
     let records: Vec<Vec<u8>> = instances.iter().map(|i| to_record(i, form)).collect();
     records_bytes(path, &records)
+}
+
+/// The form of the rows `export-dataset` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportFormat {
+    /// Each instance in the form it came in: a Multi-SWE-bench row as its own row, byte for
+    /// byte; anything else as a SWE-bench record.
+    AsImported,
+    /// SWE-bench records; a Multi-SWE-bench row's own fields follow as extra fields.
+    SweBench,
+    /// Multi-SWE-bench rows; refused for an instance that did not come from one.
+    MultiSweBench,
+}
+
+/// `inst` as a SWE-bench record. The layout of a Multi-SWE-bench row is left out: it describes
+/// that row's bytes, and a record read back is a SWE-bench row.
+fn swe_bench_record(inst: &Instance, tests: TestListForm) -> Vec<u8> {
+    if !inst.extra.contains_key(msb::LAYOUT_KEY) {
+        return to_record(inst, tests);
+    }
+    let mut plain = inst.clone();
+    plain.extra.remove(msb::LAYOUT_KEY);
+    to_record(&plain, tests)
+}
+
+/// The bytes of a dataset file of `instances` written as `format` (JSON Lines when `path` ends
+/// in `.jsonl`, else a JSON list); `tests` is how SWE-bench records write their test lists.
+pub fn export_bytes(
+    path: &Path,
+    instances: &[Instance],
+    format: ExportFormat,
+    tests: TestListForm,
+) -> Result<Vec<u8>, MsbExportError> {
+    let records = instances
+        .iter()
+        .map(|inst| match (format, msb::row_form(inst)) {
+            (ExportFormat::MultiSweBench, _)
+            | (ExportFormat::AsImported, RowForm::MultiSweBench) => msb::to_row(inst),
+            _ => Ok(swe_bench_record(inst, tests)),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(records_bytes(path, &records))
 }
 
 /// `records` (each one JSON value) as the file `path` names: JSON Lines for `.jsonl`, a JSON
@@ -256,6 +387,29 @@ pub fn records_bytes(path: &Path, records: &[Vec<u8>]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn non_ascii_is_written_as_python_writes_it_either_way() {
+        let v = serde_json::json!({"k\u{e9}": ["caf\u{e9} \u{1f600}\u{7f}\n\"\\/"]});
+        assert_eq!(
+            String::from_utf8(python_json_as(&v, true)).unwrap(),
+            r#"{"k\u00e9": ["caf\u00e9 \ud83d\ude00\u007f\n\"\\/"]}"#
+        );
+        assert_eq!(
+            String::from_utf8(python_json(&v)).unwrap(),
+            "{\"k\u{e9}\": [\"caf\u{e9} \u{1f600}\u{7f}\\n\\\"\\\\/\"]}"
+        );
+    }
+
+    #[test]
+    fn each_item_of_a_list_says_whether_it_was_all_ascii() {
+        let items = list_items(" [ {\"a\": \"\\u00e9\"} ,\n{\"b\": \"\u{e9}\"}, 3]").unwrap();
+        let flags: Vec<bool> = items.iter().map(|(_, ascii)| *ascii).collect();
+        assert_eq!(flags, [true, false, true]);
+        assert_eq!(items[0].0.keys(), ["a"]);
+        assert_eq!(list_items("[]").unwrap().len(), 0);
+        assert!(list_items("{\"a\": 1}").is_none());
+    }
 
     #[test]
     fn json_lines_and_documents_are_told_apart_by_their_content() {

@@ -4,6 +4,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
+use super::msb::MsbError;
+
 /// A task instance. The published fields are typed; any other field a dataset carries
 /// (`difficulty`, `image_assets`, …) is kept as it was in `extra`.
 #[derive(Debug, Clone, PartialEq)]
@@ -49,6 +51,8 @@ pub enum InstanceError {
     EmptyId,
     #[error("field `eval_type` is `{0}`; swebench 5 knows `pass_and_fail` and `fail_only`")]
     BadEvalType(String),
+    #[error(transparent)]
+    MultiSweBench(#[from] MsbError),
 }
 
 /// The fields a version-5 dataset row carries for the harness (swebench 5 moved them from its
@@ -95,7 +99,7 @@ pub fn json_type_name(v: &Value) -> &'static str {
     }
 }
 
-fn is_commit(s: &str) -> bool {
+pub(crate) fn is_commit(s: &str) -> bool {
     (s.len() == 40 || s.len() == 64) && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
@@ -194,7 +198,7 @@ impl Instance {
         Ok(inst)
     }
 
-    fn check(&self) -> Result<(), InstanceError> {
+    pub(crate) fn check(&self) -> Result<(), InstanceError> {
         if self.instance_id.trim().is_empty() {
             return Err(InstanceError::EmptyId);
         }

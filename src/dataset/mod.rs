@@ -1,8 +1,11 @@
-//! SWE-bench task instances and the files that carry them.
+//! SWE-bench task instances and the files that carry them, in SWE-bench's form or
+//! Multi-SWE-bench's.
 
 mod environments;
 mod file;
 mod instance;
+mod msb;
+mod ordered;
 mod selection;
 
 pub use environments::{
@@ -10,8 +13,10 @@ pub use environments::{
     environments_date, parse_when, rfc3339,
 };
 pub use file::{
-    DatasetError, TestListForm, dataset_bytes, python_json, read_dataset, records_bytes, to_record,
+    DatasetError, ExportFormat, TestListForm, dataset_bytes, export_bytes, python_json,
+    read_dataset, records_bytes, to_record,
 };
 pub(crate) use file::{JsonText, json_or_lines};
 pub use instance::{HARNESS_FIELDS, Instance, InstanceError, RowHarness, is_repo, json_type_name};
+pub use msb::{LAYOUT_KEY, MsbError, MsbExportError, RowForm, row_form};
 pub use selection::{OfInstance, Selection, SelectionError};
