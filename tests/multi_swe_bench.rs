@@ -131,14 +131,16 @@ fn rows_map_onto_swe_bench_fields_and_keep_the_rest() {
             issue["body"].as_str().unwrap_or("")
         );
         assert_eq!(rec["problem_statement"], statement, "{id}");
-        for empty in [
-            "hints_text",
-            "created_at",
-            "version",
-            "environment_setup_commit",
-        ] {
+        for empty in ["hints_text", "created_at", "environment_setup_commit"] {
             assert_eq!(rec[empty], "", "{id} {empty}");
         }
+        // The version is the manifest's (the Rust repositories have one), else none.
+        let version = if row["language"] == "rust" {
+            "rust-latest"
+        } else {
+            ""
+        };
+        assert_eq!(rec["version"], version, "{id}");
         // FAIL_TO_PASS: the tests that did not pass with the test patch alone and pass with
         // the fix (failed, skipped, or absent), sorted; PASS_TO_PASS: p2p_tests, sorted.
         let names = |fields: &[&str]| {
@@ -377,4 +379,30 @@ fn bad_rows_are_named_by_line_and_field_and_nothing_is_imported() {
         }
         assert_eq!(instance_count(&t), 0, "{err}");
     }
+}
+
+#[test]
+fn rows_without_a_version_take_their_manifests_and_the_dataset_date_is_multi_swe_benchs() {
+    let t = TestContext::new();
+    let out = t.run_expect(&["import", fixture().to_str().unwrap(), "--json"], 0);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["dataset"], "multi-swe-bench", "{report}");
+    assert_eq!(report["environments_as_of"], "2025-04-01T00:00:00Z");
+    let rows: Vec<Value> =
+        serde_json::from_slice(&t.run_expect(&["ls", "--json"], 0).stdout).unwrap();
+    let version = |id: &str| {
+        rows.iter()
+            .find(|r| r["instance_id"] == id)
+            .map(|r| r["version"].as_str().unwrap().to_string())
+            .unwrap()
+    };
+    // tokio-rs/bytes has a manifest of one version, which takes every pull request.
+    assert_eq!(version("tokio-rs__bytes-543"), "rust-latest");
+    // jq's has none yet: kept without a version, and said so.
+    assert_eq!(version("jqlang__jq-1793"), "");
+    assert!(
+        common::stderr(&out).contains("jqlang/jq (1)"),
+        "{}",
+        common::stderr(&out)
+    );
 }

@@ -224,9 +224,22 @@ fn a_rust_context_locks_as_of_its_date_and_validates_and_replays_offline() {
     // Released, exported as one file, imported into an empty archive and replayed there: the
     // lock's crates and generated Cargo.lock travel as objects, checked by hash.
     let snap = t.path("r1.json");
-    run(&["release", "create", "r1", "--all-validated", "-o", snap.to_str().unwrap()]);
+    run(&[
+        "release",
+        "create",
+        "r1",
+        "--all-validated",
+        "-o",
+        snap.to_str().unwrap(),
+    ]);
     let file = t.path("r1.ark");
-    run(&["export", "--release", snap.to_str().unwrap(), "-o", file.to_str().unwrap()]);
+    run(&[
+        "export",
+        "--release",
+        snap.to_str().unwrap(),
+        "-o",
+        file.to_str().unwrap(),
+    ]);
     let other = t.path("other");
     let there = |args: &[&str]| {
         let out = t
@@ -248,4 +261,3 @@ fn a_rust_context_locks_as_of_its_date_and_validates_and_replays_offline() {
             .unwrap();
     assert_eq!(summary["resolved_instances"], 1, "{summary}");
 }
-

@@ -2,7 +2,7 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::dataset::{self, ExportFormat, Selection, TestListForm};
+use crate::dataset::{self, ExportFormat, RowForm, Selection, TestListForm};
 use crate::fsutil;
 use crate::store::Ark;
 
@@ -13,11 +13,12 @@ pub struct ImportArgs {
     /// A SWE-bench or Multi-SWE-bench dataset: a JSON list or JSON Lines, as published (each
     /// row's form told by its fields).
     pub file: PathBuf,
-    /// The dataset the file is (swe-bench, swe-bench-lite, swe-bench-verified, or a name of
-    /// your own with --environments-as-of): its environments' date is what `env lock`
-    /// resolves as of.
-    #[arg(long, default_value = dataset::DEFAULT_DATASET, value_name = "NAME")]
-    pub dataset: String,
+    /// The dataset the file is (swe-bench, swe-bench-lite, swe-bench-verified,
+    /// multi-swe-bench, or a name of your own with --environments-as-of): its environments'
+    /// date is what `env lock` resolves as of. Default: multi-swe-bench when every row is
+    /// Multi-SWE-bench's, else swe-bench.
+    #[arg(long, value_name = "NAME")]
+    pub dataset: Option<String>,
     /// When the dataset's environments were built (YYYY-MM-DD or RFC 3339), overriding the
     /// known dataset's date; `commit` resolves each environment as of its environment setup
     /// commit instead.
@@ -49,9 +50,39 @@ pub struct ExportArgs {
 
 pub fn import(ctx: &Context, args: ImportArgs) -> anyhow::Result<ExitCode> {
     let records = dataset::read_dataset(&args.file)?;
-    let instances: Vec<_> = records.into_iter().map(|(_, i)| i).collect();
+    let mut instances: Vec<_> = records.into_iter().map(|(_, i)| i).collect();
+    let all_msb = !instances.is_empty()
+        && instances
+            .iter()
+            .all(|i| dataset::row_form(i) == RowForm::MultiSweBench);
+    let name = args.dataset.clone().unwrap_or_else(|| {
+        if all_msb {
+            "multi-swe-bench"
+        } else {
+            dataset::DEFAULT_DATASET
+        }
+        .to_string()
+    });
+    // Rows that name no version (Multi-SWE-bench's) take the one their manifest gives them.
+    let unversioned = ctx.manifests()?.assign_versions(&mut instances);
+    if !unversioned.is_empty() {
+        let mut by_repo: std::collections::BTreeMap<&str, usize> = Default::default();
+        for i in instances
+            .iter()
+            .filter(|i| unversioned.contains(&i.instance_id))
+        {
+            *by_repo.entry(i.repo.as_str()).or_default() += 1;
+        }
+        let repos: Vec<String> = by_repo.iter().map(|(r, n)| format!("{r} ({n})")).collect();
+        ctx.note(format!(
+            "{} instance(s) name no version and no manifest gives them one; they are kept, and \
+             `env lock` needs a manifest of their repository: {}",
+            unversioned.len(),
+            repos.join(", ")
+        ));
+    }
     let dataset = dataset::environments_date(
-        &args.dataset,
+        &name,
         args.environments_as_of.as_deref(),
         &instances,
         std::time::SystemTime::now(),

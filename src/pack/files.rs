@@ -61,7 +61,7 @@ fn lock_member(spec: Option<&[u8]>) -> &'static str {
         .unwrap_or_default();
     crate::context::kinds()
         .find(|k| k.name() == kind)
-        .unwrap_or_else(|| &crate::context::python::Python)
+        .unwrap_or(&crate::context::python::Python)
         .lock_member()
 }
 

@@ -118,17 +118,7 @@ pub fn lock(
         ));
     }
     let objects = ark.objects();
-    let mut online = Online::new(&index)?;
-    let mut crates: Vec<Crate> = Vec::new();
-    for (i, c) in wanted.iter().enumerate() {
-        crates.push(online.fetch(&c.name, &c.version, c.checksum.as_deref(), &objects)?);
-        if (i + 1) % 50 == 0 {
-            say(&format!("{} of {} crates kept", i + 1, wanted.len()));
-        }
-    }
-    // Two locks may give one crate version different checksums only if the registry lied.
-    crates.sort_by(|a, b| (&a.name, &a.version).cmp(&(&b.name, &b.version)));
-    crates.dedup_by(|a, b| a.name == b.name && a.version == b.version);
+    let crates = keep_crates(&index, &wanted, &objects, say)?;
     generated.sort_by(|a: &GeneratedLock, b| a.commit.cmp(&b.commit));
     generated.dedup_by(|a, b| a.commit == b.commit);
 
@@ -165,6 +155,27 @@ pub fn lock(
     ));
     record(ark, ctx, &doc, id, bytes.len() as u64, newest)?;
     Ok(summary(ctx, &doc, id, notes, seconds))
+}
+
+/// Every crate of `wanted`, fetched from the registry at `index` and kept as an object.
+fn keep_crates(
+    index: &str,
+    wanted: &BTreeSet<LockedCrate>,
+    objects: &crate::store::ObjectStore,
+    say: &dyn Fn(&str),
+) -> Result<Vec<Crate>, RustError> {
+    let mut online = Online::new(index)?;
+    let mut crates: Vec<Crate> = Vec::new();
+    for (i, c) in wanted.iter().enumerate() {
+        crates.push(online.fetch(&c.name, &c.version, c.checksum.as_deref(), objects)?);
+        if (i + 1) % 50 == 0 {
+            say(&format!("{} of {} crates kept", i + 1, wanted.len()));
+        }
+    }
+    // Two locks may give one crate version different checksums only if the registry lied.
+    crates.sort_by(|a, b| (&a.name, &a.version).cmp(&(&b.name, &b.version)));
+    crates.dedup_by(|a, b| a.name == b.name && a.version == b.version);
+    Ok(crates)
 }
 
 fn describe(state: &State) -> String {
@@ -347,13 +358,7 @@ impl Cargo<'_> {
             )
         };
         if let Some((id, test_patch, gold)) = &state.patches {
-            for (what, text) in [("test patch", test_patch), ("gold patch", gold)] {
-                apply(src, text).map_err(|detail| RustError::Patch {
-                    instance: id.clone(),
-                    what,
-                    detail,
-                })?;
-            }
+            apply_patches(src, id, [test_patch, gold])?;
             // A patch that brings its own Cargo.lock says what it needs; otherwise what its
             // build files ask for, resolved as of the cutoff (what cargo resolves offline from
             // the registry later, when the patched tree's lock lacks it).
@@ -391,23 +396,32 @@ fn read(path: &Path) -> Result<Vec<u8>, RustError> {
     std::fs::read(path).map_err(|e| RustError::Io(format!("{}: {e}", path.display())))
 }
 
-fn apply(src: &Path, patch: &str) -> Result<(), String> {
-    if patch.trim().is_empty() {
-        return Ok(());
+/// An instance's test patch, then its gold patch, applied to the tree at `src`.
+fn apply_patches(src: &Path, instance: &str, patches: [&str; 2]) -> Result<(), RustError> {
+    for (what, patch) in ["test patch", "gold patch"].into_iter().zip(patches) {
+        if patch.trim().is_empty() {
+            continue;
+        }
+        let fail = |detail: String| RustError::Patch {
+            instance: instance.to_string(),
+            what,
+            detail,
+        };
+        let file = src.with_extension("diff");
+        std::fs::write(&file, patch).map_err(|e| fail(e.to_string()))?;
+        let out = crate::gitcmd::command()
+            .args(["apply", "--whitespace=nowarn"])
+            .arg(&file)
+            .current_dir(src)
+            .output()
+            .map_err(|e| fail(e.to_string()))?;
+        if !out.status.success() {
+            return Err(fail(
+                String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            ));
+        }
     }
-    let file = src.with_extension("diff");
-    std::fs::write(&file, patch).map_err(|e| e.to_string())?;
-    let out = crate::gitcmd::command()
-        .args(["apply", "--whitespace=nowarn"])
-        .arg(&file)
-        .current_dir(src)
-        .output()
-        .map_err(|e| e.to_string())?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
-    }
+    Ok(())
 }
 
 fn path_with(root: &Path) -> String {
@@ -465,13 +479,7 @@ fn prove(
                 .map_err(|e| RustError::Io(format!("{}: {e}", lock.display())))?;
         }
         if let Some((id, test_patch, gold)) = &state.patches {
-            for (what, text) in [("test patch", test_patch), ("gold patch", gold)] {
-                apply(&src, text).map_err(|detail| RustError::Patch {
-                    instance: id.clone(),
-                    what,
-                    detail,
-                })?;
-            }
+            apply_patches(&src, id, [test_patch, gold])?;
         }
         offline
             .run(
