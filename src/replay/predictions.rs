@@ -1,6 +1,8 @@
 //! Predictions in SWE-bench's format: a JSON list, a JSON map by instance id, or JSON Lines
 //! (told apart by the content, whatever the file's name), each with `instance_id`,
-//! `model_name_or_path` and `model_patch` (a string, or null).
+//! `model_name_or_path` and `model_patch` (a string, or null). Multi-SWE-bench's patch files
+//! are read too: records of `org`, `repo`, `number` and `fix_patch`, for the instance
+//! `org__repo-number`, by the model the record names, else the one the file's name says.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -45,10 +47,11 @@ pub enum PredictionProblem {
         instance_id: String,
         model: String,
     },
-    #[error("{at} ({instance_id}): `model_patch` is {kind}, not a string")]
+    #[error("{at} ({instance_id}): `{field}` is {kind}, not a string")]
     BadPatch {
         at: String,
         instance_id: String,
+        field: &'static str,
         kind: &'static str,
     },
     #[error("{at}: {detail}")]
@@ -69,21 +72,40 @@ fn joined(problems: &[PredictionProblem]) -> String {
         .join("; ")
 }
 
+/// A Multi-SWE-bench patch record's instance id (`org__repo-number`), if it is one.
+fn msb_instance_id(obj: &serde_json::Map<String, serde_json::Value>) -> Option<String> {
+    if obj.contains_key("instance_id") || !obj.contains_key("fix_patch") {
+        return None;
+    }
+    let org = obj.get("org")?.as_str()?;
+    let repo = obj.get("repo")?.as_str()?;
+    let number = obj.get("number")?.as_u64()?;
+    Some(format!("{org}__{repo}-{number}"))
+}
+
 fn one(
     v: &serde_json::Value,
     at: &str,
     key_id: Option<&str>,
+    file_model: &str,
 ) -> Result<Prediction, PredictionProblem> {
     let at = at.to_string();
     let obj = v
         .as_object()
         .ok_or_else(|| PredictionProblem::NotAnObject { at: at.clone() })?;
-    let instance_id = match (obj.get("instance_id").and_then(|x| x.as_str()), key_id) {
-        (Some(id), _) => id.to_string(),
-        (None, Some(k)) => k.to_string(),
-        (None, None) => return Err(PredictionProblem::NoInstanceId { at }),
+    let msb = msb_instance_id(obj);
+    let instance_id = match (
+        obj.get("instance_id").and_then(|x| x.as_str()),
+        key_id,
+        &msb,
+    ) {
+        (Some(id), _, _) => id.to_string(),
+        (None, _, Some(id)) => id.clone(),
+        (None, Some(k), None) => k.to_string(),
+        (None, None, None) => return Err(PredictionProblem::NoInstanceId { at }),
     };
-    let Some(model) = obj.get("model_name_or_path").and_then(|x| x.as_str()) else {
+    let named = obj.get("model_name_or_path").and_then(|x| x.as_str());
+    let Some(model) = named.or(msb.as_ref().map(|_| file_model)) else {
         return Err(PredictionProblem::NoModel { at, instance_id });
     };
     let model = model.to_string();
@@ -94,13 +116,19 @@ fn one(
             model,
         });
     }
-    let patch = match obj.get("model_patch") {
+    let patch_key = if msb.is_some() {
+        "fix_patch"
+    } else {
+        "model_patch"
+    };
+    let patch = match obj.get(patch_key) {
         Some(serde_json::Value::String(p)) => Some(p.clone()),
         Some(serde_json::Value::Null) | None => None,
         Some(other) => {
             return Err(PredictionProblem::BadPatch {
                 at,
                 instance_id,
+                field: patch_key,
                 kind: crate::dataset::json_type_name(other),
             });
         }
@@ -116,9 +144,14 @@ fn one(
 /// one line): one of a prediction's own fields, with a value a map's entry cannot have.
 fn is_one_prediction(v: &serde_json::Value) -> bool {
     v.as_object().is_some_and(|o| {
-        ["instance_id", "model_name_or_path", "model_patch"]
-            .iter()
-            .any(|k| o.get(*k).is_some_and(|x| !x.is_object()))
+        [
+            "instance_id",
+            "model_name_or_path",
+            "model_patch",
+            "fix_patch",
+        ]
+        .iter()
+        .any(|k| o.get(*k).is_some_and(|x| !x.is_object()))
     })
 }
 
@@ -133,7 +166,13 @@ pub fn read(path: &Path) -> Result<Vec<Prediction>, PredictionError> {
     })?;
     // Each record read, or what is wrong with it.
     let mut records: Vec<Result<Prediction, PredictionProblem>> = Vec::new();
-    let take = |v: &serde_json::Value, at: String, key_id: Option<&str>| one(v, &at, key_id);
+    // Multi-SWE-bench's patch files name no model: the file's name does.
+    let file_model = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let take =
+        |v: &serde_json::Value, at: String, key_id: Option<&str>| one(v, &at, key_id, &file_model);
     match json_or_lines(&text) {
         Ok(JsonText::Lines(lines)) => {
             for (n, line) in lines {
@@ -232,6 +271,24 @@ mod tests {
         let e = read(&p).unwrap_err().to_string();
         assert!(
             e.contains("line 2:") && e.contains("line 3 (a): `model_patch` is a number"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn multi_swe_bench_patch_files_are_predictions_by_the_files_name() {
+        let rows = r#"{"org": "tokio-rs", "repo": "bytes", "number": 732, "fix_patch": "diff"}
+{"org": "tokio-rs", "repo": "bytes", "number": 721, "fix_patch": "d2", "model_name_or_path": "m2"}
+"#;
+        let got = read_as("agent-x.jsonl", rows).unwrap();
+        assert_eq!(got[0].instance_id, "tokio-rs__bytes-732");
+        assert_eq!(got[0].model, "agent-x");
+        assert_eq!(got[0].patch.as_deref(), Some("diff"));
+        assert_eq!(got[1].model, "m2");
+        let bad = r#"{"org": "o", "repo": "r", "number": 1, "fix_patch": 3}"#;
+        let e = read_as("p.jsonl", bad).unwrap_err();
+        assert!(
+            e.contains("o__r-1") && e.contains("`fix_patch` is a number"),
             "{e}"
         );
     }
