@@ -33,9 +33,10 @@ pub struct RustBuilt {
     pub generated: BTreeMap<String, PathBuf>,
 }
 
-const RECORD: &str = "built.json";
+// The name every kind gives its record of a built environment (`env ls` reads it).
+const RECORD: &str = "env.json";
 
-/// What `built.json` keeps: only what cannot be read off the directory, so that an archive
+/// What `env.json` keeps: only what cannot be read off the directory, so that an archive
 /// that moved still finds its environments.
 #[derive(serde::Serialize, serde::Deserialize)]
 struct Record {
