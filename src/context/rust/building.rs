@@ -114,6 +114,10 @@ pub fn build(
         .map_err(|e| RustError::Io(e.to_string()))?;
     std::fs::write(s.join(RECORD), record).map_err(|e| io(s, e))?;
     let staged = staged.keep();
+    // A directory left without its record (a crash, another swe-ark's) is only a cache.
+    if dir.exists() && from_record(&dir, lock).is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
     match std::fs::rename(&staged, &dir) {
         Ok(()) => from_record(&dir, lock)
             .ok_or_else(|| RustError::Io(format!("{}: built, then not found", dir.display()))),
