@@ -261,3 +261,117 @@ fn a_rust_context_locks_as_of_its_date_and_validates_and_replays_offline() {
             .unwrap();
     assert_eq!(summary["resolved_instances"], 1, "{summary}");
 }
+
+/// `acme/app` with a committed `Cargo.lock` that pins `sweark-dep` at `pinned` while
+/// Cargo.toml asks for `wanted`.
+fn repository_with_lock(dir: &Path, wanted: &str, pinned: &str) -> String {
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    std::fs::write(
+        dir.join("Cargo.toml"),
+        format!(
+            "[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
+             [dependencies]\nsweark-dep = \"{wanted}\"\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(dir.join("src/lib.rs"), LIB).unwrap();
+    std::fs::write(
+        dir.join("Cargo.lock"),
+        format!(
+            "version = 3\n\n[[package]]\nname = \"app\"\nversion = \"0.1.0\"\n\
+             dependencies = [\"sweark-dep\"]\n\n[[package]]\nname = \"sweark-dep\"\n\
+             version = \"{pinned}\"\nsource = \"registry+https://github.com/rust-lang/crates.io-index\"\n"
+        ),
+    )
+    .unwrap();
+    git_init_commit(dir, "app", DATE);
+    git_commit_all(dir, "app", DATE)
+}
+
+#[test]
+fn a_lock_that_cannot_be_had_is_refused_naming_the_crate_or_the_commit() {
+    if !common::can_unshare() {
+        eprintln!("skipped: no namespaces here");
+        return;
+    }
+    let t = TestContext::new();
+    let manifests = t.path("manifests");
+    std::fs::create_dir_all(&manifests).unwrap();
+    std::fs::write(manifests.join("acme__app.toml"), MANIFEST).unwrap();
+    let reg = registry(&t.path("registry"));
+    let swe_ark = |ark: &Path, args: &[&str]| {
+        let mut c = t.cmd_at(ark);
+        c.env("SWE_ARK_MANIFESTS", &manifests).args(args);
+        c.output().unwrap()
+    };
+    // Two cases, each in an archive of its own: a version the registry does not have, and a
+    // Cargo.lock that does not satisfy its Cargo.toml.
+    for (case, wanted, pinned, says) in [
+        (
+            "missing",
+            "0.1",
+            "0.1.7",
+            "no version 0.1.7 of crate `sweark-dep`",
+        ),
+        (
+            "stale",
+            "0.2",
+            "0.1.0",
+            "the lock does not cover base commit",
+        ),
+    ] {
+        let repo = t.path(case);
+        let base = repository_with_lock(&repo, wanted, pinned);
+        let row = serde_json::json!({
+            "repo": "acme/app", "instance_id": "acme__app-1", "base_commit": base,
+            "patch": GOLD, "test_patch": TEST_PATCH, "problem_statement": "p",
+            "version": "rust-latest", "FAIL_TO_PASS": "[]", "PASS_TO_PASS": "[]",
+        });
+        let file = t.path(&format!("{case}.jsonl"));
+        std::fs::write(&file, format!("{row}\n")).unwrap();
+        let ark = t.path(&format!("ark-{case}"));
+        for args in [
+            vec![
+                "import",
+                file.to_str().unwrap(),
+                "--environments-as-of",
+                "2022-01-01",
+            ],
+            vec![
+                "mirror",
+                "add",
+                repo.to_str().unwrap(),
+                "--name",
+                "acme/app",
+            ],
+        ] {
+            let out = swe_ark(&ark, &args);
+            assert!(out.status.success(), "{}", common::stderr(&out));
+        }
+        let out = swe_ark(
+            &ark,
+            &[
+                "env",
+                "lock",
+                "acme/app",
+                "rust-latest",
+                "--index-url",
+                &reg.url,
+                "--no-pack-runtime",
+            ],
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{case}: {}",
+            common::stderr(&out)
+        );
+        assert!(
+            common::stderr(&out).contains(says),
+            "{case}: {}",
+            common::stderr(&out)
+        );
+        let locks = swe_ark(&ark, &["env", "ls", "--json"]);
+        assert_eq!(stdout(&locks).trim(), "[]", "{case}: nothing recorded");
+    }
+}
