@@ -8,6 +8,17 @@ use super::pylock::PyLock;
 
 /// The lock `query` names (a full id or a unique prefix), with its parsed file.
 pub fn find_lock(ark: &Ark, query: &str) -> Result<(Sha256Digest, PyLock), EnvError> {
+    let id = find_lock_id(ark, query)?;
+    let bytes = ark.objects().get(&id)?;
+    let lock = PyLock::parse(&bytes).map_err(|detail| EnvError::BadLock {
+        id: id.hex(),
+        detail: detail.to_string(),
+    })?;
+    Ok((id, lock))
+}
+
+/// The id of the lock `query` (a unique prefix of its id) names, whatever its kind.
+pub fn find_lock_id(ark: &Ark, query: &str) -> Result<Sha256Digest, EnvError> {
     let locks = ark.index().locks()?;
     let matches: Vec<_> = locks
         .iter()
@@ -31,12 +42,7 @@ pub fn find_lock(ark: &Ark, query: &str) -> Result<(Sha256Digest, PyLock), EnvEr
             });
         }
     };
-    let bytes = ark.objects().get(&row.id)?;
-    let lock = PyLock::parse(&bytes).map_err(|detail| EnvError::BadLock {
-        id: row.id.hex(),
-        detail: detail.to_string(),
-    })?;
-    Ok((row.id, lock))
+    Ok(row.id)
 }
 
 /// Whether the environment of lock `id` is built in the archive (`envs/<id>/env.json`).

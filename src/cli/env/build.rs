@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use crate::env::build::{self, BuildOptions};
-use crate::env::listing::find_lock;
+use crate::env::listing::{find_lock, find_lock_id};
 use crate::store::Ark;
 
 use super::super::Context;
@@ -11,6 +11,25 @@ use super::BuildArgs;
 
 pub(super) fn build_cmd(ctx: &Context, a: BuildArgs) -> anyhow::Result<ExitCode> {
     let ark = Ark::open(&ctx.ark)?;
+    let id = find_lock_id(&ark, &a.lock)?;
+    let bytes = ark.objects().get(&id)?;
+    // Another kind's lock: built by its kind, which says where.
+    if let Some(kind) = crate::context::kinds()
+        .filter(|k| k.name() != "python")
+        .find(|k| k.read_lock(id, &bytes).is_ok())
+    {
+        let t = std::time::Instant::now();
+        kind.read_lock(id, &bytes)?
+            .build(&ark.objects(), ark.root(), a.unconfined)?;
+        ctx.note(format!(
+            "{} lock {} built (or found built) in {:.2} s",
+            kind.name(),
+            id.short(),
+            t.elapsed().as_secs_f64()
+        ));
+        out!("{}", ark.layout().env(&id).display());
+        return Ok(ExitCode::SUCCESS);
+    }
     let (id, lock) = find_lock(&ark, &a.lock)?;
     let opts = BuildOptions {
         installer: a.installer,

@@ -61,7 +61,7 @@ pub(super) fn ls(ctx: &Context, a: ListArgs) -> anyhow::Result<ExitCode> {
 
 pub(super) fn show(ctx: &Context, a: ShowArgs) -> anyhow::Result<ExitCode> {
     let ark = Ark::open(&ctx.ark)?;
-    let (id, _) = listing::find_lock(&ark, &a.lock)?;
+    let id = listing::find_lock_id(&ark, &a.lock)?;
     let bytes = ark.objects().get(&id)?;
     use std::io::Write as _;
     std::io::stdout().lock().write_all(&bytes)?;

@@ -28,9 +28,9 @@ pub enum EnvCommand {
     /// Build a lock's environment from the objects alone, into `envs/<lock id>/`; prints the
     /// environment's directory last.
     Build(BuildArgs),
-    /// The locks: repository, version, Python, packages, artifacts, bytes, built or not.
+    /// The locks: repository, version, Python (or toolchain), packages, artifacts, bytes, built or not.
     Ls(ListArgs),
-    /// Print a lock's pylock.toml.
+    /// Print a lock as stored (its pylock.toml, rust-lock.toml, …).
     Show(ShowArgs),
 }
 
