@@ -148,7 +148,14 @@ pub fn lock(
         .map_err(crate::env::EnvError::from)?;
     let started = std::time::Instant::now();
     let built = super::building::build(&doc, &id, &objects, ark.root())?;
-    prove(&cargo, &mirror, &states, &built, work.path())?;
+    prove(
+        &cargo,
+        &mirror,
+        &states,
+        &built,
+        work.path(),
+        opts.unconfined,
+    )?;
     let seconds = started.elapsed().as_secs_f64();
     say(&format!(
         "proven offline: every state's crates fetched from the lock's registry alone ({seconds:.1} s)"
@@ -441,6 +448,7 @@ fn prove(
     states: &[State],
     built: &super::building::RustBuilt,
     work: &Path,
+    unconfined: bool,
 ) -> Result<(), ContextError> {
     let home = work.join("cargo-home-offline");
     std::fs::create_dir_all(&home)
@@ -450,15 +458,12 @@ fn prove(
         offline_config(&built.registry.to_string_lossy()),
     )
     .map_err(|e| RustError::Io(format!("{}: {e}", home.display())))?;
-    let steps = StepRunner::new(
-        online.steps.confinement() == "unconfined",
-        Network::Isolated,
-    )?
-    .writable(work)?
-    .tmp(&work.join("tmp"))?
-    .read_only(&online.found.root)
-    .read_only(&mirror.path)
-    .read_only(&built.dir);
+    let steps = StepRunner::new(unconfined, Network::Isolated)?
+        .writable(work)?
+        .tmp(&work.join("tmp"))?
+        .read_only(&online.found.root)
+        .read_only(&mirror.path)
+        .read_only(&built.dir);
     let offline = Cargo {
         found: online.found,
         home: &home,
