@@ -55,6 +55,11 @@ impl Layout {
         envs = "envs";
         /// Packed interpreters, unpacked once, `pythons/<sha256>/` (a cache).
         pythons = "pythons";
+        /// Packed Rust toolchains, unpacked once, `toolchains/<files sha256>/` (a cache).
+        toolchains = "toolchains";
+        /// Which object packs which toolchain, `cache/packed-toolchains/<files sha256>.json`
+        /// (a cache: packing it again gives the same object, only slower).
+        packed_toolchains = "cache/packed-toolchains";
         /// Which object packs which interpreter, `cache/packed-pythons/<key>.json` (a cache:
         /// packing a prefix again gives the same object, only slower).
         packed_pythons = "cache/packed-pythons";

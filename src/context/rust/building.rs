@@ -40,7 +40,9 @@ const RECORD: &str = "env.json";
 /// that moved still finds its environments.
 #[derive(serde::Serialize, serde::Deserialize)]
 struct Record {
-    /// The machine's toolchain the lock's identity was found in; None: unpacked here.
+    /// The toolchain: the machine's copy the lock's identity was found in, or the archive's
+    /// `toolchains/<files sha256>/` the packed one was unpacked into; None: under this
+    /// directory (`toolchain/`, as swe-ark unpacked it before the archive shared it).
     machine_toolchain: Option<PathBuf>,
 }
 
@@ -102,12 +104,7 @@ pub fn build(
         std::fs::write(&file, bytes).map_err(|e| io(&file, e))?;
     }
     let machine_toolchain = match &lock.toolchain.packed {
-        Some(packed) => {
-            let dest = s.join("toolchain");
-            std::fs::create_dir_all(&dest).map_err(|e| io(&dest, e))?;
-            toolchain::unpack(packed, &lock.toolchain, objects, &dest)?;
-            None
-        }
+        Some(packed) => Some(unpacked_once(packed, lock, objects, &root)?),
         None => Some(toolchain::locate(&lock.toolchain)?),
     };
     let record = serde_json::to_vec_pretty(&Record { machine_toolchain })
@@ -128,6 +125,39 @@ pub fn build(
         }
         Err(e) => Err(io(&dir, e)),
     }
+}
+
+/// The packed toolchain unpacked under the archive's `toolchains/<files sha256>/`, once: every
+/// lock that carries it shares it.
+fn unpacked_once(
+    packed: &super::document::Packed,
+    lock: &RustLock,
+    objects: &ObjectStore,
+    root: &Path,
+) -> Result<PathBuf, RustError> {
+    let io = |p: &Path, e: std::io::Error| RustError::Io(format!("{}: {e}", p.display()));
+    let dir = crate::store::Layout::new(root).toolchains();
+    let dest = dir.join(&lock.toolchain.files_sha256);
+    if dest.join("bin/cargo").is_file() {
+        return Ok(dest);
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
+    let staged = tempfile::Builder::new()
+        .prefix(".tmp-toolchain-")
+        .tempdir_in(&dir)
+        .map_err(|e| io(&dir, e))?;
+    toolchain::unpack(packed, &lock.toolchain, objects, staged.path())?;
+    let staged = staged.keep();
+    if dest.exists() {
+        // Unpacked meanwhile by another run, or left half by a crash: a cache either way.
+        if dest.join("bin/cargo").is_file() {
+            let _ = std::fs::remove_dir_all(&staged);
+            return Ok(dest);
+        }
+        let _ = std::fs::remove_dir_all(&dest);
+    }
+    std::fs::rename(&staged, &dest).map_err(|e| io(&dest, e))?;
+    Ok(dest)
 }
 
 impl Built for RustBuilt {

@@ -125,7 +125,8 @@ pub fn lock(
     let mut identity = found.identity.clone();
     if opts.pack_runtime {
         say("packing the toolchain (once per archive: its object is shared by hash)");
-        identity.packed = Some(toolchain::pack(&found, &objects, work.path())?);
+        let cache = ark.layout().packed_toolchains();
+        identity.packed = Some(toolchain::pack_once(&found, &objects, &cache, work.path())?);
     }
     let doc = RustLock {
         lock_version: document::LOCK_VERSION.into(),

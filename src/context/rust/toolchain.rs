@@ -270,6 +270,30 @@ pub fn pack(found: &Found, objects: &ObjectStore, tmp: &Path) -> Result<Packed, 
     })
 }
 
+/// [`pack`], once per toolchain and archive: `cache` remembers which object packs which
+/// toolchain (by its files' hash), and the object is reused while the store has it.
+pub fn pack_once(
+    found: &Found,
+    objects: &ObjectStore,
+    cache: &Path,
+    tmp: &Path,
+) -> Result<Packed, RustError> {
+    let record = cache.join(format!("{}.json", found.identity.files_sha256));
+    if let Ok(bytes) = std::fs::read(&record)
+        && let Ok(packed) = serde_json::from_slice::<Packed>(&bytes)
+        && let Ok(id) = super::document::digest(&packed.sha256)
+        && objects.has(&id)
+    {
+        return Ok(packed);
+    }
+    let packed = pack(found, objects, tmp)?;
+    let io = |e: std::io::Error| RustError::Toolchain(format!("{}: {e}", record.display()));
+    std::fs::create_dir_all(cache).map_err(io)?;
+    let bytes = serde_json::to_vec(&packed).map_err(|e| RustError::Toolchain(e.to_string()))?;
+    crate::fsutil::write_atomic(&record, &bytes).map_err(io)?;
+    Ok(packed)
+}
+
 fn executable(meta: &std::fs::Metadata) -> bool {
     use std::os::unix::fs::PermissionsExt;
     meta.permissions().mode() & 0o111 != 0
