@@ -163,7 +163,8 @@ impl Lock for ReadLock {
 
     fn needs_from_machine(&self) -> Option<String> {
         let r = &self.lock.runtime;
-        let base = "glibc, `sh` and the tools test scripts call (`date`, `tar`)";
+        let base = "glibc, `sh`, `sha256sum` and `cp` (to put a generated lockfile in place), \
+                    and the system's `tar` and `gzip` (to lay the runtime out)";
         Some(match r.packed {
             Some(_) => base.to_string(),
             None => format!(
