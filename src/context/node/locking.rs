@@ -32,16 +32,21 @@ pub const GROUPING: &str = "one context per repository and manifest version: the
     share node and npm and a cache holding every tarball each base commit's package-lock.json \
     (or one generated as of the cutoff) and each instance's patched package.json name";
 
-/// How a lockfile is resolved where a state has none: what Multi-SWE-bench's images ran
-/// (`npm install --legacy-peer-deps`), without installing, scripts or audit.
-const RESOLVE: [&str; 6] = [
+/// How a lockfile is resolved where a state has none: `npm install` without installing,
+/// scripts or audit (and with `--legacy-peer-deps` when the context installs so).
+const RESOLVE: [&str; 5] = [
     "install",
     "--package-lock-only",
     "--ignore-scripts",
-    "--legacy-peer-deps",
     "--no-audit",
     "--no-fund",
 ];
+
+/// npm's switch that leaves peer dependencies out of a resolution: a lockfile resolved with
+/// it installs only with it (`npm ci` re-resolves, online, what it finds missing), so the lock
+/// resolves and proves with it exactly when the context's install uses it (dayjs's, as its
+/// image's `npm install --legacy-peer-deps` did).
+const LEGACY_PEERS: &str = "--legacy-peer-deps";
 
 /// Locks `ctx` (see the module's comment).
 pub fn lock(
@@ -120,6 +125,7 @@ pub fn lock(
         extra_ca,
         registry: online.base.clone(),
         before: rfc3339(cutoff.when),
+        legacy_peers: ctx.install.contains(LEGACY_PEERS),
     };
     let mut resolver = Resolver {
         npm: &npm,
@@ -271,6 +277,8 @@ struct Npm<'a> {
     registry: String,
     /// RFC 3339: what resolution admits (`--before`).
     before: String,
+    /// Whether to resolve and install with [`LEGACY_PEERS`].
+    legacy_peers: bool,
 }
 
 impl Npm<'_> {
@@ -306,6 +314,9 @@ impl Npm<'_> {
         let before = format!("--before={}", self.before);
         let mut args: Vec<&str> = RESOLVE.to_vec();
         args.push(&before);
+        if self.legacy_peers {
+            args.push(LEGACY_PEERS);
+        }
         self.run(dir, &args, what)
     }
 }
@@ -472,8 +483,9 @@ fn sha256_of(path: &Path) -> Result<String, NodeError> {
 }
 
 /// The proof: each distinct state (its `package.json` and lockfile) installed again by `npm
-/// ci --offline --ignore-scripts` from a cache made of the built environment alone, with the
-/// network cut. Returns how many distinct installs it ran.
+/// ci --offline --ignore-scripts` (with `--legacy-peer-deps` as the context installs) from a
+/// cache made of the built environment alone, with the network cut. Returns how many distinct
+/// installs it ran.
 fn prove(
     online: &Npm<'_>,
     mirror: &Mirror,
@@ -499,6 +511,7 @@ fn prove(
         extra_ca: None,
         registry: online.registry.clone(),
         before: online.before.clone(),
+        legacy_peers: online.legacy_peers,
     };
     let src = work.join("proof");
     let mut seen = BTreeSet::new();
@@ -538,10 +551,11 @@ fn prove(
         if !seen.insert(key) {
             continue;
         }
-        let mut cmd = npm.command(
-            &src,
-            &["ci", "--offline", "--ignore-scripts", "--legacy-peer-deps"],
-        );
+        let mut args = vec!["ci", "--offline", "--ignore-scripts"];
+        if npm.legacy_peers {
+            args.push(LEGACY_PEERS);
+        }
+        let mut cmd = npm.command(&src, &args);
         for (k, v) in offline_vars(&cache.to_string_lossy()) {
             cmd.env(k, v);
         }
