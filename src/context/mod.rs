@@ -10,10 +10,14 @@
 //! log parser).
 //!
 //! - [`python`]: the Python kind (`crate::env` underneath);
-//! - [`rust`]: the Rust kind (a toolchain by hash, crates.io's crates as a local registry).
+//! - [`rust`]: the Rust kind (a toolchain by hash, crates.io's crates as a local registry);
+//! - [`node`]: the JavaScript/TypeScript kind (node and npm by hash, npm's tarballs as npm's
+//!   own cache).
 
+pub mod node;
 pub mod python;
 pub mod rust;
+mod states;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -56,6 +60,8 @@ pub enum ContextError {
     Env(#[from] crate::env::EnvError),
     #[error(transparent)]
     Rust(Box<rust::RustError>),
+    #[error(transparent)]
+    Node(Box<node::NodeError>),
 }
 
 /// One kind of executable context.
@@ -221,7 +227,7 @@ pub fn kind_of(ctx: &Context) -> Result<&'static dyn Kind, ContextError> {
 }
 
 /// Every kind swe-ark knows.
-static KINDS: &[&dyn Kind] = &[&python::Python, &rust::Rust];
+static KINDS: &[&dyn Kind] = &[&python::Python, &rust::Rust, &node::Node];
 
 /// Every kind swe-ark knows, in the order they are tried.
 pub fn kinds() -> impl Iterator<Item = &'static dyn Kind> {

@@ -269,6 +269,7 @@ pub struct VersionRule {
 #[serde(deny_unknown_fields)]
 struct Fields {
     python: Option<String>,
+    node: Option<String>,
     requirements: Option<Vec<String>>,
     packages: Option<Vec<String>>,
     pip_packages: Option<Vec<String>>,
@@ -340,6 +341,11 @@ pub struct Context {
     pub version: String,
     /// major.minor.
     pub python: String,
+    /// The node release a `node` context runs with (`18`: the newest 18.x as of the cutoff);
+    /// empty: the machine's. Left out of `env/spec.toml` when empty, so that other kinds'
+    /// bundles keep their ids.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub node: String,
     /// Requirement files in the repository at the commit (`pip install -r`).
     pub requirements: Vec<String>,
     pub packages: Vec<String>,
@@ -438,6 +444,7 @@ impl RepoManifest {
                 None if !self.kind.is_empty() => String::new(),
                 None => return Err(incomplete("python")),
             },
+            node: either(&v.node, &d.node).unwrap_or_default(),
             requirements: pick(&v.requirements, &d.requirements),
             packages: pick(&v.packages, &d.packages),
             pip_packages: pick(&v.pip_packages, &d.pip_packages),

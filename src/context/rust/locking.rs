@@ -8,12 +8,12 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, UNIX_EPOCH};
 
 use super::RustError;
 use super::document::{self, Crate, GeneratedLock, LockedCrate, RustLock};
 use super::registry::{CRATES_IO, Online};
 use super::toolchain::{self, Found};
+use crate::context::states::{self, State, commit_time, patched_paths, states_of};
 use crate::context::{ContextError, LockOptions, LockSummary};
 use crate::digest::Sha256Digest;
 use crate::env::asof::rfc3339;
@@ -27,14 +27,6 @@ use crate::store::Ark;
 pub const GROUPING: &str = "one context per repository and manifest version: the instances \
     share the toolchain and a registry holding every crate each base commit's Cargo.lock (or \
     one generated as of the cutoff) and each instance's patched build files name";
-
-/// One state of the tree whose crates the lock must hold: a base commit, with an instance's
-/// patches on it or not.
-struct State {
-    commit: String,
-    /// The test patch and the gold patch, when they change a build file.
-    patches: Option<(String, String, String)>,
-}
 
 /// Locks `ctx` (see the module's comment).
 pub fn lock(
@@ -55,7 +47,7 @@ pub fn lock(
         version: ctx.version.clone(),
     })?;
     let mirror = Mirror::open(&ark.mirrors_dir(), &name).map_err(crate::env::EnvError::from)?;
-    let (commits, states) = states_of(ark, ctx, opts, &mirror)?;
+    let (commits, states) = covered(ark, ctx, opts, &mirror)?;
     let newest = &commits[0];
     let newest_time = commit_time(&mirror, newest)?;
     let cutoff =
@@ -107,13 +99,13 @@ pub fn lock(
     let src = work.path().join("src");
     for (i, state) in states.iter().enumerate() {
         let lock_text = cargo.state_lock(&mirror, state, &src, &mut generated, ark, &mut notes)?;
-        let what = format!("Cargo.lock of {}", describe(state));
+        let what = format!("Cargo.lock of {}", state.describe());
         wanted.extend(document::registry_crates(&lock_text, &what)?);
         say(&format!(
             "state {}/{}: {} ({} crates in all so far)",
             i + 1,
             states.len(),
-            describe(state),
+            state.describe(),
             wanted.len()
         ));
     }
@@ -186,93 +178,27 @@ fn keep_crates(
     Ok(crates)
 }
 
-fn describe(state: &State) -> String {
-    match &state.patches {
-        None => format!("base commit {}", &state.commit[..12]),
-        Some((id, _, _)) => format!("{} with its patches", id),
-    }
-}
-
 /// The base commits (newest first) and the states of the tree the lock covers.
-fn states_of(
+fn covered(
     ark: &Ark,
     ctx: &Context,
     opts: &LockOptions,
     mirror: &Mirror,
-) -> Result<(Vec<String>, Vec<State>), ContextError> {
-    let mut commits: BTreeSet<String> = opts.commit.iter().cloned().collect();
-    let mut patched = Vec::new();
-    for row in ark
-        .index()
-        .instances_of_repo(&ctx.repo)
-        .map_err(crate::env::EnvError::from)?
-    {
-        if row.version != ctx.version || row.base_commit.is_empty() {
-            continue;
-        }
-        commits.insert(row.base_commit.clone());
-        if let Some(inst) = ark
-            .index()
-            .instance(&row.instance_id)
-            .map_err(crate::env::EnvError::from)?
-            && (touches_build_files(&inst.patch) || touches_build_files(&inst.test_patch))
-        {
-            patched.push(State {
-                commit: row.base_commit.clone(),
-                patches: Some((inst.instance_id.clone(), inst.test_patch, inst.patch)),
-            });
-        }
-    }
-    if commits.is_empty() {
-        return Err(RustError::NoInstances {
+) -> Result<states::Covered, ContextError> {
+    let found = states_of(ark, ctx, opts, mirror, touches_build_files)?;
+    found.ok_or_else(|| {
+        RustError::NoInstances {
             repo: ctx.repo.clone(),
             version: ctx.version.clone(),
         }
-        .into());
-    }
-    let mut dated = Vec::new();
-    for c in commits {
-        dated.push((commit_time(mirror, &c)?, c));
-    }
-    dated.sort_by(|a, b| b.cmp(a));
-    let commits: Vec<String> = dated.into_iter().map(|(_, c)| c).collect();
-    let mut states: Vec<State> = commits
-        .iter()
-        .map(|c| State {
-            commit: c.clone(),
-            patches: None,
-        })
-        .collect();
-    states.extend(patched);
-    Ok((commits, states))
+        .into()
+    })
 }
 
 /// Whether a patch changes what cargo resolves: a `Cargo.toml` or `Cargo.lock`.
 fn touches_build_files(patch: &str) -> bool {
-    patch
-        .lines()
-        .filter_map(|l| {
-            l.strip_prefix("+++ b/")
-                .or_else(|| l.strip_prefix("--- a/"))
-        })
-        .any(|p| {
-            let p = p.trim_end();
-            p == "Cargo.toml" || p == "Cargo.lock" || p.ends_with("/Cargo.toml")
-        })
-}
-
-fn commit_time(mirror: &Mirror, commit: &str) -> Result<std::time::SystemTime, ContextError> {
-    let c = mirror
-        .repo
-        .revparse_single(commit)
-        .and_then(|o| o.peel_to_commit())
-        .map_err(|_| crate::mirror::MirrorError::MissingCommit {
-            name: mirror.name.to_string(),
-            commit: commit.to_string(),
-            hint: format!(" (run `swe-ark mirror update {}`)", mirror.name),
-        })
-        .map_err(crate::env::EnvError::from)?;
-    Ok(UNIX_EPOCH + Duration::from_secs(c.time().seconds().max(0) as u64))
+    patched_paths(patch)
+        .any(|p| p == "Cargo.toml" || p == "Cargo.lock" || p.ends_with("/Cargo.toml"))
 }
 
 /// `$CARGO_HOME/config.toml` for resolving online: crates.io, or the index `--index-url`
@@ -406,30 +332,11 @@ fn read(path: &Path) -> Result<Vec<u8>, RustError> {
 
 /// An instance's test patch, then its gold patch, applied to the tree at `src`.
 fn apply_patches(src: &Path, instance: &str, patches: [&str; 2]) -> Result<(), RustError> {
-    for (what, patch) in ["test patch", "gold patch"].into_iter().zip(patches) {
-        if patch.trim().is_empty() {
-            continue;
-        }
-        let fail = |detail: String| RustError::Patch {
-            instance: instance.to_string(),
-            what,
-            detail,
-        };
-        let file = src.with_extension("diff");
-        std::fs::write(&file, patch).map_err(|e| fail(e.to_string()))?;
-        let out = crate::gitcmd::command()
-            .args(["apply", "--whitespace=nowarn"])
-            .arg(&file)
-            .current_dir(src)
-            .output()
-            .map_err(|e| fail(e.to_string()))?;
-        if !out.status.success() {
-            return Err(fail(
-                String::from_utf8_lossy(&out.stderr).trim().to_string(),
-            ));
-        }
-    }
-    Ok(())
+    states::apply_patches(src, patches).map_err(|(what, detail)| RustError::Patch {
+        instance: instance.to_string(),
+        what,
+        detail,
+    })
 }
 
 fn path_with(root: &Path) -> String {
@@ -491,10 +398,10 @@ fn prove(
             .run(
                 &src,
                 &["fetch"],
-                &format!("fetching {} offline", describe(state)),
+                &format!("fetching {} offline", state.describe()),
             )
             .map_err(|e| RustError::NotCovered {
-                state: describe(state),
+                state: state.describe(),
                 detail: e.to_string(),
             })?;
     }

@@ -1,0 +1,188 @@
+//! The JavaScript/TypeScript kind (`kind = "node"`): a context locked as `env/node-lock.toml`
+//! (node and npm by version and by the hash of their files, carried as the npm registry's own
+//! tarballs when asked; every package tarball kept as an object by its sha256, with the
+//! integrity npm checks it by; a `package-lock.json` generated as of the cutoff for base
+//! commits that have none), built offline into npm's own cache (content filed by integrity),
+//! and run with node at [`layout::ENVIRONMENT`](super::layout::ENVIRONMENT), npm offline.
+//! docs/LANGUAGES.md tells it for users.
+
+mod building;
+mod document;
+mod locking;
+mod registry;
+mod runtime;
+
+use std::path::Path;
+
+use super::{
+    Built, ContextError, Kind, Lock, LockOptions, LockSummary, NeededObject, TestCommand,
+    Unavailable,
+};
+use crate::digest::Sha256Digest;
+use crate::manifest::Context;
+use crate::store::{Ark, ObjectStore};
+use document::NodeLock;
+
+pub use locking::GROUPING;
+
+/// Why a node context cannot be locked, read or built.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    #[error("the node lock cannot be read: {0}")]
+    Document(String),
+    #[error("{what} cannot be read: {detail}")]
+    PackageLock { what: String, detail: String },
+    #[error("{what} takes {package}, which cannot be carried: {detail}")]
+    NotDownloadable {
+        what: String,
+        package: String,
+        detail: String,
+    },
+    #[error(
+        "{package} from {url} hashes to {got}, not to the integrity its lockfile gives ({want}): \
+         refused"
+    )]
+    Integrity {
+        package: String,
+        url: String,
+        want: String,
+        got: String,
+    },
+    #[error("the node runtime: {0}")]
+    Runtime(String),
+    #[error(
+        "node {node} with npm {npm} is not on this machine (found {found}); lock the context \
+         again with the runtime carried (without --no-pack-runtime), or install that node"
+    )]
+    RuntimeNotHere {
+        node: String,
+        npm: String,
+        found: String,
+    },
+    #[error("the npm registry: {0}")]
+    Registry(String),
+    #[error("npm: {0}")]
+    Npm(String),
+    #[error("no instance of {repo} {version} is in the archive: import its instances first")]
+    NoInstances { repo: String, version: String },
+    #[error("base commit {commit} has no package.json at its root")]
+    NoPackageJson { commit: String },
+    #[error("{instance}'s {what} does not apply at its base commit: {detail}")]
+    Patch {
+        instance: String,
+        what: &'static str,
+        detail: String,
+    },
+    #[error("the lock does not cover {state}: {detail}")]
+    NotCovered { state: String, detail: String },
+    #[error("{0}")]
+    Io(String),
+}
+
+impl From<NodeError> for ContextError {
+    fn from(e: NodeError) -> ContextError {
+        ContextError::Node(Box::new(e))
+    }
+}
+
+/// The node kind.
+pub struct Node;
+
+impl Kind for Node {
+    fn name(&self) -> &'static str {
+        "node"
+    }
+
+    fn lock_member(&self) -> &'static str {
+        "env/node-lock.toml"
+    }
+
+    fn lock(
+        &self,
+        ark: &mut Ark,
+        ctx: &Context,
+        opts: &LockOptions,
+        say: &dyn Fn(&str),
+    ) -> Result<LockSummary, ContextError> {
+        locking::lock(ark, ctx, opts, say)
+    }
+
+    fn read_lock(&self, id: Sha256Digest, bytes: &[u8]) -> Result<Box<dyn Lock>, ContextError> {
+        let lock = NodeLock::parse(bytes).map_err(|e| ContextError::BadLock {
+            id: id.hex(),
+            detail: e.to_string(),
+        })?;
+        Ok(Box::new(ReadLock { id, lock }))
+    }
+
+    /// The context's test command as it is: the repository's own test script runs its suite.
+    fn test_command(&self, ctx: &Context, _test_patch: &str) -> TestCommand {
+        TestCommand {
+            directives: Vec::new(),
+            command: ctx.test_cmd.clone(),
+        }
+    }
+
+    /// Multi-SWE-bench's reading of jest's verbose output (`PASS suite`, `✓ test`), which its
+    /// dayjs and darkreader parsers share.
+    fn default_parser(&self) -> &'static str {
+        "msb_dayjs"
+    }
+
+    fn unavailable(&self, _ctx: &Context, _work_tree: &Path) -> Vec<Unavailable> {
+        Vec::new()
+    }
+}
+
+/// A `node-lock.toml`, read.
+struct ReadLock {
+    id: Sha256Digest,
+    lock: NodeLock,
+}
+
+impl Lock for ReadLock {
+    fn id(&self) -> Sha256Digest {
+        self.id
+    }
+
+    fn runtime(&self) -> String {
+        format!("node {}", self.lock.runtime.node)
+    }
+
+    fn base_commits(&self) -> Vec<String> {
+        self.lock.commits.clone()
+    }
+
+    fn objects(&self) -> Vec<NeededObject> {
+        self.lock
+            .objects()
+            .into_iter()
+            .map(|(id, size, kind)| NeededObject { id, size, kind })
+            .collect()
+    }
+
+    fn needs_from_machine(&self) -> Option<String> {
+        let r = &self.lock.runtime;
+        let base = "glibc, `sh`, `sha256sum` and `cp` (to put a generated lockfile in place), \
+                    and the system's `tar` and `gzip` (to lay the runtime out)";
+        Some(match r.packed {
+            Some(_) => base.to_string(),
+            None => format!(
+                "node {} (binary {}) with npm {} (files {}) installed (lock it again without \
+                 --no-pack-runtime to carry them), and {base}",
+                r.node, r.node_sha256, r.npm, r.npm_files_sha256
+            ),
+        })
+    }
+
+    fn build(
+        &self,
+        objects: &ObjectStore,
+        cache_root: &Path,
+        _unconfined: bool,
+    ) -> Result<Box<dyn Built>, ContextError> {
+        Ok(Box::new(building::build(
+            &self.lock, &self.id, objects, cache_root,
+        )?))
+    }
+}
