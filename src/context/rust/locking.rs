@@ -67,20 +67,7 @@ pub fn lock(
         cutoff.describe()
     ));
 
-    let tmp_root = ark.tmp_dir();
-    let io = |p: &Path| {
-        let p = p.to_path_buf();
-        move |e: std::io::Error| RustError::Io(format!("{}: {e}", p.display()))
-    };
-    std::fs::create_dir_all(&tmp_root).map_err(io(&tmp_root))?;
-    let work = tempfile::Builder::new()
-        .prefix(".tmp-lock-")
-        .tempdir_in(&tmp_root)
-        .map_err(io(&tmp_root))?;
-    let cargo_home = work.path().join("cargo-home");
-    std::fs::create_dir_all(&cargo_home).map_err(io(&cargo_home))?;
-    std::fs::write(cargo_home.join("config.toml"), online_config(&index))
-        .map_err(io(&cargo_home))?;
+    let (work, cargo_home) = work_dir(ark, &index)?;
     let steps = StepRunner::new(opts.unconfined, Network::Allowed)?
         .writable(work.path())?
         .tmp(&work.path().join("tmp"))?
@@ -193,6 +180,26 @@ fn covered(
         }
         .into()
     })
+}
+
+/// The lock's work directory under the archive's `tmp/`, with a `CARGO_HOME` that resolves
+/// from `index`.
+fn work_dir(ark: &Ark, index: &str) -> Result<(tempfile::TempDir, std::path::PathBuf), RustError> {
+    let tmp_root = ark.tmp_dir();
+    let io = |p: &Path| {
+        let p = p.to_path_buf();
+        move |e: std::io::Error| RustError::Io(format!("{}: {e}", p.display()))
+    };
+    std::fs::create_dir_all(&tmp_root).map_err(io(&tmp_root))?;
+    let work = tempfile::Builder::new()
+        .prefix(".tmp-lock-")
+        .tempdir_in(&tmp_root)
+        .map_err(io(&tmp_root))?;
+    let cargo_home = work.path().join("cargo-home");
+    std::fs::create_dir_all(&cargo_home).map_err(io(&cargo_home))?;
+    std::fs::write(cargo_home.join("config.toml"), online_config(index))
+        .map_err(io(&cargo_home))?;
+    Ok((work, cargo_home))
 }
 
 /// Whether a patch changes what cargo resolves: a `Cargo.toml` or `Cargo.lock`.
