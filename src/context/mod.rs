@@ -10,8 +10,10 @@
 //! log parser).
 //!
 //! - [`python`]: the Python kind (`crate::env` underneath);
-//! - [`rust`]: the Rust kind (a toolchain by hash, crates.io's crates as a local registry).
+//! - [`rust`]: the Rust kind (a toolchain by hash, crates.io's crates as a local registry);
+//! - [`native`]: C and C++ (the machine's compiler, Debian's packages by hash in a prefix).
 
+pub mod native;
 pub mod python;
 pub mod rust;
 
@@ -56,6 +58,8 @@ pub enum ContextError {
     Env(#[from] crate::env::EnvError),
     #[error(transparent)]
     Rust(Box<rust::RustError>),
+    #[error(transparent)]
+    Native(Box<native::NativeError>),
 }
 
 /// One kind of executable context.
@@ -221,7 +225,7 @@ pub fn kind_of(ctx: &Context) -> Result<&'static dyn Kind, ContextError> {
 }
 
 /// Every kind swe-ark knows.
-static KINDS: &[&dyn Kind] = &[&python::Python, &rust::Rust];
+static KINDS: &[&dyn Kind] = &[&python::Python, &rust::Rust, &native::Native];
 
 /// Every kind swe-ark knows, in the order they are tried.
 pub fn kinds() -> impl Iterator<Item = &'static dyn Kind> {
