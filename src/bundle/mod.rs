@@ -74,11 +74,12 @@ pub const REQUIRED_MEMBERS: [&str; 3] = ["instance.json", "patches/gold.diff", "
 
 /// Members other than the codebase that a bundle may hold. Anything else outside `codebase/`
 /// is refused when reading.
-pub const FIXED_MEMBERS: [&str; 13] = [
+pub const FIXED_MEMBERS: [&str; 14] = [
     "bundle.json",
+    "env/native-lock.toml",
+    "env/node-lock.toml",
     "env/pylock.toml",
     "env/rust-lock.toml",
-    "env/node-lock.toml",
     "env/spec.toml",
     "expected.json",
     "instance.json",

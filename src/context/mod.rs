@@ -12,8 +12,10 @@
 //! - [`python`]: the Python kind (`crate::env` underneath);
 //! - [`rust`]: the Rust kind (a toolchain by hash, crates.io's crates as a local registry);
 //! - [`node`]: the JavaScript/TypeScript kind (node and npm by hash, npm's tarballs as npm's
-//!   own cache).
+//!   own cache);
+//! - [`native`]: C and C++ (the machine's compiler, Debian's packages by hash in a prefix).
 
+pub mod native;
 pub mod node;
 pub mod python;
 pub mod rust;
@@ -62,6 +64,8 @@ pub enum ContextError {
     Rust(Box<rust::RustError>),
     #[error(transparent)]
     Node(Box<node::NodeError>),
+    #[error(transparent)]
+    Native(Box<native::NativeError>),
 }
 
 /// One kind of executable context.
@@ -227,7 +231,7 @@ pub fn kind_of(ctx: &Context) -> Result<&'static dyn Kind, ContextError> {
 }
 
 /// Every kind swe-ark knows.
-static KINDS: &[&dyn Kind] = &[&python::Python, &rust::Rust, &node::Node];
+static KINDS: &[&dyn Kind] = &[&python::Python, &rust::Rust, &node::Node, &native::Native];
 
 /// Every kind swe-ark knows, in the order they are tried.
 pub fn kinds() -> impl Iterator<Item = &'static dyn Kind> {

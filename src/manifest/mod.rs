@@ -274,6 +274,8 @@ struct Fields {
     packages: Option<Vec<String>>,
     pip_packages: Option<Vec<String>>,
     conda_environment: Option<Vec<String>>,
+    /// Debian packages a native (C/C++) context carries (`crate::context::native`).
+    debian: Option<Vec<String>>,
     pre_install: Option<Vec<String>>,
     install: Option<String>,
     test_cmd: Option<String>,
@@ -355,6 +357,10 @@ pub struct Context {
     /// (`env::conda`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conda_environment: Vec<String>,
+    /// Debian packages (with their dependencies) a native context carries; empty elsewhere
+    /// (and so left out of `env/spec.toml`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub debian: Vec<String>,
     pub pre_install: Vec<String>,
     pub install: String,
     pub test_cmd: String,
@@ -449,6 +455,7 @@ impl RepoManifest {
             packages: pick(&v.packages, &d.packages),
             pip_packages: pick(&v.pip_packages, &d.pip_packages),
             conda_environment: pick(&v.conda_environment, &d.conda_environment),
+            debian: pick(&v.debian, &d.debian),
             pre_install: pick(&v.pre_install, &d.pre_install),
             install: either(&v.install, &d.install).unwrap_or_default(),
             test_cmd: either(&v.test_cmd, &d.test_cmd).ok_or_else(|| incomplete("test_cmd"))?,

@@ -1,0 +1,165 @@
+//! The native kind (C and C++): a context locked as `env/native-lock.toml` (the Debian
+//! packages its manifest names, `debian = [...]`, with their dependency closure less what the
+//! machine provides, each `.deb` kept as an object by the sha256 Debian's index gives it; the
+//! machine's compiler named), built offline by unpacking every `.deb` into one prefix, and
+//! run with that prefix read-only at [`layout::ENVIRONMENT`](super::layout::ENVIRONMENT),
+//! first on `PATH`. docs/LANGUAGES.md tells it for users.
+
+mod building;
+mod debian;
+mod document;
+mod locking;
+
+use std::path::Path;
+
+use super::{
+    Built, ContextError, Kind, Lock, LockOptions, LockSummary, NeededObject, TestCommand,
+    Unavailable,
+};
+use crate::digest::Sha256Digest;
+use crate::manifest::Context;
+use crate::store::{Ark, ObjectStore};
+use document::NativeLock;
+
+/// Why a native context cannot be locked, read or built.
+#[derive(Debug, thiserror::Error)]
+pub enum NativeError {
+    #[error("the native lock cannot be read: {0}")]
+    Document(String),
+    #[error("no instance of {repo} {version} is in the archive: import its instances first")]
+    NoInstances { repo: String, version: String },
+    #[error("Debian package `{package}` is not in {index}")]
+    NoSuchPackage { package: String, index: String },
+    #[error("apt: {0}")]
+    Apt(String),
+    #[error("{url} cannot be fetched: {detail}")]
+    Fetch { url: String, detail: String },
+    #[error(
+        "{url} is not what the index says (got sha256 {got}, {size} bytes; expected {expected}, \
+         {expected_size} bytes)"
+    )]
+    Mismatch {
+        url: String,
+        got: String,
+        size: u64,
+        expected: String,
+        expected_size: u64,
+    },
+    #[error("the machine's compiler: {0}")]
+    Compiler(String),
+    #[error("{package} cannot be unpacked: {detail}")]
+    Unpack { package: String, detail: String },
+    #[error("the environment does not run offline: {0}")]
+    Proof(String),
+    #[error("{0}")]
+    Io(String),
+}
+
+/// The native kind.
+pub struct Native;
+
+impl Kind for Native {
+    fn name(&self) -> &'static str {
+        "native"
+    }
+
+    fn lock_member(&self) -> &'static str {
+        "env/native-lock.toml"
+    }
+
+    fn lock(
+        &self,
+        ark: &mut Ark,
+        ctx: &Context,
+        opts: &LockOptions,
+        say: &dyn Fn(&str),
+    ) -> Result<LockSummary, ContextError> {
+        locking::lock(ark, ctx, opts, say)
+    }
+
+    fn read_lock(&self, id: Sha256Digest, bytes: &[u8]) -> Result<Box<dyn Lock>, ContextError> {
+        let lock = NativeLock::parse(bytes).map_err(|e| ContextError::BadLock {
+            id: id.hex(),
+            detail: e.to_string(),
+        })?;
+        Ok(Box::new(ReadLock { id, lock }))
+    }
+
+    /// The context's test command as it is: the build runs every test.
+    fn test_command(&self, ctx: &Context, _test_patch: &str) -> TestCommand {
+        TestCommand {
+            directives: Vec::new(),
+            command: ctx.test_cmd.clone(),
+        }
+    }
+
+    /// Automake's `PASS: x` / `FAIL: y` (Multi-SWE-bench's reading of jq's `make check`).
+    fn default_parser(&self) -> &'static str {
+        "msb_jq"
+    }
+
+    fn unavailable(&self, _ctx: &Context, _work_tree: &Path) -> Vec<Unavailable> {
+        Vec::new()
+    }
+}
+
+/// A `native-lock.toml`, read.
+struct ReadLock {
+    id: Sha256Digest,
+    lock: NativeLock,
+}
+
+impl Lock for ReadLock {
+    fn id(&self) -> Sha256Digest {
+        self.id
+    }
+
+    fn runtime(&self) -> String {
+        format!("gcc {}", self.lock.compiler.gcc)
+    }
+
+    fn base_commits(&self) -> Vec<String> {
+        self.lock.commits.clone()
+    }
+
+    fn objects(&self) -> Vec<NeededObject> {
+        self.lock
+            .objects()
+            .into_iter()
+            .map(|(id, size, kind)| NeededObject { id, size, kind })
+            .collect()
+    }
+
+    fn needs_from_machine(&self) -> Option<String> {
+        let c = &self.lock.compiler;
+        Some(format!(
+            "gcc and g++ (locked with {} / {}, {}), make, dpkg-deb, and the Debian 12 packages \
+             the lock's dependencies met and left to the machine: {}",
+            c.gcc,
+            c.gxx,
+            c.target,
+            if self.lock.from_machine.is_empty() {
+                "none".to_string()
+            } else {
+                self.lock.from_machine.join(", ")
+            }
+        ))
+    }
+
+    fn build(
+        &self,
+        objects: &ObjectStore,
+        cache_root: &Path,
+        _unconfined: bool,
+    ) -> Result<Box<dyn Built>, ContextError> {
+        Ok(Box::new(building::build(
+            &self.lock, &self.id, objects, cache_root,
+        )?))
+    }
+}
+
+impl From<NativeError> for ContextError {
+    fn from(e: NativeError) -> ContextError {
+        ContextError::Native(Box::new(e))
+    }
+}

@@ -1,0 +1,260 @@
+//! The native (C/C++) kind, end to end, with no internet: two tiny Debian packages built here
+//! (`dpkg-deb --build`: a test driver in `usr/bin` and the library file it reads from its own
+//! prefix) served as a flat repository on 127.0.0.1, a C repository made by code whose test
+//! target compiles with the machine's gcc and prints automake's `PASS:`/`FAIL:` lines, its
+//! instance imported, mirrored, locked (the closure taken, the machine's part left out),
+//! validated, packed and replayed with the server gone and the network cut.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+
+use common::{TestContext, git_commit_all, git_init_commit, sha256_hex, stdout};
+
+const DATE: &str = "2021-03-01T00:00:00Z";
+
+const MANIFEST: &str = r#"repo = "acme/calc"
+kind = "native"
+source = "written for this test"
+log_parser = "msb_jq"
+
+[defaults]
+debian = ["sweark-check"]
+test_cmd = "make check"
+
+[versions."gcc"]
+"#;
+
+const ADD_C: &str = "int add(int a, int b) { return a - b; }\n";
+
+const GOLD: &str = "diff --git a/add.c b/add.c\n--- a/add.c\n+++ b/add.c\n@@ -1 +1 @@\n\
+-int add(int a, int b) { return a - b; }\n+int add(int a, int b) { return a + b; }\n";
+
+const TEST_PATCH: &str = "diff --git a/tests/add.c b/tests/add.c\nnew file mode 100644\n\
+--- /dev/null\n+++ b/tests/add.c\n@@ -0,0 +1,2 @@\n+int add(int, int);\n\
++int main(void) { return add(1, 2) == 3 ? 0 : 1; }\n";
+
+/// The driver: compiles each `tests/*.c` with the project's sources and says how it went, in
+/// the words its library file (found beside it in the prefix) gives.
+const DRIVER: &str = "#!/bin/sh\n\
+if [ \"$1\" = --version ]; then echo 'sweark-check 1.0'; exit 0; fi\n\
+. \"$(dirname \"$0\")/../share/sweark-check/words.sh\"\n\
+for t in tests/*.c; do n=$(basename \"$t\" .c)\n\
+  if cc -o \"/tmp/$n\" \"$t\" $SOURCES && \"/tmp/$n\"; then echo \"$PASS: $n\"; else echo \"$FAIL: $n\"; fi\n\
+done\n";
+
+/// A `.deb` of `name` with `files` (path, text, executable) and `depends`.
+fn deb(dir: &Path, name: &str, depends: &str, files: &[(&str, &str, bool)]) -> Vec<u8> {
+    use std::os::unix::fs::PermissionsExt;
+    let root = dir.join(name);
+    std::fs::create_dir_all(root.join("DEBIAN")).unwrap();
+    std::fs::write(
+        root.join("DEBIAN/control"),
+        format!(
+            "Package: {name}\nVersion: 1.0-1\nArchitecture: all\nMaintainer: t <t@example.org>\n\
+             Depends: {depends}\nDescription: a test package\n"
+        ),
+    )
+    .unwrap();
+    for (path, text, exe) in files {
+        let p = root.join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, text).unwrap();
+        let mode = if *exe { 0o755 } else { 0o644 };
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    let out_file = dir.join(format!("{name}.deb"));
+    let out = Command::new("dpkg-deb")
+        .args(["--root-owner-group", "--build"])
+        .arg(&root)
+        .arg(&out_file)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    std::fs::read(out_file).unwrap()
+}
+
+/// A flat repository on 127.0.0.1: `Packages` and the two `.deb` files.
+struct Repository {
+    url: String,
+    _server: Arc<tiny_http::Server>,
+}
+
+fn debian_repository(dir: &Path) -> Repository {
+    let check = deb(
+        dir,
+        "sweark-check",
+        "sweark-words, libc6 (>= 2.17), make",
+        &[("usr/bin/sweark-check", DRIVER, true)],
+    );
+    let words = deb(
+        dir,
+        "sweark-words",
+        "dpkg",
+        &[(
+            "usr/share/sweark-check/words.sh",
+            "PASS=PASS\nFAIL=FAIL\n",
+            false,
+        )],
+    );
+    let mut files: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+    let mut index = String::new();
+    for (name, bytes, depends) in [
+        ("sweark-check", check, "sweark-words, libc6 (>= 2.17), make"),
+        ("sweark-words", words, "dpkg"),
+    ] {
+        index.push_str(&format!(
+            "Package: {name}\nVersion: 1.0-1\nArchitecture: all\nDepends: {depends}\n\
+             Filename: pool/{name}_1.0-1_all.deb\nSize: {}\nSHA256: {}\n\n",
+            bytes.len(),
+            sha256_hex(&bytes)
+        ));
+        files.insert(format!("/pool/{name}_1.0-1_all.deb"), bytes);
+    }
+    // dpkg is Debian's essential set: the machine's, never carried.
+    index.push_str(
+        "Package: dpkg\nVersion: 1.21.22\nArchitecture: amd64\nEssential: yes\n\
+         Priority: required\nFilename: pool/dpkg.deb\nSize: 1\nSHA256: \
+         0000000000000000000000000000000000000000000000000000000000000000\n",
+    );
+    files.insert("/Packages".into(), index.into_bytes());
+    let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").unwrap());
+    let port = server.server_addr().to_ip().unwrap().port();
+    let srv = server.clone();
+    std::thread::spawn(move || {
+        for req in srv.incoming_requests() {
+            let resp = match files.get(req.url()) {
+                Some(b) => tiny_http::Response::from_data(b.clone()),
+                None => tiny_http::Response::from_data(Vec::new()).with_status_code(404),
+            };
+            let _ = req.respond(resp);
+        }
+    });
+    Repository {
+        url: format!("http://127.0.0.1:{port}"),
+        _server: server,
+    }
+}
+
+fn c_repository(dir: &Path) -> String {
+    std::fs::create_dir_all(dir.join("tests")).unwrap();
+    std::fs::write(dir.join("add.c"), ADD_C).unwrap();
+    std::fs::write(
+        dir.join("tests/one.c"),
+        "int main(void) { return 1 - 1; }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("Makefile"),
+        "check:\n\tSOURCES=add.c sweark-check\n",
+    )
+    .unwrap();
+    git_init_commit(dir, "calc", DATE);
+    git_commit_all(dir, "calc", DATE)
+}
+
+fn has_tools() -> bool {
+    ["dpkg-deb", "cc", "make"].iter().all(|t| {
+        Command::new("sh")
+            .args(["-c", &format!("command -v {t}")])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    })
+}
+
+#[test]
+fn a_native_context_carries_its_packages_and_validates_and_replays_offline() {
+    if !common::can_unshare() || !has_tools() {
+        eprintln!("skipped: no namespaces, or no dpkg-deb, cc and make here");
+        return;
+    }
+    let t = TestContext::new();
+    let manifests = t.path("manifests");
+    std::fs::create_dir_all(&manifests).unwrap();
+    std::fs::write(manifests.join("acme__calc.toml"), MANIFEST).unwrap();
+    let run = |args: &[&str]| {
+        let mut c = t.cmd();
+        c.env("SWE_ARK_MANIFESTS", &manifests).args(args);
+        let out = c.output().unwrap();
+        assert!(
+            out.status.success(),
+            "swe-ark {args:?}\n{}\n{}",
+            stdout(&out),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout(&out)
+    };
+    let repo = t.path("calc");
+    let base = c_repository(&repo);
+    let debs = debian_repository(&t.path("debian"));
+    let row = serde_json::json!({
+        "repo": "acme/calc", "instance_id": "acme__calc-3", "base_commit": base,
+        "patch": GOLD, "test_patch": TEST_PATCH, "problem_statement": "add subtracts",
+        "hints_text": "", "created_at": "", "version": "gcc",
+        "FAIL_TO_PASS": "[\"add\"]", "PASS_TO_PASS": "[\"one\"]",
+        "environment_setup_commit": "",
+    });
+    let file = t.path("instances.jsonl");
+    std::fs::write(&file, format!("{row}\n")).unwrap();
+    run(&[
+        "import",
+        file.to_str().unwrap(),
+        "--dataset",
+        "calc",
+        "--environments-as-of",
+        "2022-01-01",
+    ]);
+    run(&[
+        "mirror",
+        "add",
+        repo.to_str().unwrap(),
+        "--name",
+        "acme/calc",
+    ]);
+    let lock = run(&[
+        "env",
+        "lock",
+        "acme/calc",
+        "gcc",
+        "--index-url",
+        &debs.url,
+        "--json",
+    ]);
+    let lock: serde_json::Value = serde_json::from_str(&lock).unwrap();
+    assert_eq!(lock["packages"], 2, "the driver and its words: {lock}");
+    let machine: Vec<&str> = lock["from_machine"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().split(' ').next().unwrap())
+        .collect();
+    assert_eq!(machine, vec!["dpkg", "libc6", "make"], "{lock}");
+    drop(debs);
+
+    run(&["validate", "--repo", "acme/calc"]);
+    let rows: serde_json::Value =
+        serde_json::from_str(&run(&["ls", "--validated", "--json"])).unwrap();
+    let row = &rows[0];
+    assert_eq!(row["verdict"], "kept", "{row}");
+    assert_eq!(row["fail_to_pass"], 1, "{row}");
+    assert_eq!(row["pass_to_pass"], 1, "{row}");
+
+    run(&["pack", "--all-validated"]);
+    let shown: serde_json::Value =
+        serde_json::from_str(&run(&["show", "acme__calc-3", "--json"])).unwrap();
+    assert!(
+        shown.to_string().contains("env/native-lock.toml"),
+        "{shown}"
+    );
+    run(&["verify", "--rebuild"]);
+    // From the objects alone: the built environment is only a cache.
+    std::fs::remove_dir_all(t.ark().join("envs")).unwrap();
+    run(&["replay", "--gold", "--run-id", "gold"]);
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(t.ark().join("runs/gold/gold.gold.json")).unwrap())
+            .unwrap();
+    assert_eq!(summary["resolved_instances"], 1, "{summary}");
+}
