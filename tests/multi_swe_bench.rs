@@ -134,11 +134,12 @@ fn rows_map_onto_swe_bench_fields_and_keep_the_rest() {
         for empty in ["hints_text", "created_at", "environment_setup_commit"] {
             assert_eq!(rec[empty], "", "{id} {empty}");
         }
-        // The version is the manifest's (the Rust repositories have one), else none.
-        let version = if row["language"] == "rust" {
-            "rust-latest"
-        } else {
-            ""
+        // The version is the one its repository's manifest gives (jq has none yet).
+        let version = match row["repo"].as_str().unwrap() {
+            "bytes" => "rust-latest",
+            "fmt" => "gcc-latest",
+            "dayjs" | "darkreader" => "node-18",
+            _ => "",
         };
         assert_eq!(rec["version"], version, "{id}");
         // FAIL_TO_PASS: the tests that did not pass with the test patch alone and pass with
