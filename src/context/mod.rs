@@ -15,6 +15,7 @@
 //!   own cache);
 //! - [`native`]: C and C++ (the machine's compiler, Debian's packages by hash in a prefix).
 
+mod lockdoc;
 pub mod native;
 pub mod node;
 pub mod python;

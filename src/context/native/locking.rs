@@ -13,6 +13,7 @@ use super::NativeError;
 use super::building::{self, NativeBuilt};
 use super::debian::{self, Stanza};
 use super::document::{self, Compiler, Deb, NativeLock};
+use crate::context::lockdoc::record_lock;
 use crate::context::{ContextError, LockOptions, LockSummary};
 use crate::digest::Sha256Digest;
 use crate::env::steps::StepRunner;
@@ -205,7 +206,8 @@ pub fn lock(
             proven.join(", ")
         }
     ));
-    record(ark, ctx, &doc, id, bytes.len() as u64)?;
+    let newest = doc.commits[0].clone();
+    record_lock(ark, ctx, &doc, id, bytes.len() as u64, &newest)?;
     Ok(summary(ctx, &doc, id, notes, seconds))
 }
 
@@ -340,35 +342,6 @@ fn prove(
         ran.push(name);
     }
     Ok(ran)
-}
-
-fn record(
-    ark: &mut Ark,
-    ctx: &Context,
-    doc: &NativeLock,
-    id: Sha256Digest,
-    size: u64,
-) -> Result<(), ContextError> {
-    let mut objects: Vec<(Sha256Digest, u64, &'static str)> = vec![(id, size, "lock")];
-    objects.extend(doc.objects());
-    let bytes: u64 = objects.iter().skip(1).map(|o| o.1).sum();
-    ark.index_mut()
-        .record_lock(
-            &crate::store::LockRow {
-                id,
-                repo: ctx.repo.clone(),
-                version: ctx.version.clone(),
-                commit_id: doc.commits[0].clone(),
-                python: format!("gcc {}", doc.compiler.gcc),
-                packages: doc.packages.len() as u64,
-                artifacts: (objects.len() - 1) as u64,
-                bytes,
-                created_at: 0,
-            },
-            &objects,
-        )
-        .map_err(crate::env::EnvError::from)?;
-    Ok(())
 }
 
 fn summary(

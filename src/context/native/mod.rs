@@ -12,10 +12,8 @@ mod locking;
 
 use std::path::Path;
 
-use super::{
-    Built, ContextError, Kind, Lock, LockOptions, LockSummary, NeededObject, TestCommand,
-    Unavailable,
-};
+use super::lockdoc::{LockDocument, ReadLock};
+use super::{Built, ContextError, Kind, Lock, LockOptions, LockSummary, TestCommand, Unavailable};
 use crate::digest::Sha256Digest;
 use crate::manifest::Context;
 use crate::store::{Ark, ObjectStore};
@@ -103,58 +101,46 @@ impl Kind for Native {
     }
 }
 
-/// A `native-lock.toml`, read.
-struct ReadLock {
-    id: Sha256Digest,
-    lock: NativeLock,
-}
-
-impl Lock for ReadLock {
-    fn id(&self) -> Sha256Digest {
-        self.id
-    }
-
+impl LockDocument for NativeLock {
     fn runtime(&self) -> String {
-        format!("gcc {}", self.lock.compiler.gcc)
+        format!("gcc {}", self.compiler.gcc)
     }
 
-    fn base_commits(&self) -> Vec<String> {
-        self.lock.commits.clone()
+    fn commits(&self) -> &[String] {
+        &self.commits
     }
 
-    fn objects(&self) -> Vec<NeededObject> {
-        self.lock
-            .objects()
-            .into_iter()
-            .map(|(id, size, kind)| NeededObject { id, size, kind })
-            .collect()
+    fn objects(&self) -> Vec<(Sha256Digest, u64, &'static str)> {
+        NativeLock::objects(self)
     }
 
-    fn needs_from_machine(&self) -> Option<String> {
-        let c = &self.lock.compiler;
-        Some(format!(
+    fn packages(&self) -> u64 {
+        self.packages.len() as u64
+    }
+
+    fn needs_from_machine(&self) -> String {
+        let c = &self.compiler;
+        format!(
             "gcc and g++ (locked with {} / {}, {}), make, dpkg-deb, and the Debian 12 packages \
              the lock's dependencies met and left to the machine: {}",
             c.gcc,
             c.gxx,
             c.target,
-            if self.lock.from_machine.is_empty() {
+            if self.from_machine.is_empty() {
                 "none".to_string()
             } else {
-                self.lock.from_machine.join(", ")
+                self.from_machine.join(", ")
             }
-        ))
+        )
     }
 
     fn build(
         &self,
+        id: &Sha256Digest,
         objects: &ObjectStore,
         cache_root: &Path,
-        _unconfined: bool,
     ) -> Result<Box<dyn Built>, ContextError> {
-        Ok(Box::new(building::build(
-            &self.lock, &self.id, objects, cache_root,
-        )?))
+        Ok(Box::new(building::build(self, id, objects, cache_root)?))
     }
 }
 

@@ -17,6 +17,7 @@ use super::building::{NodeBuilt, link_tree, offline_vars, prepare_script};
 use super::document::{self, Generated, GeneratedLock, LockedPackage, NodeLock, Tarball};
 use super::registry::{NPMJS, Online};
 use super::runtime::{self, Found};
+use crate::context::lockdoc::record_lock;
 use crate::context::states::{self, State, commit_time, patched_paths, states_of};
 use crate::context::{ContextError, LockOptions, LockSummary};
 use crate::digest::Sha256Digest;
@@ -166,7 +167,7 @@ pub fn lock(
         "proven offline: {proven} distinct installs by `npm ci --offline` from the lock's objects \
          alone ({seconds:.1} s)"
     ));
-    record(ark, ctx, &doc, id, newest)?;
+    record_lock(ark, ctx, &doc, id, bytes.len() as u64, newest)?;
     Ok(summary(ctx, &doc, id, notes, lock_seconds, seconds))
 }
 
@@ -567,36 +568,6 @@ fn prove(
             .map_err(|e| not_covered(e.to_string()))?;
     }
     Ok(seen.len())
-}
-
-fn record(
-    ark: &mut Ark,
-    ctx: &Context,
-    doc: &NodeLock,
-    id: Sha256Digest,
-    commit: &str,
-) -> Result<(), ContextError> {
-    let size = doc.to_bytes()?.len() as u64;
-    let mut objects: Vec<(Sha256Digest, u64, &'static str)> = vec![(id, size, "lock")];
-    objects.extend(doc.objects());
-    let bytes: u64 = objects.iter().skip(1).map(|o| o.1).sum();
-    ark.index_mut()
-        .record_lock(
-            &crate::store::LockRow {
-                id,
-                repo: ctx.repo.clone(),
-                version: ctx.version.clone(),
-                commit_id: commit.to_string(),
-                python: format!("node {}", doc.runtime.node),
-                packages: doc.tarballs.len() as u64,
-                artifacts: (objects.len() - 1) as u64,
-                bytes,
-                created_at: 0,
-            },
-            &objects,
-        )
-        .map_err(crate::env::EnvError::from)?;
-    Ok(())
 }
 
 fn summary(

@@ -14,10 +14,8 @@ mod runtime;
 
 use std::path::Path;
 
-use super::{
-    Built, ContextError, Kind, Lock, LockOptions, LockSummary, NeededObject, TestCommand,
-    Unavailable,
-};
+use super::lockdoc::{LockDocument, ReadLock};
+use super::{Built, ContextError, Kind, Lock, LockOptions, LockSummary, TestCommand, Unavailable};
 use crate::digest::Sha256Digest;
 use crate::manifest::Context;
 use crate::store::{Ark, ObjectStore};
@@ -134,55 +132,43 @@ impl Kind for Node {
     }
 }
 
-/// A `node-lock.toml`, read.
-struct ReadLock {
-    id: Sha256Digest,
-    lock: NodeLock,
-}
-
-impl Lock for ReadLock {
-    fn id(&self) -> Sha256Digest {
-        self.id
-    }
-
+impl LockDocument for NodeLock {
     fn runtime(&self) -> String {
-        format!("node {}", self.lock.runtime.node)
+        format!("node {}", self.runtime.node)
     }
 
-    fn base_commits(&self) -> Vec<String> {
-        self.lock.commits.clone()
+    fn commits(&self) -> &[String] {
+        &self.commits
     }
 
-    fn objects(&self) -> Vec<NeededObject> {
-        self.lock
-            .objects()
-            .into_iter()
-            .map(|(id, size, kind)| NeededObject { id, size, kind })
-            .collect()
+    fn objects(&self) -> Vec<(Sha256Digest, u64, &'static str)> {
+        NodeLock::objects(self)
     }
 
-    fn needs_from_machine(&self) -> Option<String> {
-        let r = &self.lock.runtime;
+    fn packages(&self) -> u64 {
+        self.tarballs.len() as u64
+    }
+
+    fn needs_from_machine(&self) -> String {
+        let r = &self.runtime;
         let base = "glibc, `sh`, `sha256sum` and `cp` (to put a generated lockfile in place), \
                     and the system's `tar` and `gzip` (to lay the runtime out)";
-        Some(match r.packed {
+        match r.packed {
             Some(_) => base.to_string(),
             None => format!(
                 "node {} (binary {}) with npm {} (files {}) installed (lock it again without \
                  --no-pack-runtime to carry them), and {base}",
                 r.node, r.node_sha256, r.npm, r.npm_files_sha256
             ),
-        })
+        }
     }
 
     fn build(
         &self,
+        id: &Sha256Digest,
         objects: &ObjectStore,
         cache_root: &Path,
-        _unconfined: bool,
     ) -> Result<Box<dyn Built>, ContextError> {
-        Ok(Box::new(building::build(
-            &self.lock, &self.id, objects, cache_root,
-        )?))
+        Ok(Box::new(building::build(self, id, objects, cache_root)?))
     }
 }

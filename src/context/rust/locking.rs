@@ -13,6 +13,7 @@ use super::RustError;
 use super::document::{self, Crate, GeneratedLock, LockedCrate, RustLock};
 use super::registry::{CRATES_IO, Online};
 use super::toolchain::{self, Found};
+use crate::context::lockdoc::record_lock;
 use crate::context::states::{self, State, commit_time, patched_paths, states_of};
 use crate::context::{ContextError, LockOptions, LockSummary};
 use crate::digest::Sha256Digest;
@@ -140,7 +141,7 @@ pub fn lock(
     say(&format!(
         "proven offline: every state's crates fetched from the lock's registry alone ({seconds:.1} s)"
     ));
-    record(ark, ctx, &doc, id, bytes.len() as u64, newest)?;
+    record_lock(ark, ctx, &doc, id, bytes.len() as u64, newest)?;
     Ok(summary(ctx, &doc, id, notes, seconds))
 }
 
@@ -412,36 +413,6 @@ fn prove(
                 detail: e.to_string(),
             })?;
     }
-    Ok(())
-}
-
-fn record(
-    ark: &mut Ark,
-    ctx: &Context,
-    doc: &RustLock,
-    id: Sha256Digest,
-    size: u64,
-    commit: &str,
-) -> Result<(), ContextError> {
-    let mut objects: Vec<(Sha256Digest, u64, &'static str)> = vec![(id, size, "lock")];
-    objects.extend(doc.objects());
-    let bytes: u64 = objects.iter().skip(1).map(|o| o.1).sum();
-    ark.index_mut()
-        .record_lock(
-            &crate::store::LockRow {
-                id,
-                repo: ctx.repo.clone(),
-                version: ctx.version.clone(),
-                commit_id: commit.to_string(),
-                python: format!("rustc {}", doc.toolchain.rustc),
-                packages: doc.crates.len() as u64,
-                artifacts: (objects.len() - 1) as u64,
-                bytes,
-                created_at: 0,
-            },
-            &objects,
-        )
-        .map_err(crate::env::EnvError::from)?;
     Ok(())
 }
 

@@ -14,10 +14,8 @@ mod toolchain;
 
 use std::path::Path;
 
-use super::{
-    Built, ContextError, Kind, Lock, LockOptions, LockSummary, NeededObject, TestCommand,
-    Unavailable,
-};
+use super::lockdoc::{LockDocument, ReadLock};
+use super::{Built, ContextError, Kind, Lock, LockOptions, LockSummary, TestCommand, Unavailable};
 use crate::digest::Sha256Digest;
 use crate::manifest::Context;
 use crate::store::{Ark, ObjectStore};
@@ -123,55 +121,43 @@ impl Kind for Rust {
     }
 }
 
-/// A `rust-lock.toml`, read.
-struct ReadLock {
-    id: Sha256Digest,
-    lock: RustLock,
-}
-
-impl Lock for ReadLock {
-    fn id(&self) -> Sha256Digest {
-        self.id
-    }
-
+impl LockDocument for RustLock {
     fn runtime(&self) -> String {
-        format!("rustc {}", self.lock.toolchain.rustc)
+        format!("rustc {}", self.toolchain.rustc)
     }
 
-    fn base_commits(&self) -> Vec<String> {
-        self.lock.commits.clone()
+    fn commits(&self) -> &[String] {
+        &self.commits
     }
 
-    fn objects(&self) -> Vec<NeededObject> {
-        self.lock
-            .objects()
-            .into_iter()
-            .map(|(id, size, kind)| NeededObject { id, size, kind })
-            .collect()
+    fn objects(&self) -> Vec<(Sha256Digest, u64, &'static str)> {
+        RustLock::objects(self)
     }
 
-    fn needs_from_machine(&self) -> Option<String> {
-        let t = &self.lock.toolchain;
+    fn packages(&self) -> u64 {
+        self.crates.len() as u64
+    }
+
+    fn needs_from_machine(&self) -> String {
+        let t = &self.toolchain;
         let linker = "the system linker `cc` and glibc";
-        Some(match t.packed {
+        match t.packed {
             Some(_) => linker.to_string(),
             None => format!(
                 "Rust toolchain {} ({}) installed, files {} (lock it again without \
                  --no-pack-runtime to carry it), and {linker}",
                 t.rustc, t.host, t.files_sha256
             ),
-        })
+        }
     }
 
     fn build(
         &self,
+        id: &Sha256Digest,
         objects: &ObjectStore,
         cache_root: &Path,
-        _unconfined: bool,
     ) -> Result<Box<dyn Built>, ContextError> {
-        Ok(Box::new(building::build(
-            &self.lock, &self.id, objects, cache_root,
-        )?))
+        Ok(Box::new(building::build(self, id, objects, cache_root)?))
     }
 }
 
