@@ -62,7 +62,16 @@ fn package(dir: &Path, version: &str, factor: i32) -> (Vec<u8>, String, String) 
         src.join("package.json"),
         format!(
             "{{\"name\": \"sweark-dep\", \"version\": \"{version}\", \"main\": \"index.js\", \
-             \"license\": \"MIT\"}}\n"
+             \"bin\": {{\"sweark-run\": \"run.js\"}}, \"license\": \"MIT\"}}\n"
+        ),
+    )
+    .unwrap();
+    // The test runner, as a package's `bin`: what `npm ci` links into node_modules/.bin.
+    std::fs::write(
+        src.join("run.js"),
+        format!(
+            "#!/usr/bin/env node\n{}",
+            RUNNER.replace("'./test/'", "process.cwd() + '/test/'")
         ),
     )
     .unwrap();
@@ -94,6 +103,8 @@ fn package(dir: &Path, version: &str, factor: i32) -> (Vec<u8>, String, String) 
 /// publication times) and its tarballs.
 struct Registry {
     url: String,
+    /// Each version's integrity.
+    integrity: BTreeMap<String, String>,
     _server: Arc<tiny_http::Server>,
 }
 
@@ -104,6 +115,7 @@ fn registry(dir: &Path) -> Registry {
     let mut files: BTreeMap<String, Vec<u8>> = BTreeMap::new();
     let mut versions = serde_json::Map::new();
     let mut time = serde_json::Map::new();
+    let mut integrities = BTreeMap::new();
     // 1.0.1 came out after the cutoff, and doubles wrong.
     for (version, factor, published) in [
         ("1.0.0", 2, "2020-01-01T00:00:00.000Z"),
@@ -115,10 +127,12 @@ fn registry(dir: &Path) -> Registry {
             version.into(),
             serde_json::json!({
                 "name": "sweark-dep", "version": version, "main": "index.js",
-                "dist": {"tarball": format!("{url}{path}"), "integrity": integrity, "shasum": shasum},
+                "bin": {"sweark-run": "run.js"},
+                "dist": {"tarball": format!("{url}{path}"), "integrity": integrity.clone(), "shasum": shasum},
             }),
         );
         time.insert(version.into(), published.into());
+        integrities.insert(version.to_string(), integrity.clone());
         files.insert(format!("/{path}"), bytes);
     }
     time.insert("created".into(), "2020-01-01T00:00:00.000Z".into());
@@ -142,6 +156,7 @@ fn registry(dir: &Path) -> Registry {
     });
     Registry {
         url,
+        integrity: integrities,
         _server: server,
     }
 }
@@ -253,4 +268,103 @@ fn a_node_context_locks_as_of_its_date_and_validates_and_replays_offline() {
         serde_json::from_slice(&std::fs::read(t.ark().join("runs/gold/gold.gold.json")).unwrap())
             .unwrap();
     assert_eq!(summary["resolved_instances"], 1, "{summary}");
+}
+
+/// A base commit whose package-lock.json is of version 1 (npm 6's): npm 10 would install it
+/// offline without linking its packages' `bin` entries, so the lock upgrades it online (its
+/// versions kept) and every offline install uses the upgrade.
+#[test]
+fn a_version_one_lockfile_is_upgraded_so_its_packages_bins_are_linked_offline() {
+    if !common::can_unshare() {
+        eprintln!("skipped: no namespaces here");
+        return;
+    }
+    if Command::new("npm").arg("--version").output().is_err() {
+        eprintln!("skipped: no npm here");
+        return;
+    }
+    let t = TestContext::new();
+    let manifests = t.path("manifests");
+    std::fs::create_dir_all(&manifests).unwrap();
+    std::fs::write(
+        manifests.join("acme__app.toml"),
+        MANIFEST.replace("node run-tests.js", "node_modules/.bin/sweark-run"),
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        let mut c = t.cmd();
+        c.env("SWE_ARK_MANIFESTS", &manifests).args(args);
+        let out = c.output().unwrap();
+        assert!(
+            out.status.success(),
+            "swe-ark {args:?}\n{}\n{}",
+            stdout(&out),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout(&out)
+    };
+    let reg = registry(&t.path("registry"));
+    let repo = t.path("app");
+    repository(&repo);
+    // What npm 6 wrote: the version locked is 1.0.0, older than the cutoff's newest.
+    let v1 = serde_json::json!({
+        "name": "app", "version": "0.1.0", "lockfileVersion": 1, "requires": true,
+        "dependencies": {"sweark-dep": {
+            "version": "1.0.0",
+            "resolved": format!("{}sweark-dep/-/sweark-dep-1.0.0.tgz", reg.url),
+            "integrity": reg.integrity["1.0.0"],
+        }},
+    });
+    std::fs::write(
+        repo.join("package-lock.json"),
+        format!("{}\n", serde_json::to_string_pretty(&v1).unwrap()),
+    )
+    .unwrap();
+    let base = git_commit_all(&repo, "app", DATE);
+    let row = serde_json::json!({
+        "repo": "acme/app", "instance_id": "acme__app-8", "base_commit": base,
+        "patch": GOLD, "test_patch": TEST_PATCH, "problem_statement": "add subtracts",
+        "hints_text": "", "created_at": "", "version": "node",
+        "FAIL_TO_PASS": "[\"test/add.test.js\", \"test/add.test.js:add works\"]",
+        "PASS_TO_PASS": "[\"test/twice.test.js\", \"test/twice.test.js:twice works\"]",
+        "environment_setup_commit": "",
+    });
+    let file = t.path("instances.jsonl");
+    std::fs::write(&file, format!("{row}\n")).unwrap();
+    run(&[
+        "import",
+        file.to_str().unwrap(),
+        "--dataset",
+        "app",
+        "--environments-as-of",
+        "2025-01-01",
+    ]);
+    run(&[
+        "mirror",
+        "add",
+        repo.to_str().unwrap(),
+        "--name",
+        "acme/app",
+    ]);
+    let lock = run(&[
+        "env",
+        "lock",
+        "acme/app",
+        "node",
+        "--index-url",
+        &reg.url,
+        "--no-pack-runtime",
+        "--json",
+    ]);
+    let lock: serde_json::Value = serde_json::from_str(&lock).unwrap();
+    assert_eq!(lock["tarballs"], 1, "the locked 1.0.0 only: {lock}");
+    assert_eq!(lock["generated_locks"], 1, "the upgrade: {lock}");
+    drop(reg);
+
+    run(&["validate", "--repo", "acme/app"]);
+    let rows: serde_json::Value =
+        serde_json::from_str(&run(&["ls", "--validated", "--json"])).unwrap();
+    let row = &rows[0];
+    assert_eq!(row["verdict"], "kept", "the runner's bin was linked: {row}");
+    assert_eq!(row["pass_to_pass"], 2, "1.0.0 as locked: {row}");
 }

@@ -163,7 +163,7 @@ fn write_locks(lock: &NodeLock, objects: &ObjectStore, dir: &Path) -> Result<(),
         })?;
         let sub = dir.join(when_dir(g.when));
         std::fs::create_dir_all(&sub).map_err(io(&sub))?;
-        let file = sub.join(format!("{}.json", g.package_json_sha256));
+        let file = sub.join(format!("{}.json", g.key()));
         std::fs::write(&file, bytes).map_err(io(&file))?;
     }
     Ok(())
@@ -173,16 +173,21 @@ pub fn when_dir(when: Generated) -> &'static str {
     match when {
         Generated::Lockless => "lockless",
         Generated::Patched => "patched",
+        Generated::Upgraded => "upgraded",
     }
 }
 
 /// The shell lines that put a generated `package-lock.json` in the tree at `locks`: the one
-/// made after patches that changed `package.json` to what it is now, else, where the tree has
-/// none, the one made for its `package.json`.
+/// made after patches that changed `package.json` to what it is now, else the upgrade of the
+/// tree's own version-1 lockfile, else, where the tree has none, the one made for its
+/// `package.json`.
 pub fn prepare_script(locks: &str) -> String {
     format!(
         "h=$(sha256sum package.json | cut -c1-64)\n\
+         l=$(sha256sum package-lock.json 2>/dev/null | cut -c1-64)\n\
          if [ -f {locks}/patched/$h.json ]; then cp {locks}/patched/$h.json package-lock.json\n\
+         elif [ -n \"$l\" ] && [ -f {locks}/upgraded/$l.json ]; then \
+         cp {locks}/upgraded/$l.json package-lock.json\n\
          elif [ ! -e package-lock.json ] && [ -f {locks}/lockless/$h.json ]; then \
          cp {locks}/lockless/$h.json package-lock.json; fi\n"
     )

@@ -77,6 +77,11 @@ pub enum Generated {
     Lockless,
     /// An instance's patches change `package.json` and not its lock: used whatever the tree has.
     Patched,
+    /// The base commit's own lockfile is of version 1 (npm 6 and before), which npm 7 and later
+    /// install offline without linking the packages' `bin` entries (its fix-up of an old
+    /// lockfile asks the registry for each package's metadata): upgraded to the current form
+    /// online, its versions kept, and used where the tree holds that very file.
+    Upgraded,
 }
 
 /// A `package-lock.json` swe-ark made, kept as an object; a run finds it by the sha256 of the
@@ -90,6 +95,9 @@ pub struct GeneratedLock {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance: Option<String>,
     pub package_json_sha256: String,
+    /// The sha256 of the version-1 lockfile it replaces, for [`Generated::Upgraded`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upgrades_sha256: Option<String>,
     pub sha256: String,
     pub size: u64,
 }
@@ -180,6 +188,29 @@ pub struct LockedPackage {
 /// The downloaded packages of a `package-lock.json` (lockfile versions 1 to 3). Linked and
 /// bundled packages are part of another's files and are not downloaded; a package from git or
 /// a file is refused with its name.
+/// Whether a `package-lock.json` is of version 1 (npm 5 and 6), which names no
+/// `lockfileVersion` of 2 or more (a text that is not JSON is not one: reading it says why).
+pub fn is_version_one(text: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(text)
+        .ok()
+        .is_some_and(|doc| {
+            doc.get("lockfileVersion")
+                .and_then(|v| v.as_u64())
+                .unwrap_or(1)
+                < 2
+        })
+}
+
+impl GeneratedLock {
+    /// The sha256 a run finds it by: of the lockfile it upgrades, else of the `package.json`
+    /// it was resolved for.
+    pub fn key(&self) -> &str {
+        self.upgrades_sha256
+            .as_deref()
+            .unwrap_or(&self.package_json_sha256)
+    }
+}
+
 pub fn locked_packages(text: &str, what: &str) -> Result<Vec<LockedPackage>, NodeError> {
     let doc: serde_json::Value =
         serde_json::from_str(text).map_err(|e| NodeError::PackageLock {
@@ -265,6 +296,11 @@ mod tests {
             "a": {"version": "1.0.0", "resolved": "https://r/a/-/a-1.0.0.tgz", "integrity": "sha1-AAAA",
                   "dependencies": {"b": {"version": "2.0.0", "resolved": "https://r/b/-/b-2.0.0.tgz"}}},
             "c": {"version": "1.0.0", "bundled": true}}}"#;
+        assert!(is_version_one(v1));
+        assert!(
+            is_version_one(r#"{"name": "app", "dependencies": {}}"#),
+            "no lockfileVersion reads as 1"
+        );
         let got = locked_packages(v1, "v1").unwrap();
         assert_eq!(got.len(), 2, "{got:?}");
         assert_eq!(got[0].integrity.as_deref(), Some("sha1-AAAA"));
@@ -274,6 +310,7 @@ mod tests {
             "node_modules/@s/x": {"version": "1.0.0", "resolved": "https://r/@s/x/-/x-1.0.0.tgz", "integrity": "sha512-BB"},
             "node_modules/@s/x/node_modules/y": {"version": "3.0.0", "resolved": "https://r/y/-/y-3.0.0.tgz", "integrity": "sha512-CC"},
             "node_modules/lib": {"resolved": "packages/lib", "link": true}}}"#;
+        assert!(!is_version_one(v3));
         let got = locked_packages(v3, "v3").unwrap();
         let names: Vec<&str> = got.iter().map(|p| p.name.as_str()).collect();
         assert_eq!(names, ["@s/x", "y"]);
@@ -320,19 +357,37 @@ mod tests {
                     npm: tarball.clone(),
                 }),
             },
-            generated: vec![GeneratedLock {
-                commit: "a".repeat(40),
-                when: Generated::Lockless,
-                instance: None,
-                package_json_sha256: "f".repeat(64),
-                sha256: "1".repeat(64),
-                size: 3,
-            }],
+            generated: vec![
+                GeneratedLock {
+                    commit: "a".repeat(40),
+                    when: Generated::Lockless,
+                    instance: None,
+                    package_json_sha256: "f".repeat(64),
+                    upgrades_sha256: None,
+                    sha256: "1".repeat(64),
+                    size: 3,
+                },
+                GeneratedLock {
+                    commit: "b".repeat(40),
+                    when: Generated::Upgraded,
+                    instance: None,
+                    package_json_sha256: "f".repeat(64),
+                    upgrades_sha256: Some("9".repeat(64)),
+                    sha256: "2".repeat(64),
+                    size: 4,
+                },
+            ],
             tarballs: vec![tarball],
             notes: vec![],
         };
         let bytes = lock.to_bytes().unwrap();
         assert_eq!(NodeLock::parse(&bytes).unwrap(), lock);
-        assert_eq!(lock.objects().len(), 3, "the npm tarball is named once");
+        assert_eq!(lock.objects().len(), 4, "the npm tarball is named once");
+        assert_eq!(
+            lock.generated[1].key(),
+            "9".repeat(64),
+            "found by the file it upgrades"
+        );
+        assert_eq!(lock.generated[0].key(), "f".repeat(64));
     }
 }

@@ -329,8 +329,9 @@ struct Resolver<'a> {
     objects: &'a ObjectStore,
     src: PathBuf,
     generated: Vec<GeneratedLock>,
-    /// Lockfiles generated for a base commit's `package.json`, by its sha256: the same file at
-    /// another commit resolves the same as of the same cutoff.
+    /// Lockfiles generated for a base commit's `package.json` (or upgraded from its version-1
+    /// lockfile), by that file's sha256: the same file at another commit resolves the same as
+    /// of the same cutoff.
     by_package_json: BTreeMap<String, Vec<u8>>,
 }
 
@@ -338,11 +339,8 @@ impl Resolver<'_> {
     /// The lockfiles it generated, each once, in the order of their commits.
     fn finish(self) -> Vec<GeneratedLock> {
         let mut generated = self.generated;
-        generated.sort_by(|a, b| {
-            (&a.commit, &a.package_json_sha256).cmp(&(&b.commit, &b.package_json_sha256))
-        });
-        generated
-            .dedup_by(|a, b| a.package_json_sha256 == b.package_json_sha256 && a.when == b.when);
+        generated.sort_by(|a, b| (&a.commit, a.key()).cmp(&(&b.commit, b.key())));
+        generated.dedup_by(|a, b| a.key() == b.key() && a.when == b.when);
         generated
     }
 
@@ -396,6 +394,8 @@ impl Resolver<'_> {
         if !lock_path.is_file() {
             let text = self.lockless(state, &src)?;
             std::fs::write(&lock_path, text).map_err(io(&lock_path))?;
+        } else {
+            self.upgrade_old(&state.commit, &src)?;
         }
         if let Some((id, test_patch, gold)) = &state.patches {
             states::apply_patches(&src, [test_patch, gold]).map_err(|(what, detail)| {
@@ -408,7 +408,9 @@ impl Resolver<'_> {
             let brings_lock = [test_patch, gold]
                 .iter()
                 .any(|p| patched_paths(p).any(|f| f == "package-lock.json"));
-            if !brings_lock {
+            if brings_lock {
+                self.upgrade_old(&state.commit, &src)?;
+            } else {
                 self.npm.resolve(
                     &src,
                     &format!(
@@ -451,6 +453,42 @@ impl Resolver<'_> {
         Ok(bytes)
     }
 
+    /// The tree's `package-lock.json` at `src` upgraded in place when it is of version 1 (see
+    /// [`Generated::Upgraded`]), each such file once.
+    fn upgrade_old(&mut self, commit: &str, src: &Path) -> Result<(), NodeError> {
+        let lock_path = src.join("package-lock.json");
+        let old = read(&lock_path)?;
+        if !document::is_version_one(&String::from_utf8_lossy(&old)) {
+            return Ok(());
+        }
+        let key = crate::digest::Sha256Digest::of(&old).hex();
+        let bytes = match self.by_package_json.get(&key) {
+            Some(b) => b.clone(),
+            None => {
+                self.npm.resolve(
+                    src,
+                    &format!(
+                        "upgrading {}'s version-1 package-lock.json (its versions kept)",
+                        &commit[..12.min(commit.len())]
+                    ),
+                )?;
+                let b = read(&lock_path)?;
+                self.by_package_json.insert(key.clone(), b.clone());
+                b
+            }
+        };
+        std::fs::write(&lock_path, &bytes).map_err(io(&lock_path))?;
+        let state = State {
+            commit: commit.to_string(),
+            patches: None,
+        };
+        self.keep(&state, Generated::Upgraded, None, src, &bytes)?;
+        if let Some(g) = self.generated.last_mut() {
+            g.upgrades_sha256 = Some(key);
+        }
+        Ok(())
+    }
+
     fn keep(
         &mut self,
         state: &State,
@@ -468,6 +506,7 @@ impl Resolver<'_> {
             when,
             instance,
             package_json_sha256: sha256_of(&src.join("package.json"))?,
+            upgrades_sha256: None,
             sha256: id.hex(),
             size: bytes.len() as u64,
         });
