@@ -134,12 +134,13 @@ fn rows_map_onto_swe_bench_fields_and_keep_the_rest() {
         for empty in ["hints_text", "created_at", "environment_setup_commit"] {
             assert_eq!(rec[empty], "", "{id} {empty}");
         }
-        // The version is the one its repository's manifest gives (jq has none yet).
+        // The version is the one its repository's manifest gives.
         let version = match row["repo"].as_str().unwrap() {
             "bytes" => "rust-latest",
             "fmt" => "gcc-latest",
             "dayjs" | "darkreader" => "node-18",
-            _ => "",
+            "jq" => "ubuntu-22.04",
+            other => panic!("no version expected for {other}"),
         };
         assert_eq!(rec["version"], version, "{id}");
         // FAIL_TO_PASS: the tests that did not pass with the test patch alone and pass with
@@ -399,11 +400,42 @@ fn rows_without_a_version_take_their_manifests_and_the_dataset_date_is_multi_swe
     };
     // tokio-rs/bytes has a manifest of one version, which takes every pull request.
     assert_eq!(version("tokio-rs__bytes-543"), "rust-latest");
-    // jq's has none yet: kept without a version, and said so.
-    assert_eq!(version("jqlang__jq-1793"), "");
+    assert_eq!(version("jqlang__jq-1793"), "ubuntu-22.04");
+    assert!(
+        !common::stderr(&out).contains("no manifest"),
+        "{}",
+        common::stderr(&out)
+    );
+
+    // A repository with no manifest: its rows are kept without a version, and the import says
+    // which repositories they are.
+    let t = TestContext::new();
+    let manifests = t.path("manifests");
+    fs::create_dir_all(&manifests).unwrap();
+    for entry in fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/manifests")).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        if name.ends_with(".toml") && name != "jqlang__jq.toml" {
+            fs::copy(&path, manifests.join(&name)).unwrap();
+        }
+    }
+    let out = t
+        .cmd()
+        .env("SWE_ARK_MANIFESTS", &manifests)
+        .args(["import", fixture().to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", common::stderr(&out));
     assert!(
         common::stderr(&out).contains("jqlang/jq (1)"),
         "{}",
         common::stderr(&out)
     );
+    let rows: Vec<Value> =
+        serde_json::from_slice(&t.run_expect(&["ls", "--json"], 0).stdout).unwrap();
+    let jq = rows
+        .iter()
+        .find(|r| r["instance_id"] == "jqlang__jq-1793")
+        .unwrap();
+    assert_eq!(jq["version"], "", "{jq}");
 }
