@@ -321,13 +321,36 @@ fn a_version_one_lockfile_is_upgraded_so_its_packages_bins_are_linked_offline() 
     )
     .unwrap();
     let base = git_commit_all(&repo, "app", DATE);
+    // Multi-SWE-bench's own row form: its run is graded and reported in that form too.
+    let (pass, fail, none) = ("PASS", "FAIL", "NONE");
+    let status = |run: &str, test: &str, fix: &str| serde_json::json!({"run": run, "test": test, "fix": fix});
+    let twice = ["test/twice.test.js", "test/twice.test.js:twice works"];
+    let add = ["test/add.test.js", "test/add.test.js:add works"];
+    let result = |passed: Vec<&str>, failed: Vec<&str>| {
+        serde_json::json!({
+            "passed_count": passed.len(), "failed_count": failed.len(), "skipped_count": 0,
+            "passed_tests": passed, "failed_tests": failed, "skipped_tests": [],
+        })
+    };
+    let f2p: serde_json::Map<String, serde_json::Value> = add
+        .iter()
+        .map(|n| (n.to_string(), status(none, fail, pass)))
+        .collect();
+    let p2p: serde_json::Map<String, serde_json::Value> = twice
+        .iter()
+        .map(|n| (n.to_string(), status(pass, pass, pass)))
+        .collect();
     let row = serde_json::json!({
-        "repo": "acme/app", "instance_id": "acme__app-8", "base_commit": base,
-        "patch": GOLD, "test_patch": TEST_PATCH, "problem_statement": "add subtracts",
-        "hints_text": "", "created_at": "", "version": "node",
-        "FAIL_TO_PASS": "[\"test/add.test.js\", \"test/add.test.js:add works\"]",
-        "PASS_TO_PASS": "[\"test/twice.test.js\", \"test/twice.test.js:twice works\"]",
-        "environment_setup_commit": "",
+        "org": "acme", "repo": "app", "number": 8, "state": "closed",
+        "title": "add subtracts", "body": "",
+        "base": {"label": "acme:main", "ref": "main", "sha": base},
+        "resolved_issues": [{"number": 7, "title": "add subtracts", "body": "1 + 2 is -1"}],
+        "fix_patch": GOLD, "test_patch": TEST_PATCH,
+        "fixed_tests": f2p, "p2p_tests": p2p, "f2p_tests": f2p, "s2p_tests": {}, "n2p_tests": {},
+        "run_result": result(twice.to_vec(), vec![]),
+        "test_patch_result": result(twice.to_vec(), add.to_vec()),
+        "fix_patch_result": result([twice, add].concat(), vec![]),
+        "instance_id": "acme__app-8", "language": "javascript",
     });
     let file = t.path("instances.jsonl");
     std::fs::write(&file, format!("{row}\n")).unwrap();
@@ -367,4 +390,16 @@ fn a_version_one_lockfile_is_upgraded_so_its_packages_bins_are_linked_offline() 
     let row = &rows[0];
     assert_eq!(row["verdict"], "kept", "the runner's bin was linked: {row}");
     assert_eq!(row["pass_to_pass"], 2, "1.0.0 as locked: {row}");
+
+    run(&["pack", "--all-validated"]);
+    run(&["replay", "--gold", "--run-id", "gold"]);
+    let report = std::fs::read_to_string(t.ark().join("runs/gold/gold.gold.final_report.json"))
+        .expect("Multi-SWE-bench's final_report.json form, beside SWE-bench's");
+    let report: serde_json::Value = serde_json::from_str(&report).unwrap();
+    assert_eq!(
+        report["resolved_ids"],
+        serde_json::json!(["acme/app:pr-8"]),
+        "{report}"
+    );
+    assert_eq!(report["completed_instances"], 1, "{report}");
 }

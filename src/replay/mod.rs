@@ -7,6 +7,7 @@
 //! ([`grade`]). docs/REPLAY.md tells it for users.
 
 pub mod grade;
+mod msb_report;
 pub mod predictions;
 mod run;
 
@@ -105,6 +106,11 @@ pub struct InstanceReport {
     /// none): what the score of the instances that reproduce here counts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resolved_here: Option<bool>,
+    /// The id its dataset's own harness names it by, where that is not the instance id
+    /// (Multi-SWE-bench's `org/repo:pr-NUMBER`): the run then also writes that harness's
+    /// report form ([`msb_report`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub harness_id: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -241,6 +247,7 @@ pub fn blank_report(p: &Prediction, bundle: &str) -> InstanceReport {
         timings: BTreeMap::new(),
         cannot_run: BTreeMap::new(),
         resolved_here: None,
+        harness_id: None,
     }
 }
 
@@ -394,6 +401,7 @@ fn run_steps(
     // The bundle.
     let t = Instant::now();
     let b = unpack(inputs, p, work)?;
+    report.harness_id = crate::dataset::harness_id(&b.instance);
     report.lock = b.lock.id().hex();
     report.excluded = b.not_kept.clone().unwrap_or_default();
     report.cannot_run = b.cannot_run.clone();

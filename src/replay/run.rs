@@ -530,6 +530,14 @@ fn write_summaries(
         std::fs::create_dir_all(&dir).map_err(io(&dir))?;
         let bytes = serde_json::to_vec_pretty(&summary).unwrap_or_default();
         fsutil::write_atomic(&path, &bytes).map_err(io(&path))?;
+        // Multi-SWE-bench's own form too, for a run of its rows.
+        if let Some(bytes) = super::msb_report::final_report(&rs) {
+            let msb = dir.join(format!(
+                "{}.{run_id}.final_report.json",
+                model.replace('/', "__")
+            ));
+            fsutil::write_atomic(&msb, &bytes).map_err(io(&msb))?;
+        }
         summaries.push((model, summary, path));
     }
     Ok(summaries)

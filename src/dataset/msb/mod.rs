@@ -148,3 +148,14 @@ pub fn row_form(inst: &Instance) -> RowForm {
         RowForm::SweBench
     }
 }
+
+/// The id Multi-SWE-bench's harness names `inst` by in its reports (`org/repo:pr-NUMBER`,
+/// `PullRequestBase.id`), for a row of its form; None for another row.
+pub fn harness_id(inst: &Instance) -> Option<String> {
+    if row_form(inst) != RowForm::MultiSweBench {
+        return None;
+    }
+    // `repo` is the instance's own OWNER/NAME, made of the row's `org` and `repo`.
+    let number = inst.extra.get("number").and_then(|v| v.as_u64())?;
+    Some(format!("{}:pr-{number}", inst.repo))
+}
