@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 
-use common::{TestContext, git_commit_all, git_init_commit, sha256_hex, stdout};
+use common::{TestContext, git_commit_all, git_init_commit, sha256_hex};
 
 const DATE: &str = "2021-03-01T00:00:00Z";
 
@@ -172,21 +172,8 @@ fn a_native_context_carries_its_packages_and_validates_and_replays_offline() {
         return;
     }
     let t = TestContext::new();
-    let manifests = t.path("manifests");
-    std::fs::create_dir_all(&manifests).unwrap();
-    std::fs::write(manifests.join("acme__calc.toml"), MANIFEST).unwrap();
-    let run = |args: &[&str]| {
-        let mut c = t.cmd();
-        c.env("SWE_ARK_MANIFESTS", &manifests).args(args);
-        let out = c.output().unwrap();
-        assert!(
-            out.status.success(),
-            "swe-ark {args:?}\n{}\n{}",
-            stdout(&out),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        stdout(&out)
-    };
+    let manifests = t.manifests_with("acme__calc.toml", MANIFEST);
+    let run = |args: &[&str]| t.run_ok_with_manifests(&manifests, args);
     let repo = t.path("calc");
     let base = c_repository(&repo);
     let debs = debian_repository(&t.path("debian"));

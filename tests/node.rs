@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 
-use common::{TestContext, git_commit_all, git_init_commit, stdout};
+use common::{TestContext, git_commit_all, git_init_commit};
 
 const DATE: &str = "2021-03-01T00:00:00Z";
 
@@ -188,21 +188,8 @@ fn a_node_context_locks_as_of_its_date_and_validates_and_replays_offline() {
         return;
     }
     let t = TestContext::new();
-    let manifests = t.path("manifests");
-    std::fs::create_dir_all(&manifests).unwrap();
-    std::fs::write(manifests.join("acme__app.toml"), MANIFEST).unwrap();
-    let run = |args: &[&str]| {
-        let mut c = t.cmd();
-        c.env("SWE_ARK_MANIFESTS", &manifests).args(args);
-        let out = c.output().unwrap();
-        assert!(
-            out.status.success(),
-            "swe-ark {args:?}\n{}\n{}",
-            stdout(&out),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        stdout(&out)
-    };
+    let manifests = t.manifests_with("acme__app.toml", MANIFEST);
+    let run = |args: &[&str]| t.run_ok_with_manifests(&manifests, args);
     let repo = t.path("app");
     let base = repository(&repo);
     let reg = registry(&t.path("registry"));
@@ -284,25 +271,11 @@ fn a_version_one_lockfile_is_upgraded_so_its_packages_bins_are_linked_offline() 
         return;
     }
     let t = TestContext::new();
-    let manifests = t.path("manifests");
-    std::fs::create_dir_all(&manifests).unwrap();
-    std::fs::write(
-        manifests.join("acme__app.toml"),
-        MANIFEST.replace("node run-tests.js", "node_modules/.bin/sweark-run"),
-    )
-    .unwrap();
-    let run = |args: &[&str]| {
-        let mut c = t.cmd();
-        c.env("SWE_ARK_MANIFESTS", &manifests).args(args);
-        let out = c.output().unwrap();
-        assert!(
-            out.status.success(),
-            "swe-ark {args:?}\n{}\n{}",
-            stdout(&out),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        stdout(&out)
-    };
+    let manifests = t.manifests_with(
+        "acme__app.toml",
+        &MANIFEST.replace("node run-tests.js", "node_modules/.bin/sweark-run"),
+    );
+    let run = |args: &[&str]| t.run_ok_with_manifests(&manifests, args);
     let reg = registry(&t.path("registry"));
     let repo = t.path("app");
     repository(&repo);

@@ -142,21 +142,8 @@ fn a_rust_context_locks_as_of_its_date_and_validates_and_replays_offline() {
         return;
     }
     let t = TestContext::new();
-    let manifests = t.path("manifests");
-    std::fs::create_dir_all(&manifests).unwrap();
-    std::fs::write(manifests.join("acme__app.toml"), MANIFEST).unwrap();
-    let run = |args: &[&str]| {
-        let mut c = t.cmd();
-        c.env("SWE_ARK_MANIFESTS", &manifests).args(args);
-        let out = c.output().unwrap();
-        assert!(
-            out.status.success(),
-            "swe-ark {args:?}\n{}\n{}",
-            stdout(&out),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        stdout(&out)
-    };
+    let manifests = t.manifests_with("acme__app.toml", MANIFEST);
+    let run = |args: &[&str]| t.run_ok_with_manifests(&manifests, args);
     let repo = t.path("app");
     let base = repository(&repo);
     let reg = registry(&t.path("registry"));
@@ -297,9 +284,7 @@ fn a_lock_that_cannot_be_had_is_refused_naming_the_crate_or_the_commit() {
         return;
     }
     let t = TestContext::new();
-    let manifests = t.path("manifests");
-    std::fs::create_dir_all(&manifests).unwrap();
-    std::fs::write(manifests.join("acme__app.toml"), MANIFEST).unwrap();
+    let manifests = t.manifests_with("acme__app.toml", MANIFEST);
     let reg = registry(&t.path("registry"));
     let swe_ark = |ark: &Path, args: &[&str]| {
         let mut c = t.cmd_at(ark);

@@ -54,6 +54,32 @@ impl TestContext {
         c
     }
 
+    /// A manifests folder (`SWE_ARK_MANIFESTS`) holding one manifest, `name` with `text`.
+    pub fn manifests_with(&self, name: &str, text: &str) -> PathBuf {
+        let dir = self.path("manifests");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(name), text).unwrap();
+        dir
+    }
+
+    /// Runs `swe-ark` with `args` and the manifests folder `manifests`, insisting on success
+    /// (printing everything if not); returns its stdout.
+    pub fn run_ok_with_manifests(&self, manifests: &Path, args: &[&str]) -> String {
+        let out = self
+            .cmd()
+            .env("SWE_ARK_MANIFESTS", manifests)
+            .args(args)
+            .output()
+            .expect("swe-ark runs");
+        assert!(
+            out.status.success(),
+            "swe-ark {args:?}\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
     /// Runs `swe-ark` with `args`; returns its output whatever the exit code.
     pub fn run<S: AsRef<OsStr>>(&self, args: &[S]) -> Output {
         let mut c = self.cmd();
