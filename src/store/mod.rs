@@ -46,7 +46,7 @@ pub use index::{
 };
 pub use layout::Layout;
 pub use lock::StoreLock;
-pub use mirrors::MirrorStateError;
+pub use mirrors::{MirrorStateError, SubmoduleUse, SubmodulesMirrored};
 pub use objects::{ObjectError, ObjectStore, VerifyingReader};
 pub use pieces::{MAX_DEPTH, PieceError};
 pub use stats::{StorageStats, dedup_ratio};
