@@ -533,3 +533,81 @@ fn gitlinks_that_cannot_be_mirrored_are_errors_naming_them() {
     let err = stderr(&out);
     assert!(err.contains(lost) && err.contains("modules/onig"), "{err}");
 }
+
+/// A project whose test reads a file of its submodule: the lock's checkout, validation and
+/// an offline replay from the bundle all see the submodule's files (without them the test
+/// fails, validation computes other lists and replay does not resolve the instance).
+#[test]
+fn the_lock_validation_and_replay_see_the_submodules_files() {
+    use common::widget::{ADD_TEST, GOLD, Widget, instance, test_patch};
+    let t = TestContext::new();
+    let Some(w) = Widget::new(&t) else { return };
+    let base = t.path("base");
+    let data = t.path("work/data");
+    fs::create_dir_all(&data).unwrap();
+    write(&data, "value.txt", "42\n");
+    let data_commit = git_init_commit(&data, "data", DATE);
+    publish(&base, &data, "acme/data");
+    write(
+        &w.repo,
+        ".gitmodules",
+        "[submodule \"data\"]\n\tpath = vendor/data\n\turl = https://github.com/acme/data.git\n",
+    );
+    git(&w.repo, &["add", "-A"]);
+    gitlink(&w.repo, "vendor/data", &data_commit);
+    let commit = git_commit_staged(&w.repo, "vendored data", "2021-06-02T00:00:00Z");
+
+    let vendored =
+        "\n\ndef test_vendored():\n    assert open('vendor/data/value.txt').read() == '42\\n'\n";
+    let (add, sub) = (
+        "tests/test_core.py::test_add",
+        "tests/test_core.py::test_sub",
+    );
+    let row = instance(
+        1,
+        &test_patch(&format!("{ADD_TEST}{vendored}")),
+        GOLD,
+        &[add],
+        &[sub, "tests/test_core.py::test_vendored"],
+        &commit,
+    );
+    let file = t.path("instances.jsonl");
+    fs::write(&file, format!("{row}\n")).unwrap();
+    w.ok(&t, &["import", file.to_str().unwrap()]);
+    let base_url = format!("file://{}", base.display());
+    let out = w.ok(
+        &t,
+        &[
+            "mirror",
+            "add",
+            w.repo.to_str().unwrap(),
+            "--name",
+            "acme/widget",
+            "--git-base",
+            &base_url,
+        ],
+    );
+    assert!(out.contains("mirrored acme/data"), "{out}");
+
+    let out = w.run(
+        &t,
+        &["env", "lock", "acme/widget", "1.0", "--commit", &commit],
+    );
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    assert!(
+        !stderr(&out).contains("leaves it empty"),
+        "{}",
+        stderr(&out)
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&w.ok(&t, &["validate", "--json", "--runs", "1"])).unwrap();
+    assert_eq!(v["validated"][0]["verdict"], "kept", "{v}");
+    w.ok(&t, &["pack", "--all-validated"]);
+    w.ok(&t, &["replay", "--gold", "--run-id", "gold"]);
+    let report: serde_json::Value = serde_json::from_slice(
+        &fs::read(t.ark().join("runs/gold/gold/acme__widget-1/report.json")).unwrap(),
+    )
+    .unwrap();
+    let report = &report["acme__widget-1"];
+    assert_eq!(report["resolved"], true, "{report}");
+}
