@@ -23,7 +23,7 @@ use crate::progress::Progress;
 pub use bundlefile::{ExportStats, ImportStats, import_bundle, import_name};
 pub use check::{Checked, Expected, ExpectedPin, verify};
 pub use name::{RepoName, Source, parse_source};
-pub use submodules::{Submodule, SubmoduleScan, submodule_source};
+pub use submodules::{Submodule, SubmoduleScan, SubmoduleUrlError, submodule_source};
 
 /// What a mirror fetches, and where each ref lands: everything, under its own name.
 pub const FETCH_REFSPECS: [&str; 4] = [
@@ -98,7 +98,10 @@ pub enum MirrorError {
          to mirror: {why}",
         .at.path, .at.name, .at.commit, .at.url
     )]
-    SubmoduleUrl { at: Box<GitlinkAt>, why: String },
+    SubmoduleUrl {
+        at: Box<GitlinkAt>,
+        why: SubmoduleUrlError,
+    },
     #[error(
         "the submodule at `{}` of {} at commit {} is commit {} of `{}`, which mirror \
          {submodule} does not have (run `swe-ark mirror update {top}`; if it still lacks it, \

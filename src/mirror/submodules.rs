@@ -57,6 +57,17 @@ impl SubmoduleScan {
     }
 }
 
+/// Why a submodule URL names no repository to mirror.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SubmoduleUrlError {
+    #[error("it is empty")]
+    Empty,
+    #[error("its `../` climb above `{0}`")]
+    ClimbsAbove(String),
+    #[error("`{0}` makes no OWNER/NAME")]
+    NoName(String),
+}
+
 /// `OWNER/NAME` of a GitHub URL: `https://github.com/O/N(.git)`, `http://`, `git://`,
 /// `ssh://git@github.com/O/N`, `git@github.com:O/N(.git)`; `None` for anything else.
 fn github_name(url: &str) -> Option<RepoName> {
@@ -129,13 +140,13 @@ fn resolve_relative(base: &str, url: &str) -> Option<String> {
 /// URL (`../x.git`) is resolved against the superproject's name for the mirror's name (as if
 /// it were on GitHub, `O/N` + `../x.git` = `O/x`) and against its URL (`superproject_url`, or
 /// its URL under `git_base` when it has none) for fetching; any other URL is the source it
-/// is, named by its last two components. Why not, when it names nothing.
+/// is, named by its last two components.
 pub fn submodule_source(
     url: &str,
     superproject: &RepoName,
     superproject_url: &str,
     git_base: &str,
-) -> Result<Source, String> {
+) -> Result<Source, SubmoduleUrlError> {
     let base = git_base.trim_end_matches('/');
     let through_base = |name: RepoName| Source {
         url: format!("{base}/{name}.git"),
@@ -143,26 +154,25 @@ pub fn submodule_source(
     };
     if is_relative(url) {
         let by_name = resolve_relative(&format!("https://github.com/{superproject}"), url)
-            .ok_or_else(|| format!("it climbs above the superproject {superproject}"))?;
+            .ok_or_else(|| SubmoduleUrlError::ClimbsAbove(superproject.to_string()))?;
         let name = github_name(&by_name)
             .or_else(|| name_from_location(&by_name))
-            .ok_or_else(|| format!("`{by_name}` makes no OWNER/NAME"))?;
+            .ok_or(SubmoduleUrlError::NoName(by_name))?;
         let from = if superproject_url.is_empty() {
             format!("{base}/{superproject}.git")
         } else {
             superproject_url.to_string()
         };
-        let fetch = resolve_relative(&from, url)
-            .ok_or_else(|| format!("it climbs above the superproject's URL `{from}`"))?;
+        let fetch = resolve_relative(&from, url).ok_or(SubmoduleUrlError::ClimbsAbove(from))?;
         return Ok(Source { name, url: fetch });
     }
     if let Some(name) = github_name(url) {
         return Ok(through_base(name));
     }
     if url.trim().is_empty() {
-        return Err("it is empty".into());
+        return Err(SubmoduleUrlError::Empty);
     }
-    let name = name_from_location(url).ok_or_else(|| "it makes no OWNER/NAME".to_string())?;
+    let name = name_from_location(url).ok_or_else(|| SubmoduleUrlError::NoName(url.to_string()))?;
     Ok(Source {
         name,
         url: url.to_string(),
