@@ -354,8 +354,8 @@ fn instance_of_bundle(
     })
 }
 
-/// Mirrors, as git bundles, written to `scratch`; their rows and the instances' pins go into
-/// the slice.
+/// Mirrors (the instances' repositories and their submodules'), as git bundles, written to
+/// `scratch`; their rows and the instances' pins go into the slice.
 fn export_mirrors(
     ark: &Ark,
     snap: &Snapshot,
@@ -366,9 +366,33 @@ fn export_mirrors(
 ) -> Result<Vec<(RepoName, PathBuf)>, ArchiveError> {
     let fail = |detail: String| export_error(snap, detail);
     let mut mirror_files = Vec::new();
+    let ids: BTreeSet<&str> = snap
+        .instances
+        .iter()
+        .map(|i| i.instance_id.as_str())
+        .collect();
+    let mut names = BTreeSet::new();
     for repo in repos {
-        let name = RepoName::parse(repo)
-            .ok_or_else(|| fail(format!("repository `{repo}` is not OWNER/NAME")))?;
+        names.insert(
+            RepoName::parse(repo)
+                .ok_or_else(|| fail(format!("repository `{repo}` is not OWNER/NAME")))?,
+        );
+    }
+    // The submodules' mirrors too: those holding pins of the release's instances (`pack` pins
+    // each submodule it carries), so that a rebuild elsewhere finds them.
+    for m in ark.index().mirrors()? {
+        if let Some(name) = RepoName::parse(&m.name)
+            && !names.contains(&name)
+            && ark
+                .index()
+                .pins(&m.name)?
+                .iter()
+                .any(|p| ids.contains(p.instance_id.as_str()))
+        {
+            names.insert(name);
+        }
+    }
+    for name in names {
         let mirror = Mirror::open(&ark.mirrors_dir(), &name)
             .map_err(|e| fail(format!("--with-history needs the mirror of {name}: {e}")))?;
         let file = scratch.join(format!("{}.bundle", name.dir_name()));
@@ -382,11 +406,6 @@ fn export_mirrors(
             name: name.to_string(),
             url,
         });
-        let ids: BTreeSet<&str> = snap
-            .instances
-            .iter()
-            .map(|i| i.instance_id.as_str())
-            .collect();
         for pin in ark.index().pins(name.as_str())? {
             if ids.contains(pin.instance_id.as_str()) {
                 slice.pins.push(SlicePin::from(&pin));

@@ -39,7 +39,8 @@ pub struct CodebaseEntry {
 #[derive(Debug, Clone)]
 pub struct Codebase {
     pub entries: Vec<CodebaseEntry>,
-    /// Submodules (paths relative to the codebase root): recorded, not followed.
+    /// Submodules (paths relative to the codebase root); the files of those with a `tree`
+    /// are among `entries`.
     pub gitlinks: Vec<Gitlink>,
     pub tree: GitOid,
 }
@@ -256,23 +257,39 @@ impl Codebase {
         })
     }
 
-    /// A codebase from entries already hashed and submodules (any order).
+    /// A codebase from entries already hashed and submodules (any order). A submodule with a
+    /// `tree` is carried: the entries under its path are its files and must make that tree.
     pub fn from_entries(
         mut entries: Vec<CodebaseEntry>,
         mut gitlinks: Vec<Gitlink>,
     ) -> Result<Codebase, gittree::TreeError> {
         entries.sort_by(|a, b| a.path.cmp(&b.path));
         gitlinks.sort_by(|a, b| a.path.cmp(&b.path));
-        let tree = gittree::tree_id(
+        let submodules: Vec<gittree::Submodule> = gitlinks
+            .iter()
+            .map(|g| gittree::Submodule {
+                path: &g.path,
+                commit: g.commit,
+                carried: g.tree.is_some(),
+            })
+            .collect();
+        let (tree, trees) = gittree::tree_ids(
             entries
                 .iter()
-                .map(|e| (&e.path[..], e.kind.git_mode(), e.blob))
-                .chain(
-                    gitlinks
-                        .iter()
-                        .map(|g| (&g.path[..], gittree::GITLINK_MODE, g.commit)),
-                ),
+                .map(|e| (&e.path[..], e.kind.git_mode(), e.blob)),
+            &submodules,
         )?;
+        for (g, computed) in gitlinks.iter().zip(trees) {
+            if let (Some(claimed), Some(computed)) = (g.tree, computed)
+                && claimed != computed
+            {
+                return Err(gittree::TreeError::SubmoduleTree {
+                    path: String::from_utf8_lossy(&g.path).into_owned(),
+                    computed,
+                    claimed,
+                });
+            }
+        }
         Ok(Codebase {
             entries,
             gitlinks,
@@ -285,8 +302,8 @@ impl Codebase {
     }
 
     /// Writes the codebase into `dir` (missing or empty) as unpacking its bundle would:
-    /// files with mode 0644 or 0755, symlinks, and an empty directory at each submodule, as
-    /// `git checkout` leaves one.
+    /// files with mode 0644 or 0755, symlinks, a carried submodule's files under its path, and
+    /// an empty directory at each other submodule, as `git checkout` leaves one.
     pub fn write_to(&self, dir: &Path) -> Result<(), BundleError> {
         use std::ffi::OsStr;
         use std::io::Write;

@@ -127,13 +127,17 @@ impl From<ManifestMember> for RawMember {
 }
 
 /// A submodule in the codebase: git records the commit of another repository at this path.
-/// It is listed in bundle.json and counted in the tree id, but its content is not in the
-/// bundle (unpack makes an empty directory there, as `git checkout` does).
+/// It is listed in bundle.json and counted in the tree id as a gitlink. With `tree`, the
+/// submodule's files are carried under its path and must make that tree (the commit's); without,
+/// its content is not in the bundle (unpack makes an empty directory there, as `git checkout`
+/// does).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "RawGitlink", into = "RawGitlink")]
 pub struct Gitlink {
     pub path: Vec<u8>,
     pub commit: GitOid,
+    /// The git tree id of the submodule commit, when its files are carried.
+    pub tree: Option<GitOid>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -144,6 +148,9 @@ struct RawGitlink {
     #[serde(skip_serializing_if = "Option::is_none", default)]
     path_hex: Option<String>,
     commit: GitOid,
+    // Absent unless carried, so a bundle without submodule content is written as before.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    tree: Option<GitOid>,
 }
 
 impl TryFrom<RawGitlink> for Gitlink {
@@ -152,6 +159,7 @@ impl TryFrom<RawGitlink> for Gitlink {
         Ok(Gitlink {
             path: decode_path(raw.path, raw.path_hex)?,
             commit: raw.commit,
+            tree: raw.tree,
         })
     }
 }
@@ -163,6 +171,7 @@ impl From<Gitlink> for RawGitlink {
             path,
             path_hex,
             commit: g.commit,
+            tree: g.tree,
         }
     }
 }

@@ -224,6 +224,7 @@ pub fn plan<'a>(inputs: &'a PackInputs<'_>) -> PackPlan<'a> {
             .map(|g| Gitlink {
                 path: [CODEBASE_DIR.as_bytes(), &g.path].concat(),
                 commit: g.commit,
+                tree: g.tree,
             })
             .collect(),
     };

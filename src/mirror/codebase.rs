@@ -217,6 +217,7 @@ impl Mirror {
                     gitlinks.push(Gitlink {
                         path,
                         commit: git_oid(oid),
+                        tree: None,
                     });
                     continue;
                 }

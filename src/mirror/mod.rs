@@ -7,6 +7,7 @@ mod bundlefile;
 mod check;
 mod codebase;
 mod name;
+mod submodules;
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -22,6 +23,7 @@ use crate::progress::Progress;
 pub use bundlefile::{ExportStats, ImportStats, import_bundle, import_name};
 pub use check::{Checked, Expected, ExpectedPin, verify};
 pub use name::{RepoName, Source, parse_source};
+pub use submodules::{Submodule, SubmoduleScan, SubmoduleUrlError, submodule_source};
 
 /// What a mirror fetches, and where each ref lands: everything, under its own name.
 pub const FETCH_REFSPECS: [&str; 4] = [
@@ -80,6 +82,64 @@ pub enum MirrorError {
         path: String,
         reason: String,
     },
+    #[error(
+        "commit {commit} of {name} has a submodule at `{path}` (commit {gitlink}) that its \
+         .gitmodules does not name, so no URL says where it comes from (`git submodule update` \
+         fails on it too)"
+    )]
+    UnnamedSubmodule {
+        name: String,
+        commit: String,
+        path: String,
+        gitlink: String,
+    },
+    #[error(
+        "the submodule at `{}` of {} at commit {} has the URL `{}`, which names no repository \
+         to mirror: {why}",
+        .at.path, .at.name, .at.commit, .at.url
+    )]
+    SubmoduleUrl {
+        at: Box<GitlinkAt>,
+        why: SubmoduleUrlError,
+    },
+    #[error(
+        "the submodule at `{}` of {} at commit {} is commit {} of `{}`, which mirror \
+         {submodule} does not have (run `swe-ark mirror update {top}`; if it still lacks it, \
+         upstream lost the commit)",
+        .at.path, .at.name, .at.commit, .at.gitlink, .at.url
+    )]
+    SubmoduleCommitMissing {
+        at: Box<GitlinkAt>,
+        submodule: String,
+        top: String,
+    },
+    #[error(
+        "the submodule at `{}` of {} at commit {} (commit {} of `{}`) needs mirror \
+         {submodule}, which is not in the archive: run `swe-ark mirror update {top}` to mirror \
+         the submodules its instances name",
+        .at.path, .at.name, .at.commit, .at.gitlink, .at.url
+    )]
+    NoSubmoduleMirror {
+        at: Box<GitlinkAt>,
+        submodule: String,
+        top: String,
+    },
+    #[error(
+        "cannot fetch the submodule at `{}` of {} at commit {} (commit {} of `{}`) into mirror \
+         {submodule}: {detail}",
+        .at.path, .at.name, .at.commit, .at.gitlink, .at.url
+    )]
+    SubmoduleFetch {
+        at: Box<GitlinkAt>,
+        submodule: String,
+        detail: String,
+    },
+    #[error(".gitmodules of commit {commit} of {name} cannot be read: {detail}")]
+    Gitmodules {
+        name: String,
+        commit: String,
+        detail: String,
+    },
     #[error("git bundle `{path}`: {detail}")]
     BadBundle { path: PathBuf, detail: String },
     #[error("mirror {name}: {source}")]
@@ -94,6 +154,17 @@ pub enum MirrorError {
         #[source]
         source: io::Error,
     },
+}
+
+/// A gitlink, for the errors about it: the repository and commit whose tree has it, its path
+/// there, the commit it names and the URL `.gitmodules` gives.
+#[derive(Debug, Clone)]
+pub struct GitlinkAt {
+    pub name: String,
+    pub commit: String,
+    pub path: String,
+    pub gitlink: String,
+    pub url: String,
 }
 
 /// A change to a ref between two states of a mirror.
@@ -204,6 +275,20 @@ fn change_name(c: &RefChange) -> &str {
         | RefChange::Deleted { name, .. }
         | RefChange::Moved { name, .. } => name,
     }
+}
+
+/// `s` as part of a ref name when it makes a valid one (with `/` only where `slashes`);
+/// otherwise `_/` and a hash of it: instance ids and paths are free text, ref names are not.
+fn ref_component(s: &str, slashes: bool) -> String {
+    if git2::Reference::is_valid_name(&format!("refs/x/{s}")) && (slashes || !s.contains('/')) {
+        s.to_string()
+    } else {
+        hashed_component(s.as_bytes())
+    }
+}
+
+fn hashed_component(s: &[u8]) -> String {
+    format!("_/{}", &Sha256Digest::of(s).hex()[..24])
 }
 
 /// Bytes under `dir`, for `mirror ls`.
@@ -435,23 +520,40 @@ impl Mirror {
     /// Pins `commit` under `refs/swe-ark/instances/<instance>/<role>`, so no fetch can drop it.
     /// Returns the ref's name.
     pub fn pin(&self, instance_id: &str, role: &str, commit: &str) -> Result<String, MirrorError> {
-        let c = self.commit(commit)?;
-        let component = if git2::Reference::is_valid_name(&format!("refs/x/{instance_id}"))
-            && !instance_id.contains('/')
-        {
-            instance_id.to_string()
-        } else {
-            // Instance ids are free text; a ref name is not.
-            format!(
-                "_/{}",
-                &Sha256Digest::of(instance_id.as_bytes()).hex()[..24]
-            )
+        let name = format!(
+            "{PIN_PREFIX}instances/{}/{role}",
+            ref_component(instance_id, false)
+        );
+        self.pin_as(&name, commit)
+    }
+
+    /// Pins the commit of the submodule at `path` (from the top of the codebase) that the
+    /// instance's `role` commit names, in this, the submodule's mirror:
+    /// `refs/swe-ark/instances/<instance>/<role>-submodules/<path>`. Returns the ref's name.
+    pub fn pin_submodule(
+        &self,
+        instance_id: &str,
+        role: &str,
+        path: &[u8],
+        commit: &str,
+    ) -> Result<String, MirrorError> {
+        let path = match std::str::from_utf8(path) {
+            Ok(p) => ref_component(p, true),
+            Err(_) => hashed_component(path),
         };
-        let name = format!("{PIN_PREFIX}instances/{component}/{role}");
+        let name = format!(
+            "{PIN_PREFIX}instances/{}/{role}-submodules/{path}",
+            ref_component(instance_id, false)
+        );
+        self.pin_as(&name, commit)
+    }
+
+    fn pin_as(&self, name: &str, commit: &str) -> Result<String, MirrorError> {
+        let c = self.commit(commit)?;
         self.repo
-            .reference(&name, c.id(), true, "swe-ark pin")
+            .reference(name, c.id(), true, "swe-ark pin")
             .map_err(self.git())?;
-        Ok(name)
+        Ok(name.to_string())
     }
 
     /// Every ref under `refs/swe-ark/`: name → target.

@@ -50,7 +50,7 @@ fn is_scp_like(s: &str) -> bool {
 }
 
 /// The last two components of a URL or path, `.git` dropped, made a valid OWNER/NAME.
-fn name_from_location(location: &str) -> Option<RepoName> {
+pub(super) fn name_from_location(location: &str) -> Option<RepoName> {
     let path = if let Some((_, rest)) = location.split_once("://") {
         rest.split_once('/').map_or("", |(_, p)| p)
     } else if is_scp_like(location) {

@@ -16,7 +16,9 @@ use crate::digest::Sha256Digest;
 use crate::manifest::{ManifestError, Manifests};
 use crate::mirror::{Mirror, MirrorError, RepoName};
 use crate::progress::Progress;
-use crate::store::{Ark, ArkError, IndexError, ObjectError, PinRow, ValidationRow};
+use crate::store::{
+    Ark, ArkError, IndexError, MirrorStateError, ObjectError, PinRow, ValidationRow,
+};
 use crate::validate::expected::BundleRecord;
 use crate::vcs::VcsRecord;
 
@@ -94,6 +96,8 @@ pub enum PackError {
     #[error(transparent)]
     Mirror(#[from] MirrorError),
     #[error(transparent)]
+    MirrorState(#[from] MirrorStateError),
+    #[error(transparent)]
     Ark(#[from] ArkError),
     #[error(transparent)]
     Index(#[from] IndexError),
@@ -103,9 +107,10 @@ pub enum PackError {
     Bundle(#[from] BundleError),
 }
 
-/// Reads the instance's base commit from its mirror, with what git says about it, and pins it
-/// (and the environment setup commit, when the mirror has it) so that no later fetch can drop
-/// them. `repo` and `commit`, when given, must be the instance's.
+/// Reads the instance's base commit from its mirror, its submodules from theirs (an error
+/// naming what to mirror when one is missing), with what git says about it, and pins it (the
+/// environment setup commit too, when the mirror has it, and the submodules' commits) so that
+/// no later fetch can drop them. `repo` and `commit`, when given, must be the instance's.
 pub fn codebase_from_mirror(
     ark: &mut Ark,
     instance: &Instance,
@@ -131,7 +136,9 @@ pub fn codebase_from_mirror(
         });
     }
     let mirror = Mirror::open(&ark.mirrors_dir(), &name)?;
-    let codebase = mirror.codebase_at(&instance.base_commit, progress)?;
+    // Submodules carried, from their own mirrors: a bundle must replay with no mirror.
+    let (codebase, submodules) =
+        mirror.codebase_with_submodules(&ark.mirrors_dir(), &instance.base_commit, progress)?;
     let vcs =
         crate::vcs::record(&mirror.path, &instance.base_commit).map_err(|e| PackError::Vcs {
             commit: instance.base_commit.clone(),
@@ -159,6 +166,7 @@ pub fn codebase_from_mirror(
             role: role.to_string(),
         })?;
     }
+    ark.pin_submodules(&instance.instance_id, "base_commit", &submodules)?;
     Ok((codebase, vcs))
 }
 

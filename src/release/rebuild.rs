@@ -3,7 +3,8 @@
 //! the pack step.
 //!
 //! Where the inputs come from: the codebase from the mirror, at the base commit that the
-//! bundle's `instance.json` names, and `vcs.json` (what git says about that commit) computed
+//! bundle's `instance.json` names (its submodules from their own mirrors when the bundle
+//! carries them), and `vcs.json` (what git says about that commit) computed
 //! from the mirror again when the stored bundle has one (a version 1 bundle is rebuilt
 //! without); every other member (the instance, the context, the lock,
 //! the logs, the results) from the stored bundle itself, each checked against its sha256 in
@@ -220,9 +221,17 @@ fn stored_inputs(
     })?;
     let mirror =
         Mirror::open(&ark.mirrors_dir(), &name).map_err(|e| Problem::NoMirror(Box::new(e)))?;
-    let codebase = mirror
-        .codebase_at(&instance.base_commit, progress)
-        .map_err(|e| Problem::Codebase(Box::new(e)))?;
+    // As the bundle was packed: with its submodules' files when it carries them (from their
+    // mirrors), else without (bundles from before submodules were carried keep their ids).
+    let carried = members.manifest.gitlinks.iter().any(|g| g.tree.is_some());
+    let codebase = if carried {
+        mirror
+            .codebase_with_submodules(&ark.mirrors_dir(), &instance.base_commit, progress)
+            .map(|(c, _)| c)
+    } else {
+        mirror.codebase_at(&instance.base_commit, progress)
+    }
+    .map_err(|e| Problem::Codebase(Box::new(e)))?;
     let (spec, lock) = (
         take("env/spec.toml"),
         lock_member.and_then(|m| take(m).map(|b| (m, b))),

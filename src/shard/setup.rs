@@ -1,5 +1,5 @@
-//! The shard's repositories mirrored and its contexts locked in the local archive: from the
-//! seed when it has them, else fetched and locked here. What cannot be is why their instances
+//! The shard's repositories (and their instances' submodules) mirrored and its contexts locked
+//! in the local archive: from the seed when it has them, else fetched and locked here. What cannot be is why their instances
 //! are not run.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -43,6 +43,12 @@ enum SetupError {
         #[source]
         source: Box<crate::mirror::MirrorError>,
     },
+    #[error("cannot mirror the submodules of {repo}: {source}")]
+    Submodules {
+        repo: String,
+        #[source]
+        source: Box<crate::store::MirrorStateError>,
+    },
     #[error("taking the seed's lock of {repo} {version}: {source}")]
     SeedLock {
         repo: String,
@@ -76,17 +82,71 @@ pub(super) fn mirror_repos(
     let mut not_run: BTreeMap<String, String> = BTreeMap::new();
     let repos: BTreeSet<&str> = job.shard.contexts.iter().map(|c| c.repo.as_str()).collect();
     for repo in repos {
-        if let Err(e) = ensure_mirror(ark, seed, repo, &job.opts.git_base, job.progress) {
-            let why = e.to_string();
-            (job.say)(&format!("not run: {why}"));
-            for c in job.shard.contexts.iter().filter(|c| c.repo == repo) {
-                for i in &c.instances {
-                    not_run.insert(i.clone(), why.clone());
+        let base = &job.opts.git_base;
+        let mirrored = ensure_mirror(ark, seed, repo, base, job.progress)
+            .and_then(|()| ensure_submodules(ark, seed, repo, base, job.progress));
+        match mirrored {
+            // Only the instances whose commits name such a gitlink stop, at validation.
+            Ok(problems) => {
+                for p in problems {
+                    (job.say)(&format!("note: {p}"));
+                }
+            }
+            Err(e) => {
+                let why = e.to_string();
+                (job.say)(&format!("not run: {why}"));
+                for c in job.shard.contexts.iter().filter(|c| c.repo == repo) {
+                    for i in &c.instances {
+                        not_run.insert(i.clone(), why.clone());
+                    }
                 }
             }
         }
     }
     not_run
+}
+
+/// The mirrors of the submodules that `repo`'s instances name: the seed's copies of those it
+/// has (its other mirrors holding pins of these instances), the rest fetched through the git
+/// base, each gitlink commit pinned here. Returns what could not be mirrored.
+fn ensure_submodules(
+    ark: &mut Ark,
+    seed: Option<&Ark>,
+    repo: &str,
+    git_base: &str,
+    progress: &dyn Progress,
+) -> Result<Vec<String>, SetupError> {
+    let fail = |source: crate::store::MirrorStateError| SetupError::Submodules {
+        repo: repo.to_string(),
+        source: Box::new(source),
+    };
+    let name = RepoName::parse(repo).ok_or_else(|| SetupError::RepoName {
+        repo: repo.to_string(),
+    })?;
+    let mut fetched = BTreeSet::from([name.clone()]);
+    if let Some(seed) = seed {
+        let ids: BTreeSet<String> = ark
+            .index()
+            .instances_of_repo(repo)
+            .map_err(|e| fail(e.into()))?
+            .into_iter()
+            .map(|i| i.instance_id)
+            .collect();
+        for m in seed.index().mirrors().map_err(|e| fail(e.into()))? {
+            let Some(sub) = RepoName::parse(&m.name).filter(|s| *s != name) else {
+                continue;
+            };
+            let pins = seed.index().pins(&m.name).map_err(|e| fail(e.into()))?;
+            if pins.iter().any(|p| ids.contains(&p.instance_id)) {
+                ensure_mirror(ark, Some(seed), sub.as_str(), git_base, progress)?;
+                fetched.insert(sub);
+            }
+        }
+    }
+    let done = ark
+        .mirror_submodules(&name, git_base, &mut fetched, progress)
+        .map_err(fail)?;
+    Ok(done.problems.iter().map(|e| e.to_string()).collect())
 }
 
 /// Every context of the shard whose instances can still run, and which `ark` has not locked,

@@ -1,7 +1,7 @@
 //! What the archive knows of its mirrors: their state as recorded at each fetch, and what its
 //! instances expect of them (`mirror verify`).
 
-use crate::mirror::{self, Mirror, RepoName};
+use crate::mirror::{self, Mirror, MirrorError, RepoName};
 
 use super::{Ark, IndexError};
 
@@ -11,6 +11,14 @@ pub enum MirrorStateError {
     Git(#[from] git2::Error),
     #[error(transparent)]
     Index(#[from] IndexError),
+    #[error(transparent)]
+    Mirror(Box<MirrorError>),
+}
+
+impl From<MirrorError> for MirrorStateError {
+    fn from(e: MirrorError) -> Self {
+        MirrorStateError::Mirror(Box::new(e))
+    }
 }
 
 impl Ark {

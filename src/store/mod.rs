@@ -31,6 +31,7 @@ mod pieces;
 mod put;
 mod stats;
 mod stored;
+mod submodules;
 
 pub use ark::{Ark, ArkBundle, ArkError};
 pub use bucket::{Bucket, PushReport};
@@ -51,6 +52,7 @@ pub use objects::{ObjectError, ObjectStore, VerifyingReader};
 pub use pieces::{MAX_DEPTH, PieceError};
 pub use stats::{StorageStats, dedup_ratio};
 pub use stored::{Contents, RebuiltTar, StoredBundle};
+pub use submodules::{SubmoduleUse, SubmodulesMirrored};
 
 impl crate::dataset::OfInstance for BundleRow {
     fn instance_id(&self) -> &str {

@@ -425,6 +425,20 @@ pub fn from_bundle(
         .collect();
     wanted.extend(oracle.iter().flatten().cloned());
     codebase.complete(&wanted, &report, source, progress)?;
+    // SWE-bench's retrieval read a clone without its submodules: their files, which a bundle
+    // may carry, are not the repository's documents.
+    let submodules: Vec<String> = report
+        .manifest
+        .gitlinks
+        .iter()
+        .filter_map(|g| g.path.strip_prefix(CODEBASE_DIR.as_bytes()))
+        .map(|p| format!("{}/", String::from_utf8_lossy(p)))
+        .collect();
+    if !submodules.is_empty() {
+        codebase
+            .entries
+            .retain(|p, _| !submodules.iter().any(|s| p.starts_with(s.as_str())));
+    }
     let mut readmes = BTreeMap::new();
     let mut root: Vec<&String> = codebase.entries.keys().filter(|p| is_readme(p)).collect();
     root.sort();

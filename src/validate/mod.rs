@@ -25,7 +25,7 @@ use crate::digest::Sha256Digest;
 use crate::harness::{self, Evaluated, Evaluation, PatchIn, Prepared, Reason, RunOptions, Stop};
 use crate::logparse::{self, Grading, StatusMap};
 use crate::manifest::{Context, Manifests};
-use crate::mirror::{Mirror, RepoName};
+use crate::mirror::{Mirror, MirrorError, RepoName};
 use crate::store::{Ark, ArkError, ValidationRow};
 use crate::verdict::reason_or_empty;
 
@@ -386,9 +386,23 @@ fn materialize(ark: &Ark, instance: &Instance, work: &Path) -> Result<crate::vcs
     if !missing.is_empty() {
         return Err(Stop(Reason::MissingObject, missing.join("; ")));
     }
-    let codebase = mirror
-        .codebase_at(&instance.base_commit, &crate::progress::NoProgress)
-        .map_err(|e| missing_object(&e))?;
+    // Submodules filled from their mirrors, as pack will carry them. A missing submodule
+    // mirror is the archive's to fix (`mirror update`), so not recorded against the instance.
+    let (codebase, _) = mirror
+        .codebase_with_submodules(
+            &ark.mirrors_dir(),
+            &instance.base_commit,
+            &crate::progress::NoProgress,
+        )
+        .map_err(|e| match e {
+            MirrorError::NoSubmoduleMirror { .. } | MirrorError::SubmoduleCommitMissing { .. } => {
+                Stop(Reason::NoMirror, e.to_string())
+            }
+            MirrorError::SubmoduleUrl { .. } | MirrorError::Gitmodules { .. } => {
+                Stop(Reason::Checkout, e.to_string())
+            }
+            e => missing_object(&e),
+        })?;
     let record = crate::vcs::record(&mirror.path, &instance.base_commit)
         .map_err(|e| Stop(Reason::History, e.to_string()))?;
     codebase

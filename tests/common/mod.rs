@@ -104,6 +104,23 @@ impl TestContext {
         out
     }
 
+    /// [`TestContext::run_expect`] on another archive directory.
+    pub fn run_expect_at<S: AsRef<OsStr>>(&self, ark: &Path, args: &[S], code: i32) -> Output {
+        let out = self.cmd_at(ark).args(args).output().expect("swe-ark runs");
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "swe-ark --ark {} {:?}\n--- stdout\n{}\n--- stderr\n{}",
+            ark.display(),
+            args.iter()
+                .map(|a| a.as_ref().to_string_lossy().into_owned())
+                .collect::<Vec<_>>(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+
     /// Writes the fixture instance to `inst.json` and returns its path.
     pub fn instance_file(&self) -> PathBuf {
         let p = self.path("inst.json");

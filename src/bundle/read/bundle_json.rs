@@ -1,6 +1,6 @@
 //! `bundle.json`, the first member, read and checked before anything else is trusted.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::io::Read;
 
 use super::scan::Scanner;
@@ -79,11 +79,28 @@ impl Scanner<'_> {
                 )));
             }
         }
-        for m in &manifest.members {
-            if let Some(anc) = path::ancestors(&m.path).find(|a| links.contains(a)) {
+        // A path inside a submodule belongs to the innermost one around it, which must carry
+        // its content (a `tree`): members, and submodules of a submodule.
+        let carried: HashMap<&[u8], bool> = manifest
+            .gitlinks
+            .iter()
+            .map(|g| (&g.path[..], g.tree.is_some()))
+            .collect();
+        let inside = manifest
+            .members
+            .iter()
+            .map(|m| (&m.path[..], "member"))
+            .chain(manifest.gitlinks.iter().map(|g| (&g.path[..], "gitlink")));
+        for (p, what) in inside {
+            if let Some(anc) = path::ancestors(p)
+                .filter(|a| carried.contains_key(a))
+                .last()
+                && !carried[anc]
+            {
                 return Err(bad(format!(
-                    "member `{}` lies inside the submodule `{}`",
-                    path::display(&m.path),
+                    "{what} `{}` lies inside the submodule `{}`, whose content bundle.json \
+                     does not carry (no `tree`)",
+                    path::display(p),
                     path::display(anc)
                 )));
             }

@@ -62,34 +62,52 @@ impl Scanner<'_> {
         Ok(())
     }
 
-    /// The codebase's git tree id, from its members and gitlinks, against bundle.json's; each
-    /// submodule unpacked as an empty directory, as `git checkout` leaves it.
+    /// The codebase's git tree id, from its members and gitlinks, against bundle.json's, and
+    /// the tree id of each carried submodule from its members against its `tree`; each
+    /// submodule not carried unpacked as an empty directory, as `git checkout` leaves it.
     pub(super) fn check_codebase_tree(
         &mut self,
         manifest: &Manifest,
         seen: &Seen,
     ) -> Result<(), BundleError> {
-        let gitlinks = manifest.gitlinks.iter().map(|g| {
-            (
-                &g.path[CODEBASE_DIR.len()..],
-                gittree::GITLINK_MODE,
-                g.commit,
-            )
-        });
-        let entries = seen
+        let submodules: Vec<gittree::Submodule> = manifest
+            .gitlinks
+            .iter()
+            .map(|g| gittree::Submodule {
+                path: &g.path[CODEBASE_DIR.len()..],
+                commit: g.commit,
+                carried: g.tree.is_some(),
+            })
+            .collect();
+        let files = seen
             .codebase
             .iter()
-            .map(|(p, k, o)| (&p[..], k.git_mode(), *o))
-            .chain(gitlinks);
-        match gittree::tree_id(entries) {
-            Ok(tree) if tree != manifest.codebase_tree => self.problem(
-                b"codebase/",
-                format!(
-                    "its git tree id is {tree}, but bundle.json says {}",
-                    manifest.codebase_tree
-                ),
-            ),
-            Ok(_) => {}
+            .map(|(p, k, o)| (&p[..], k.git_mode(), *o));
+        match gittree::tree_ids(files, &submodules) {
+            Ok((tree, trees)) => {
+                if tree != manifest.codebase_tree {
+                    self.problem(
+                        b"codebase/",
+                        format!(
+                            "its git tree id is {tree}, but bundle.json says {}",
+                            manifest.codebase_tree
+                        ),
+                    );
+                }
+                for (g, computed) in manifest.gitlinks.iter().zip(trees) {
+                    if let (Some(claimed), Some(computed)) = (g.tree, computed)
+                        && claimed != computed
+                    {
+                        self.problem(
+                            &g.path,
+                            format!(
+                                "the submodule's files make the git tree {computed}, but \
+                                 bundle.json says {claimed}"
+                            ),
+                        );
+                    }
+                }
+            }
             Err(e) => self.problem(b"codebase/", e.to_string()),
         }
         if let Sink::Dir(root) = self.sink {

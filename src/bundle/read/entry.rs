@@ -43,14 +43,23 @@ impl Scanner<'_> {
         if seen.kinds.contains_key(name) {
             return Err(self.refuse(name, "the member appears twice"));
         }
-        if let Some(g) = std::iter::once(name)
-            .chain(path::ancestors(name))
-            .find(|p| seen.gitlinks.contains(*p))
+        if seen.gitlinks.contains_key(name) {
+            return Err(self.refuse(
+                name,
+                "bundle.json lists this path as a submodule, a directory",
+            ));
+        }
+        // Inside a submodule, the innermost one around it must carry its content.
+        if let Some(g) = path::ancestors(name)
+            .filter(|p| seen.gitlinks.contains_key(*p))
+            .last()
+            && !seen.gitlinks[g]
         {
             return Err(self.refuse(
                 name,
                 format!(
-                    "bundle.json lists `{}` as a submodule, whose content a bundle never holds",
+                    "bundle.json lists `{}` as a submodule whose content the bundle does not \
+                     carry (no `tree`)",
                     path::display(g)
                 ),
             ));

@@ -33,7 +33,8 @@ pub(super) struct MemberContent {
 
 pub(super) struct Seen {
     pub(super) kinds: HashMap<Vec<u8>, MemberKind>,
-    pub(super) gitlinks: HashSet<Vec<u8>>,
+    /// Each submodule's path, and whether its content is carried.
+    pub(super) gitlinks: HashMap<Vec<u8>, bool>,
     pub(super) created_dirs: HashSet<PathBuf>,
     pub(super) codebase: Vec<(Vec<u8>, MemberKind, GitOid)>,
     pub(super) total: u64,
@@ -158,7 +159,11 @@ impl Scanner<'_> {
             manifest.members.iter().map(|m| (&m.path[..], m)).collect();
         let mut seen = Seen {
             kinds: HashMap::new(),
-            gitlinks: manifest.gitlinks.iter().map(|g| g.path.clone()).collect(),
+            gitlinks: manifest
+                .gitlinks
+                .iter()
+                .map(|g| (g.path.clone(), g.tree.is_some()))
+                .collect(),
             created_dirs: HashSet::new(),
             codebase: Vec::new(),
             total,

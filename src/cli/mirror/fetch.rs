@@ -1,6 +1,7 @@
 //! `mirror add`, `mirror update`, `mirror import`: mirrors fetched or read, and their state
 //! recorded in the index.
 
+use std::collections::BTreeSet;
 use std::process::ExitCode;
 
 use anyhow::bail;
@@ -34,6 +35,38 @@ fn print_report(r: &mirror::FetchReport) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Says what mirroring submodules did (the fetches and submodules in text; the notes; each
+/// gitlink that could not be mirrored, on stderr); returns how many could not.
+fn print_submodules(
+    ctx: &Context,
+    done: &store::SubmodulesMirrored,
+    json: bool,
+) -> anyhow::Result<usize> {
+    for note in &done.notes {
+        ctx.note(format!("note: {note}"));
+    }
+    if !json {
+        for r in &done.fetches {
+            print_report(r)?;
+        }
+        for s in &done.submodules {
+            out!(
+                "  submodule {} of {}: {} ({}), {} commit{} pinned",
+                s.path,
+                s.superproject,
+                s.mirror,
+                s.url,
+                s.commits,
+                if s.commits == 1 { "" } else { "s" }
+            );
+        }
+    }
+    for e in &done.problems {
+        eprintln!("swe-ark: error: {e}");
+    }
+    Ok(done.problems.len())
+}
+
 pub(super) fn add(ctx: &Context, args: AddArgs) -> anyhow::Result<ExitCode> {
     if args.name.is_some() && args.sources.len() > 1 {
         bail!("--name names one mirror; give one source with it");
@@ -46,6 +79,8 @@ pub(super) fn add(ctx: &Context, args: AddArgs) -> anyhow::Result<ExitCode> {
         .collect::<Result<Vec<_>, _>>()?;
     let mut ark = Ark::create(&ctx.ark)?;
     let mut reports = Vec::new();
+    let mut fetched = BTreeSet::new();
+    let mut unmirrored = 0;
     for source in sources {
         let progress = ctx.progress();
         let (m, report) = Mirror::add(
@@ -59,14 +94,25 @@ pub(super) fn add(ctx: &Context, args: AddArgs) -> anyhow::Result<ExitCode> {
             print_report(&report)?;
         }
         reports.push(report);
+        fetched.insert(source.name.clone());
+        let done = ark.mirror_submodules(&source.name, &base, &mut fetched, progress.as_ref())?;
+        unmirrored += print_submodules(ctx, &done, args.json)?;
+        reports.extend(done.fetches);
     }
     if args.json {
         out!("{}", serde_json::to_string_pretty(&reports)?);
+    }
+    if unmirrored > 0 {
+        bail!(
+            "{unmirrored} submodule gitlink(s) could not be mirrored (above); everything else \
+             was mirrored"
+        );
     }
     Ok(ExitCode::SUCCESS)
 }
 
 pub(super) fn update(ctx: &Context, args: UpdateArgs) -> anyhow::Result<ExitCode> {
+    let base = store::git_base(&store::Layout::new(&ctx.ark), args.git_base)?;
     let mut ark = Ark::open(&ctx.ark)?;
     let names: Vec<RepoName> = if args.names.is_empty() {
         ark.index()
@@ -82,8 +128,9 @@ pub(super) fn update(ctx: &Context, args: UpdateArgs) -> anyhow::Result<ExitCode
     };
     let mut reports = Vec::new();
     let mut failed = 0;
-    for name in names {
-        let mut m = Mirror::open(&ark.mirrors_dir(), &name)?;
+    let mut fetched = BTreeSet::new();
+    for name in &names {
+        let mut m = Mirror::open(&ark.mirrors_dir(), name)?;
         if m.url().is_empty() {
             ctx.note(format!(
                 "{name}: no upstream URL (imported from a bundle); skipped — set one with \
@@ -99,6 +146,7 @@ pub(super) fn update(ctx: &Context, args: UpdateArgs) -> anyhow::Result<ExitCode
                     print_report(&report)?;
                 }
                 reports.push(report);
+                fetched.insert(name.clone());
             }
             // One unreachable upstream does not stop the others; the summary says it failed.
             Err(e) => {
@@ -107,11 +155,32 @@ pub(super) fn update(ctx: &Context, args: UpdateArgs) -> anyhow::Result<ExitCode
             }
         }
     }
+    // Then the submodules the archive's commits name, each fetched once (those updated above
+    // are not fetched again).
+    let mut unmirrored = 0;
+    // Those skipped or failed are left as they were, submodules included.
+    for name in names
+        .iter()
+        .filter(|n| fetched.contains(*n))
+        .cloned()
+        .collect::<Vec<_>>()
+    {
+        let progress = ctx.progress();
+        let done = ark.mirror_submodules(&name, &base, &mut fetched, progress.as_ref())?;
+        unmirrored += print_submodules(ctx, &done, args.json)?;
+        reports.extend(done.fetches);
+    }
     if args.json {
         out!("{}", serde_json::to_string_pretty(&reports)?);
     }
     if failed > 0 {
         bail!("{failed} mirror(s) could not be updated; their previous state is unchanged");
+    }
+    if unmirrored > 0 {
+        bail!(
+            "{unmirrored} submodule gitlink(s) could not be mirrored (above); everything else \
+             was updated"
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -22,9 +22,11 @@ pub struct MirrorArgs {
 
 #[derive(Debug, clap::Subcommand)]
 pub enum MirrorCommand {
-    /// Clone bare mirrors with every ref (or update them if present).
+    /// Clone bare mirrors with every ref (or update them if present), and the submodules the
+    /// archive's instances' commits name, each a mirror of its own.
     Add(AddArgs),
-    /// Fetch what is new; prints the refs that changed.
+    /// Fetch what is new, and the submodules the archive's instances' commits name; prints the
+    /// refs that changed.
     Update(UpdateArgs),
     /// The mirrors: URL, refs, last fetch, size.
     Ls(ListArgs),
@@ -67,6 +69,9 @@ pub struct AddArgs {
 pub struct UpdateArgs {
     /// Mirrors to update (OWNER/NAME); none: all of them.
     pub names: Vec<String>,
+    /// What a submodule's GitHub URL is resolved against (as for `mirror add`).
+    #[arg(long, env = "SWE_ARK_GIT_BASE", value_name = "URL")]
+    pub git_base: Option<String>,
     #[arg(long)]
     pub json: bool,
 }

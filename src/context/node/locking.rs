@@ -383,7 +383,7 @@ impl Resolver<'_> {
         if src.exists() {
             std::fs::remove_dir_all(&src).map_err(io(&src))?;
         }
-        crate::env::lock::checkout(&self.mirror.path, &state.commit, &src)?;
+        crate::env::lock::checkout(self.mirror, &state.commit, &src)?;
         if !src.join("package.json").is_file() {
             return Err(NodeError::NoPackageJson {
                 commit: state.commit.clone(),
@@ -559,7 +559,7 @@ fn prove(
         if src.exists() {
             std::fs::remove_dir_all(&src).map_err(io(&src))?;
         }
-        crate::env::lock::checkout(&mirror.path, &state.commit, &src)?;
+        crate::env::lock::checkout(mirror, &state.commit, &src)?;
         let not_covered = |detail: String| NodeError::NotCovered {
             state: state.describe(),
             detail,

@@ -271,7 +271,7 @@ impl Cargo<'_> {
             std::fs::remove_dir_all(src)
                 .map_err(|e| RustError::Io(format!("{}: {e}", src.display())))?;
         }
-        crate::env::lock::checkout(&mirror.path, &state.commit, src)?;
+        crate::env::lock::checkout(mirror, &state.commit, src)?;
         let short = &state.commit[..12];
         if !src.join("Cargo.toml").is_file() {
             return Err(RustError::NoCargoToml {
@@ -392,7 +392,7 @@ fn prove(
             std::fs::remove_dir_all(&src)
                 .map_err(|e| RustError::Io(format!("{}: {e}", src.display())))?;
         }
-        crate::env::lock::checkout(&mirror.path, &state.commit, &src)?;
+        crate::env::lock::checkout(mirror, &state.commit, &src)?;
         if let Some(lock) = built.generated.get(&state.commit)
             && !src.join("Cargo.lock").exists()
         {

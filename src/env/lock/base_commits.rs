@@ -95,7 +95,7 @@ pub(super) fn install_at_base_commits(
         let venv_i = Venv {
             dir: work.join(format!("venv-{i}")),
         };
-        checkout(&mirror.path, c, &src_i)?;
+        checkout(mirror, c, &src_i)?;
         venv::copy_venv(&venv.dir, &venv_i.dir, &venv_i.dir)?;
         let mut failed = None;
         for cmd in ctx.pre_install.iter().filter(|c| !is_system_command(c)) {

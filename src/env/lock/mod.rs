@@ -119,7 +119,7 @@ pub fn lock(
         .read_only(&target.interp.prefix)
         .read_only(&target.mirror.path);
     let src = work.path().join("src");
-    checkout(&target.mirror.path, &target.commit, &src)?;
+    checkout(&target.mirror, &target.commit, &src)?;
     let files = read_source_files(ctx, &src)?;
     let found = install_through_proxy(ark, ctx, opts, &target, work.path(), &files, &steps, say)?;
 

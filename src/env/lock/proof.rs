@@ -74,7 +74,7 @@ fn prove_install(
     let proof = work.join("proof-venv");
     let copy = build::instance_copy(built_env, &proof, &proof)?;
     let src = work.join("proof-src");
-    checkout(mirror, commit, &src)?;
+    checkout(&target.mirror, commit, &src)?;
     // As a replay's install runs: confined, with no network at all.
     let steps = StepRunner::new(unconfined, Network::Isolated)?
         .writable(&copy.dir)?

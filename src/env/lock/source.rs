@@ -2,10 +2,12 @@
 //! requirements file (read as SWE-bench reads it) and the first conda environment file.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use crate::env::{EnvError, asof, conda, io_err, steps};
 use crate::manifest::Context;
+use crate::mirror::{DEFAULT_GIT_BASE, Mirror, RepoName, SubmoduleScan};
 
 /// The files of the checkout SWE-bench reads: the first requirements file and the first conda
 /// environment file that exist.
@@ -98,8 +100,13 @@ fn swebench_requirements(src: &Path, req_path: &str) -> Result<String, EnvError>
     Ok(text)
 }
 
-/// A working tree of `commit` (with its `.git`, which setuptools_scm and friends read).
-pub fn checkout(mirror: &Path, commit: &str, dest: &Path) -> Result<(), EnvError> {
+/// A working tree of `commit` (with its `.git`, which setuptools_scm and friends read), its
+/// submodules checked out as `git clone --recursive` leaves them, each from its own mirror (a
+/// clone of it at the gitlink's commit, registered in `.git/config`, so `git submodule status`
+/// finds it up to date and nothing fetches it). A submodule whose mirror is missing stays
+/// empty, with a warning naming what to run: the lock goes on, and fails on its own if the
+/// install needs it.
+pub fn checkout(mirror: &Mirror, commit: &str, dest: &Path) -> Result<(), EnvError> {
     let git = |args: &[&str], cwd: Option<&Path>| -> Result<(), EnvError> {
         let mut cmd = crate::gitcmd::command();
         cmd.args(args);
@@ -108,12 +115,80 @@ pub fn checkout(mirror: &Path, commit: &str, dest: &Path) -> Result<(), EnvError
         }
         steps::run(&mut cmd, &format!("checking out {commit}")).map(|_| ())
     };
-    let (m, d) = (mirror.to_string_lossy(), dest.to_string_lossy());
+    let (m, d) = (mirror.path.to_string_lossy(), dest.to_string_lossy());
     git(
         &["clone", "--quiet", "--shared", "--no-checkout", &m, &d],
         None,
     )?;
-    git(&["checkout", "--quiet", "--detach", commit], Some(dest))
+    git(&["checkout", "--quiet", "--detach", commit], Some(dest))?;
+    let mirrors_dir = mirror.path.parent().unwrap_or(&mirror.path);
+    checkout_submodules(mirror, mirrors_dir, &mirror.name, commit, dest)
+}
+
+/// The submodules of `commit` (checked out at `dest`) cloned into place, recursively.
+fn checkout_submodules(
+    mirror: &Mirror,
+    mirrors_dir: &Path,
+    top: &RepoName,
+    commit: &str,
+    dest: &Path,
+) -> Result<(), EnvError> {
+    let mut scan = SubmoduleScan::new();
+    let (subs, problems) = mirror.submodules_at(commit, DEFAULT_GIT_BASE, b"", &mut scan)?;
+    for p in problems {
+        tracing::warn!("{p}; the checkout leaves it empty");
+    }
+    for sub in subs {
+        let m = match mirror.submodule_mirror(mirrors_dir, commit, &sub, top) {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::warn!("{e}; the checkout leaves it empty");
+                continue;
+            }
+        };
+        let at = dest.join(std::ffi::OsStr::from_bytes(&sub.path));
+        let step = format!(
+            "checking out submodule `{}` at {}",
+            sub.shown_path(),
+            sub.commit
+        );
+        let run = |args: &[&std::ffi::OsStr], cwd: Option<&Path>| -> Result<(), EnvError> {
+            let mut cmd = crate::gitcmd::command();
+            cmd.args(args);
+            if let Some(d) = cwd {
+                cmd.current_dir(d);
+            }
+            steps::run(&mut cmd, &step).map(|_| ())
+        };
+        // A clone of its own (no alternates): what runs in the lock's sandbox sees only the
+        // checkout. git made `at` an empty directory, which a clone may go into.
+        run(
+            &[
+                "clone".as_ref(),
+                "--quiet".as_ref(),
+                "--no-checkout".as_ref(),
+                m.path.as_os_str(),
+                at.as_os_str(),
+            ],
+            None,
+        )?;
+        run(
+            &[
+                "checkout".as_ref(),
+                "--quiet".as_ref(),
+                "--detach".as_ref(),
+                sub.commit.as_ref(),
+            ],
+            Some(&at),
+        )?;
+        let key = format!("submodule.{}.url", sub.name);
+        run(
+            &["config".as_ref(), key.as_ref(), sub.source.url.as_ref()],
+            Some(dest),
+        )?;
+        checkout_submodules(&m, mirrors_dir, top, &sub.commit, &at)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

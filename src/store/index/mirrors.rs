@@ -130,6 +130,16 @@ impl Index {
         upsert_pin(&self.conn, pin, now()).map_err(self.err())
     }
 
+    /// Records `pins` in one transaction.
+    pub fn record_pins(&mut self, pins: &[PinRow]) -> Result<(), IndexError> {
+        self.write(|tx, t| {
+            for pin in pins {
+                upsert_pin(tx, pin, t)?;
+            }
+            Ok(())
+        })
+    }
+
     pub fn pins(&self, mirror: &str) -> Result<Vec<PinRow>, IndexError> {
         self.rows(
             "SELECT mirror, ref, commit_id, instance_id, role FROM pins WHERE mirror = ?1
