@@ -475,7 +475,7 @@ fn a_tampered_submodule_is_caught_and_a_missing_mirror_is_named() {
 }
 
 #[test]
-fn gitlinks_that_cannot_be_mirrored_are_errors_naming_them() {
+fn gitlinks_that_cannot_be_mirrored_are_named_and_a_missing_commit_is_an_error() {
     let t = TestContext::new();
     let up = make_upstreams(t.dir.path());
     // acme/bad: a gitlink .gitmodules does not name, and one at a commit its submodule lacks.
@@ -502,7 +502,7 @@ fn gitlinks_that_cannot_be_mirrored_are_errors_naming_them() {
     );
     let err = stderr(&out);
     for needle in [
-        // The gitlink .gitmodules does not name.
+        // The gitlink .gitmodules does not name (a note: git leaves it empty too).
         "`lib/stray`",
         up.tiny.as_str(),
         // The commit its submodule lacks.

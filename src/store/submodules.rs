@@ -262,7 +262,18 @@ impl Walk<'_> {
         }
         let m = opened(&mut self.open, &self.mirrors_dir, &at.holder)?;
         let (subs, problems) = m.submodules_at(&at.commit, self.git_base, b"", &mut self.scan)?;
-        self.out.problems.extend(problems);
+        for p in problems {
+            // A gitlink that .gitmodules does not name is the repository's own state, which
+            // `git submodule update` leaves empty too (and so do pack and validate): said, not
+            // an error of the mirror's.
+            if matches!(p, MirrorError::UnnamedSubmodule { .. }) {
+                self.out
+                    .notes
+                    .push(format!("{p}; left empty, as git leaves it"));
+            } else {
+                self.out.problems.push(p);
+            }
+        }
         self.known.insert(key, subs.clone());
         Ok(subs)
     }
