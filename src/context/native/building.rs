@@ -26,13 +26,22 @@ pub struct NativeBuilt {
 // The name every kind gives its record of a built environment (`env ls` reads it).
 const RECORD: &str = "env.json";
 
+/// How this swe-ark lays an environment out beyond the packages' own files (1: libtool's data
+/// for `_lt_pkgdatadir`): one built otherwise is built again.
+const LAYOUT: u32 = 1;
+
 #[derive(serde::Serialize, serde::Deserialize)]
 struct Record {
     files: BTreeMap<String, Vec<String>>,
+    #[serde(default)]
+    layout: u32,
 }
 
 fn from_record(dir: &Path) -> Option<NativeBuilt> {
     let record: Record = serde_json::from_slice(&std::fs::read(dir.join(RECORD)).ok()?).ok()?;
+    if record.layout != LAYOUT {
+        return None;
+    }
     Some(NativeBuilt {
         root: dir.join("root"),
         files: record.files,
@@ -75,8 +84,12 @@ pub fn build(
         dpkg_deb(&["-x"], &deb, Some(&prefix), &what)?;
         files.insert(p.name.clone(), listing(&listed));
     }
+    libtool_data(&prefix).map_err(|e| io(&prefix, e))?;
     let record =
-        serde_json::to_vec_pretty(&Record { files }).map_err(|e| NativeError::Io(e.to_string()))?;
+        serde_json::to_vec_pretty(&Record {
+        files,
+        layout: LAYOUT,
+    }).map_err(|e| NativeError::Io(e.to_string()))?;
     std::fs::write(staged.path().join(RECORD), record).map_err(|e| io(staged.path(), e))?;
     let staged = staged.keep();
     // A directory left without its record (a crash, another swe-ark's) is only a cache.
@@ -93,6 +106,29 @@ pub fn build(
         }
         Err(e) => Err(io(&dir, e)),
     }
+}
+
+/// Where [`LIBTOOL_DATA`] lays libtool's files out, under the prefix.
+const LIBTOOL_DATA: &str = "usr/share/libtool/swe-ark-pkgdata";
+
+/// libtoolize names `/usr/share/libtool/build-aux`, `/usr/share/libtool` and
+/// `/usr/share/aclocal` as they were compiled in, and can be pointed elsewhere only all at
+/// once, by `_lt_pkgdatadir`, as a libtool source tree lays them out (`build-aux`, `libltdl`,
+/// `m4`): that layout made of relative links into the prefix, when libtool is in it.
+fn libtool_data(prefix: &Path) -> std::io::Result<()> {
+    if !prefix.join("usr/share/libtool/build-aux").is_dir() {
+        return Ok(());
+    }
+    let dir = prefix.join(LIBTOOL_DATA);
+    std::fs::create_dir_all(&dir)?;
+    for (name, target) in [
+        ("build-aux", "../build-aux"),
+        ("libltdl", ".."),
+        ("m4", "../../aclocal"),
+    ] {
+        std::os::unix::fs::symlink(target, dir.join(name))?;
+    }
+    Ok(())
 }
 
 /// `dpkg-deb ARGS DEB [DEST]` on `package`'s file: its output, or what it said when it
@@ -172,6 +208,7 @@ pub fn vars(root: &str) -> Vec<(String, String)> {
         ("AUTOMAKE", format!("{root}/usr/bin/automake")),
         ("ACLOCAL_PATH", format!("{share}/aclocal")),
         ("LIBTOOLIZE", format!("{root}/usr/bin/libtoolize")),
+        ("_lt_pkgdatadir", format!("{root}/{LIBTOOL_DATA}")),
         ("M4", format!("{root}/usr/bin/m4")),
     ];
     for (k, v) in autoconf {
@@ -228,5 +265,24 @@ mod tests {
 -rwxr-xr-x root/root  10 2022-11-30 12:00 ./usr/bin/cmake\n\
 lrwxrwxrwx root/root   0 2022-11-30 12:00 ./usr/bin/cc -> gcc\n";
         assert_eq!(listing(text), vec!["/usr/bin/cmake", "/usr/bin/cc"]);
+    }
+
+    #[test]
+    fn libtools_data_is_laid_out_for_lt_pkgdatadir_when_libtool_is_there() {
+        let t = tempfile::tempdir().unwrap();
+        let prefix = t.path();
+        libtool_data(prefix).unwrap();
+        assert!(!prefix.join(LIBTOOL_DATA).exists(), "no libtool, nothing made");
+        std::fs::create_dir_all(prefix.join("usr/share/libtool/build-aux")).unwrap();
+        std::fs::write(prefix.join("usr/share/libtool/build-aux/ltmain.sh"), "#").unwrap();
+        std::fs::create_dir_all(prefix.join("usr/share/aclocal")).unwrap();
+        std::fs::write(prefix.join("usr/share/aclocal/libtool.m4"), "dnl").unwrap();
+        libtool_data(prefix).unwrap();
+        let data = prefix.join(LIBTOOL_DATA);
+        assert!(data.join("build-aux/ltmain.sh").is_file());
+        assert!(data.join("m4/libtool.m4").is_file());
+        assert!(data.join("libltdl/build-aux").is_dir());
+        let vars = vars(&prefix.to_string_lossy());
+        assert!(vars.iter().any(|(k, v)| k == "_lt_pkgdatadir" && v.ends_with(LIBTOOL_DATA)));
     }
 }
