@@ -85,11 +85,11 @@ pub fn build(
         files.insert(p.name.clone(), listing(&listed));
     }
     libtool_data(&prefix).map_err(|e| io(&prefix, e))?;
-    let record =
-        serde_json::to_vec_pretty(&Record {
+    let record = serde_json::to_vec_pretty(&Record {
         files,
         layout: LAYOUT,
-    }).map_err(|e| NativeError::Io(e.to_string()))?;
+    })
+    .map_err(|e| NativeError::Io(e.to_string()))?;
     std::fs::write(staged.path().join(RECORD), record).map_err(|e| io(staged.path(), e))?;
     let staged = staged.keep();
     // A directory left without its record (a crash, another swe-ark's) is only a cache.
@@ -272,7 +272,10 @@ lrwxrwxrwx root/root   0 2022-11-30 12:00 ./usr/bin/cc -> gcc\n";
         let t = tempfile::tempdir().unwrap();
         let prefix = t.path();
         libtool_data(prefix).unwrap();
-        assert!(!prefix.join(LIBTOOL_DATA).exists(), "no libtool, nothing made");
+        assert!(
+            !prefix.join(LIBTOOL_DATA).exists(),
+            "no libtool, nothing made"
+        );
         std::fs::create_dir_all(prefix.join("usr/share/libtool/build-aux")).unwrap();
         std::fs::write(prefix.join("usr/share/libtool/build-aux/ltmain.sh"), "#").unwrap();
         std::fs::create_dir_all(prefix.join("usr/share/aclocal")).unwrap();
@@ -283,6 +286,9 @@ lrwxrwxrwx root/root   0 2022-11-30 12:00 ./usr/bin/cc -> gcc\n";
         assert!(data.join("m4/libtool.m4").is_file());
         assert!(data.join("libltdl/build-aux").is_dir());
         let vars = vars(&prefix.to_string_lossy());
-        assert!(vars.iter().any(|(k, v)| k == "_lt_pkgdatadir" && v.ends_with(LIBTOOL_DATA)));
+        assert!(
+            vars.iter()
+                .any(|(k, v)| k == "_lt_pkgdatadir" && v.ends_with(LIBTOOL_DATA))
+        );
     }
 }
