@@ -149,6 +149,38 @@ fn stream(record: Option<&VcsRecord>, tree: &str) -> Result<Vec<u8>, VcsError> {
     Ok(out)
 }
 
+/// Every file under `dir` (but `.git`) given the one modification time `when`, as a checkout
+/// leaves a tree (the kernel stamps files with a clock of a few milliseconds' grain, so git's
+/// checkout gives a commit's files one time or nearly). Files written in another order, in
+/// parallel or from a tar, would tell make that a file generated and committed beside its
+/// source is older than it (jq's `src/lexer.c` beside `src/lexer.l`), and the build would
+/// regenerate it with a tool the image never had (`flex: command not found`). What a patch
+/// changes afterwards is newer, as it should be.
+fn one_instant(dir: &Path, when: std::time::SystemTime) -> Result<(), VcsError> {
+    let io = |path: &Path, source: std::io::Error| VcsError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).map_err(|e| io(&d, e))? {
+            let entry = entry.map_err(|e| io(&d, e))?;
+            let path = entry.path();
+            let kind = entry.file_type().map_err(|e| io(&path, e))?;
+            if kind.is_dir() {
+                if !(d == dir && entry.file_name() == ".git") {
+                    stack.push(path);
+                }
+            } else if kind.is_file() {
+                std::fs::File::open(&path)
+                    .and_then(|f| f.set_modified(when))
+                    .map_err(|e| io(&path, e))?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Makes `dir`, which holds a codebase (and no `.git`), a git work tree: everything in it
 /// committed as HEAD, on a history that answers `git describe` as `record` says. With no
 /// record (a bundle from before format version 2), HEAD is the only commit and there are no
@@ -157,6 +189,7 @@ pub fn build_work_tree(dir: &Path, record: Option<&VcsRecord>) -> Result<(), Vcs
     if let Some(r) = record {
         r.check().map_err(|e| VcsError::Malformed(e.to_string()))?;
     }
+    one_instant(dir, std::time::SystemTime::now())?;
     run(dir, &["init", "-q", "--initial-branch=main"])?;
     // Every file streamed into one pack (git's bulk check-in) rather than one loose object
     // each: a third of the time on a 5,000-file codebase, the same blobs.
@@ -246,6 +279,34 @@ pub fn commit_setup(dir: &Path, record: Option<&VcsRecord>) -> Result<(), VcsErr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_work_trees_files_share_one_time_and_git_keeps_its_own() {
+        let t = tempfile::tempdir().unwrap();
+        let src = t.path().join("src");
+        std::fs::create_dir_all(&src).unwrap();
+        std::fs::create_dir_all(t.path().join(".git")).unwrap();
+        let (generated, source, git) = (
+            src.join("lexer.c"),
+            src.join("lexer.l"),
+            t.path().join(".git/HEAD"),
+        );
+        for (f, secs) in [(&generated, 100), (&source, 200), (&git, 300)] {
+            std::fs::write(f, "x").unwrap();
+            let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs);
+            std::fs::File::open(f).unwrap().set_modified(at).unwrap();
+        }
+        let when = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000);
+        one_instant(t.path(), when).unwrap();
+        let mtime = |f: &Path| std::fs::metadata(f).unwrap().modified().unwrap();
+        assert_eq!(mtime(&generated), when);
+        assert_eq!(
+            mtime(&source),
+            when,
+            "no longer newer than what it generates"
+        );
+        assert_ne!(mtime(&git), when, ".git is left alone");
+    }
 
     fn tag(name: &str, distance: u64, annotated: bool) -> TagRecord {
         TagRecord {
