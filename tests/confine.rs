@@ -170,17 +170,24 @@ fn confined_command_is_root_of_nothing() {
     let w = World::new();
     let script = r#"
 id -u; id -g
-grep -E '^(CapEff|CapPrm|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status
+grep -E '^(CapEff|CapPrm|CapBnd|CapAmb|NoNewPrivs|Seccomp):' /proc/self/status
 echo pid $$
+# What a container's root may do with its own files, whatever their modes.
+mkdir sealed && echo inside > sealed/f && chmod 000 sealed/f && chmod 244 sealed
+cat sealed/f && echo more >> sealed/f && echo own-files-as-root
 "#;
     let out = run(&w, &w.spec(script));
     assert!(out.success(), "{out:?}\n{}", w.text());
     let text = w.text();
     assert!(text.starts_with("0\n0\n"), "{text}");
+    // Only root's own-file capabilities (CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_FOWNER), kept
+    // across exec as ambient ones.
     for line in [
-        "CapPrm:\t0000000000000000",
-        "CapEff:\t0000000000000000",
-        "CapBnd:\t0000000000000000",
+        "CapPrm:\t000000000000000b",
+        "CapEff:\t000000000000000b",
+        "CapBnd:\t000000000000000b",
+        "CapAmb:\t000000000000000b",
+        "inside\nown-files-as-root",
         "NoNewPrivs:\t1",
         "Seccomp:\t2",
         "pid 2",
@@ -578,7 +585,7 @@ fn helper_confined_nobody() {
     assert!(out.success(), "{out:?}\n{text}");
     assert_eq!(
         text,
-        "0\nCapEff:\t0000000000000000\nNoNewPrivs:\t1\netc-read-only\n"
+        "0\nCapEff:\t000000000000000b\nNoNewPrivs:\t1\netc-read-only\n"
     );
     let made = std::fs::symlink_metadata(w.work.join("made.txt")).unwrap();
     assert_eq!(made.uid(), 65534);

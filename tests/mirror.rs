@@ -634,3 +634,100 @@ fn a_fetch_killed_half_way_leaves_the_mirror_as_it_was() {
     assert!(out.contains("~ refs/heads/main"), "{out}");
     t.run_expect(&["mirror", "verify"], 0);
 }
+
+#[test]
+fn a_source_that_lacks_objects_is_mirrored_with_what_it_has_when_asked() {
+    let t = TestContext::new();
+    let up = make_upstream(t.dir.path());
+    // A file that lived on main for one commit, whose blob the source then loses (as
+    // snapshots and damaged clones do); the instance's base commit does not have it.
+    write(&up.dir, "old.txt", "soon gone\n");
+    let with_old = git_commit_all(&up.dir, "add old", "2024-01-04T00:00:00Z");
+    git(&up.dir, &["rm", "-q", "old.txt"]);
+    git_commit_all(&up.dir, "drop old", "2024-01-05T00:00:00Z");
+    git(&up.dir, &["update-ref", "refs/pull/7/merge", &with_old]);
+    git(
+        &up.dir,
+        &["update-ref", "refs/remotes/fork/main", &with_old],
+    );
+    let blob = git(&up.dir, &["rev-parse", &format!("{with_old}:old.txt")]);
+    let objects = up.dir.join(".git/objects");
+    fs::remove_file(objects.join(&blob[..2]).join(&blob[2..])).unwrap();
+
+    // A fetch cannot take it: the error says why and what to do, and nothing is left.
+    let url = format!("file://{}", up.dir.display());
+    let err = stderr(&t.run_expect(&["mirror", "add", &url, "--name", "acme/widgets"], 2));
+    assert!(
+        err.contains("lacks this object") && err.contains("--allow-missing-objects"),
+        "{err}"
+    );
+    assert!(!mirror_dir(&t).exists());
+
+    // Asked to, swe-ark takes every object it has and lists what is missing.
+    let path = up.dir.to_str().unwrap();
+    let args = [
+        "mirror",
+        "add",
+        path,
+        "--name",
+        "acme/widgets",
+        "--allow-missing-objects",
+    ];
+    let out = t.run_expect(&args, 0);
+    let err = stderr(&out);
+    assert!(
+        err.contains("lacks 1 object") && err.contains(&blob) && err.contains("`old.txt`"),
+        "{err}"
+    );
+    assert!(
+        stdout(&out).contains("mirrored acme/widgets"),
+        "{}",
+        stdout(&out)
+    );
+    let listed = fs::read_to_string(mirror_dir(&t).join("swe-ark-missing-objects")).unwrap();
+    assert_eq!(listed, format!("{blob} blob {with_old} old.txt\n"));
+    // The refs a fetch takes, and only those.
+    let refs = refs_of(&mirror_dir(&t));
+    for kept in [
+        "refs/heads/main",
+        "refs/heads/feature",
+        "refs/tags/v0.1-annotated",
+    ] {
+        assert!(refs.contains(kept), "{refs}");
+    }
+    assert!(refs.contains("refs/pull/7/head"), "{refs}");
+    assert!(!refs.contains("refs/pull/7/merge"), "{refs}");
+    assert!(!refs.contains("refs/remotes/"), "{refs}");
+
+    // An instance whose commit is whole packs exactly as from a whole mirror, and verifies.
+    let inst = t.instance_at(&up.base, "acme__widgets-7");
+    let id = pack_from_mirror(&t, &inst);
+    let whole = {
+        let t2 = TestContext::new();
+        let up2 = make_upstream(t2.dir.path());
+        add_file_mirror(&t2, &up2);
+        pack_from_mirror(&t2, &t2.instance_at(&up2.base, "acme__widgets-7"))
+    };
+    assert_eq!(id, whole);
+    t.run_expect(&["mirror", "verify"], 0);
+    // One whose tree needs the missing blob is refused by name.
+    let inst = t.instance_at(&with_old, "acme__widgets-8");
+    let err = stderr(&pack_repo(&t, "acme/widgets", &inst, 2));
+    assert!(err.contains(&blob) && err.contains("old.txt"), "{err}");
+
+    // The flag makes new mirrors only, of local repositories only.
+    let err = stderr(&t.run_expect(&args, 2));
+    assert!(err.contains("already in the archive"), "{err}");
+    let err = stderr(&t.run_expect(
+        &[
+            "mirror",
+            "add",
+            "git://127.0.0.1:9/nothing",
+            "--name",
+            "acme/other",
+            "--allow-missing-objects",
+        ],
+        2,
+    ));
+    assert!(err.contains("takes a local repository"), "{err}");
+}

@@ -6,6 +6,7 @@
 mod bundlefile;
 mod check;
 mod codebase;
+mod incomplete;
 mod name;
 mod submodules;
 
@@ -22,6 +23,7 @@ use crate::progress::Progress;
 
 pub use bundlefile::{ExportStats, ImportStats, import_bundle, import_name};
 pub use check::{Checked, Expected, ExpectedPin, verify};
+pub use incomplete::{MISSING_OBJECTS_FILE, MissingObject};
 pub use name::{RepoName, Source, parse_source};
 pub use submodules::{Submodule, SubmoduleScan, SubmoduleUrlError, submodule_source};
 
@@ -413,8 +415,10 @@ impl Mirror {
             if e.code() == git2::ErrorCode::NotFound && detail.contains("object not found") {
                 // What a partial or damaged clone of the source gives: say so.
                 detail.push_str(
-                    " (the source repository lacks this object: is it a partial clone, or \
-                     damaged? the mirror was left as it was)",
+                    " (the source repository lacks this object: is it a partial clone, a \
+                     snapshot, or damaged? the mirror was left as it was; for a local \
+                     repository, `mirror add --allow-missing-objects` takes every object it \
+                     has and lists those it lacks)",
                 );
             }
             MirrorError::Fetch {

@@ -378,7 +378,7 @@ pub(super) fn step_text(step: i32) -> &'static str {
         child::STEP_OLD_ROOT => "detaching the host's root",
         child::STEP_ROOT_READ_ONLY => "making the run's root read-only",
         child::STEP_IDS => "becoming root of the run's user namespace",
-        child::STEP_CAPABILITIES => "dropping every capability",
+        child::STEP_CAPABILITIES => "dropping every capability but root's own-file ones",
         child::STEP_NO_NEW_PRIVS => "setting no_new_privs",
         child::STEP_CHDIR => "entering the working directory inside the run's root",
         child::STEP_SECCOMP => "installing the seccomp filter",

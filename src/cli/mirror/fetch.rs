@@ -67,6 +67,25 @@ fn print_submodules(
     Ok(done.problems.len())
 }
 
+/// Says what a mirror made from an incomplete source lacks, and what that means.
+fn note_missing(ctx: &Context, m: &Mirror, missing: &[mirror::MissingObject]) {
+    match missing {
+        [] => ctx.note(format!(
+            "note: {}: its history lacks no object (--allow-missing-objects was not needed)",
+            m.name
+        )),
+        [first, ..] => ctx.note(format!(
+            "note: {}: its history lacks {} object{} (the first: {first}), listed in `{}`; \
+             instances whose commits are whole are used as from any mirror, and `pack`, \
+             `validate` and `mirror verify` name one whose tree needs a missing object",
+            m.name,
+            missing.len(),
+            if missing.len() == 1 { "" } else { "s" },
+            m.path.join(mirror::MISSING_OBJECTS_FILE).display()
+        )),
+    }
+}
+
 pub(super) fn add(ctx: &Context, args: AddArgs) -> anyhow::Result<ExitCode> {
     if args.name.is_some() && args.sources.len() > 1 {
         bail!("--name names one mirror; give one source with it");
@@ -83,12 +102,23 @@ pub(super) fn add(ctx: &Context, args: AddArgs) -> anyhow::Result<ExitCode> {
     let mut unmirrored = 0;
     for source in sources {
         let progress = ctx.progress();
-        let (m, report) = Mirror::add(
-            &ark.mirrors_dir(),
-            &source.name,
-            &source.url,
-            progress.as_ref(),
-        )?;
+        let (m, report) = if args.allow_missing_objects {
+            let (m, report, missing) = Mirror::add_incomplete(
+                &ark.mirrors_dir(),
+                &source.name,
+                &source.url,
+                progress.as_ref(),
+            )?;
+            note_missing(ctx, &m, &missing);
+            (m, report)
+        } else {
+            Mirror::add(
+                &ark.mirrors_dir(),
+                &source.name,
+                &source.url,
+                progress.as_ref(),
+            )?
+        };
         ark.record_mirror(&m)?;
         if !args.json {
             print_report(&report)?;

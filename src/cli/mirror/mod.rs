@@ -61,6 +61,11 @@ pub struct AddArgs {
     /// The mirror's name, OWNER/NAME, when a URL or path does not give the right one.
     #[arg(long)]
     pub name: Option<String>,
+    /// Mirror a local repository whose history lacks objects (a snapshot, a damaged or
+    /// partial clone) with every object it has: the missing ones are listed in the mirror's
+    /// `swe-ark-missing-objects`, and an instance whose commit needs one is refused by name.
+    #[arg(long)]
+    pub allow_missing_objects: bool,
     #[arg(long)]
     pub json: bool,
 }

@@ -324,10 +324,24 @@ struct CapData {
     inheritable: u32,
 }
 
+/// The capabilities a confined command keeps: those by which a container's root (Docker's
+/// default set) reads, writes and changes the files it owns whatever their mode bits
+/// (`CAP_CHOWN`, `CAP_DAC_OVERRIDE`, `CAP_FOWNER`). Tests are written for that root: one that
+/// makes a directory unreadable and expects a permission error fails there, as the published
+/// results record. In the run's user namespace they reach only files whose owner and group
+/// are its one mapped id, which it owns anyway; the host's files are not its own, read-only
+/// mounts stay read-only, and no set-id bit can be set (`CAP_FSETID` is not kept).
+pub(crate) const KEPT_CAPABILITIES: [u32; 3] = [0, 1, 3];
+
+/// [`KEPT_CAPABILITIES`] as a mask, as `/proc/PID/status` shows it.
+pub(crate) fn kept_capability_mask() -> u64 {
+    KEPT_CAPABILITIES.iter().fold(0, |m, c| m | (1u64 << c))
+}
+
 /// C (confined runs): limits on file size and CPU time; root of its user namespace (one
-/// unprivileged uid outside); no capabilities, now or after `exec` (root there gets none:
-/// `SECBIT_NOROOT`); `no_new_privs`; its working directory again, inside the new root; and
-/// last the seccomp filters.
+/// unprivileged uid outside); only the [`KEPT_CAPABILITIES`], now and after `exec` (as
+/// ambient ones: root there gets no others, `SECBIT_NOROOT`); `no_new_privs`; its working
+/// directory again, inside the new root; and last the seccomp filters.
 pub(super) fn confine_command(root: &RootPlan) -> Result<(), (i32, i32)> {
     // Never above MAX_TASKS (a lower limit set before stays: `set_limit` only lowers). It
     // counts the tasks of this uid in the run's own user namespace: this run's alone.
@@ -360,7 +374,7 @@ pub(super) fn confine_command(root: &RootPlan) -> Result<(), (i32, i32)> {
         {
             return Err((STEP_CAPABILITIES, errno()));
         }
-        for cap in 0..64 {
+        for cap in (0..64).filter(|c| !KEPT_CAPABILITIES.contains(c)) {
             if libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) != 0
                 && errno() != libc::EINVAL
             {
@@ -378,13 +392,35 @@ pub(super) fn confine_command(root: &RootPlan) -> Result<(), (i32, i32)> {
             version: LINUX_CAPABILITY_VERSION_3,
             pid: 0,
         };
-        let data = [CapData {
-            effective: 0,
-            permitted: 0,
-            inheritable: 0,
-        }; 2];
+        // The kept ones are all below 32: the first word.
+        let kept = kept_capability_mask() as u32;
+        let data = [
+            CapData {
+                effective: kept,
+                permitted: kept,
+                inheritable: kept,
+            },
+            CapData {
+                effective: 0,
+                permitted: 0,
+                inheritable: 0,
+            },
+        ];
         if libc::syscall(libc::SYS_capset, &header as *const CapHeader, data.as_ptr()) != 0 {
             return Err((STEP_CAPABILITIES, errno()));
+        }
+        // Ambient, so that they survive `exec` of a program with no file capabilities.
+        for cap in KEPT_CAPABILITIES {
+            if libc::prctl(
+                libc::PR_CAP_AMBIENT,
+                libc::PR_CAP_AMBIENT_RAISE as libc::c_ulong,
+                cap as libc::c_ulong,
+                0,
+                0,
+            ) != 0
+            {
+                return Err((STEP_CAPABILITIES, errno()));
+            }
         }
         if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1 as libc::c_ulong, 0, 0, 0) != 0 {
             return Err((STEP_NO_NEW_PRIVS, errno()));
