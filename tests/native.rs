@@ -3,7 +3,7 @@
 //! prefix) served as a flat repository on 127.0.0.1, a C repository made by code whose test
 //! target compiles with the machine's gcc and prints automake's `PASS:`/`FAIL:` lines, its
 //! instance imported, mirrored, locked (the closure taken, the machine's part left out),
-//! validated, packed and replayed with the server gone and the network cut.
+//! validated (each run from a fresh tree: its configure step's output seen every time), packed and replayed with the server gone and the network cut.
 
 mod common;
 
@@ -147,9 +147,14 @@ fn c_repository(dir: &Path) -> String {
         "int main(void) { return 1 - 1; }\n",
     )
     .unwrap();
+    // A configure step, as cmake's: it says what it checked only when its build directory
+    // is new (in Multi-SWE-bench's runs, every phase's is), and Catch2's parser reads what
+    // it says as tests.
     std::fs::write(
         dir.join("Makefile"),
-        "check:\n\tSOURCES=add.c sweark-check\n",
+        "check:\n\t@mkdir -p build; if [ -e build/configured ]; then echo cached; \
+         else echo 'PASS: configured'; touch build/configured; fi\n\
+         \tSOURCES=add.c sweark-check\n",
     )
     .unwrap();
     git_init_commit(dir, "calc", DATE);
@@ -181,7 +186,7 @@ fn a_native_context_carries_its_packages_and_validates_and_replays_offline() {
         "repo": "acme/calc", "instance_id": "acme__calc-3", "base_commit": base,
         "patch": GOLD, "test_patch": TEST_PATCH, "problem_statement": "add subtracts",
         "hints_text": "", "created_at": "", "version": "gcc",
-        "FAIL_TO_PASS": "[\"add\"]", "PASS_TO_PASS": "[\"one\"]",
+        "FAIL_TO_PASS": "[\"add\"]", "PASS_TO_PASS": "[\"configured\", \"one\"]",
         "environment_setup_commit": "",
     });
     let file = t.path("instances.jsonl");
@@ -225,9 +230,12 @@ fn a_native_context_carries_its_packages_and_validates_and_replays_offline() {
     let rows: serde_json::Value =
         serde_json::from_str(&run(&["ls", "--validated", "--json"])).unwrap();
     let row = &rows[0];
+    // Each evaluation and run from the tree as checked out: the configure step's check is
+    // seen in every run, neither missing after the gold patch nor flaky.
     assert_eq!(row["verdict"], "kept", "{row}");
     assert_eq!(row["fail_to_pass"], 1, "{row}");
-    assert_eq!(row["pass_to_pass"], 1, "{row}");
+    assert_eq!(row["pass_to_pass"], 2, "{row}");
+    assert_eq!(row["flaky"], 0, "{row}");
 
     run(&["pack", "--all-validated"]);
     let shown: serde_json::Value =

@@ -101,6 +101,15 @@ pub trait Kind: Sync {
     /// an environment of this kind cannot have here (a package only conda provides, a system
     /// program): a published test that needed one cannot come out as published.
     fn unavailable(&self, ctx: &Context, work_tree: &Path) -> Vec<Unavailable>;
+
+    /// What of the work tree one evaluation or run leaves for the next. `None`: all of it.
+    /// `Some(kept)`: before each evaluation after the first, and each run after the first,
+    /// every path the tree did not hold before is removed but those under `kept` (build
+    /// caches whose reuse cannot change a result), as each phase of Multi-SWE-bench starts
+    /// in a fresh container from the image (`harness/fresh.rs`).
+    fn kept_between_runs(&self) -> Option<&'static [&'static str]> {
+        None
+    }
 }
 
 /// A package a context asks for that its environment here lacks.

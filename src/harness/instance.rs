@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use super::runner::Runner;
-use super::{Reason, RunOptions, Stop, eval_script, patch, paths, tail};
+use super::{Reason, RunOptions, Stop, eval_script, fresh, patch, paths, tail};
 use crate::context::{self, Lock, TestCommand};
 use crate::dataset::Instance as Row;
 use crate::logparse::{self, Grading, StatusMap};
@@ -113,6 +113,11 @@ pub struct Instance<'a> {
     record: Option<VcsRecord>,
     /// The environment's own preparation of the tree, run before the context's install.
     prepare: String,
+    /// What of the tree survives from one evaluation or run to the next (the kind's).
+    kept: Option<&'static [&'static str]>,
+    /// The tree after the context's setup, when `kept` is some: each later evaluation starts
+    /// from it.
+    after_setup: Option<fresh::TreeState>,
 }
 
 impl<'a> Instance<'a> {
@@ -197,6 +202,8 @@ impl<'a> Instance<'a> {
             row,
             ctx,
             prepare: run_env.prepare.clone(),
+            kept: kind.kept_between_runs(),
+            after_setup: None,
         })
     }
 
@@ -245,6 +252,11 @@ impl<'a> Instance<'a> {
             let t = Instant::now();
             self.runner.setup(&self.ctx, self.record.as_ref())?;
             self.time("setup", t.elapsed().as_secs_f64());
+            self.after_setup = self.tree_state()?;
+        } else if let Some(state) = &self.after_setup {
+            // As a new container from the image: nothing of the earlier evaluations' runs.
+            let state = state.clone();
+            self.restore_tree(&state, "restore-tree")?;
         }
         match e.patch {
             None => {}
@@ -279,15 +291,46 @@ impl<'a> Instance<'a> {
                 Reason::TestPatchDoesNotApply,
             )?;
         }
+        let before_runs = if e.runs > 1 { self.tree_state()? } else { None };
         for k in 1..=e.runs.max(1) {
             let step = if e.numbered {
                 format!("{}-{k}", e.name)
             } else {
                 e.name.to_string()
             };
+            if k > 1
+                && let Some(state) = &before_runs
+            {
+                self.restore_tree(state, &format!("restore-tree-{k}"))?;
+            }
             let run = self.run_tests(&step)?;
             out.runs.push(run);
         }
+        Ok(())
+    }
+
+    /// The work tree's paths now, when the kind keeps only some of what runs leave.
+    fn tree_state(&self) -> Result<Option<fresh::TreeState>, Stop> {
+        let Some(kept) = self.kept else {
+            return Ok(None);
+        };
+        fresh::TreeState::of(&self.runner.tree, kept)
+            .map(Some)
+            .map_err(|e| Stop(Reason::Io, format!("cannot list the work tree: {e}")))
+    }
+
+    /// Removes what the tree did not hold at `state` (but the kind's kept paths), timed as
+    /// `step`.
+    fn restore_tree(&mut self, state: &fresh::TreeState, step: &str) -> Result<(), Stop> {
+        let kept = self.kept.unwrap_or_default();
+        let t = Instant::now();
+        state.restore(&self.runner.tree, kept).map_err(|e| {
+            Stop(
+                Reason::Io,
+                format!("cannot remove what the last run left in the work tree: {e}"),
+            )
+        })?;
+        self.time(step, t.elapsed().as_secs_f64());
         Ok(())
     }
 

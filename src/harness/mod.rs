@@ -13,6 +13,7 @@
 //! - `services`: the context's services in the test runs (stand-ins for hosts, TLS).
 
 pub mod eval_script;
+mod fresh;
 pub mod instance;
 pub mod patch;
 pub mod paths;

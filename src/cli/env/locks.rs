@@ -32,11 +32,11 @@ pub(super) fn ls(ctx: &Context, a: ListArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     out!(
-        "{:<12}  {:<32}  {:<8}  {:<8}  {:>8}  {:>9}  {:>10}  {:<5}  created",
+        "{:<12}  {:<32}  {:<11}  {:<14}  {:>8}  {:>9}  {:>10}  {:<5}  created",
         "lock",
         "repo",
         "version",
-        "python",
+        "runtime",
         "packages",
         "artifacts",
         "bytes",
@@ -44,7 +44,7 @@ pub(super) fn ls(ctx: &Context, a: ListArgs) -> anyhow::Result<ExitCode> {
     );
     for l in &locks {
         out!(
-            "{:<12}  {:<32}  {:<8}  {:<8}  {:>8}  {:>9}  {:>10}  {:<5}  {}",
+            "{:<12}  {:<32}  {:<11}  {:<14}  {:>8}  {:>9}  {:>10}  {:<5}  {}",
             l.id.short(),
             l.repo,
             l.version,

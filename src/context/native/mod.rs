@@ -99,6 +99,12 @@ impl Kind for Native {
     fn unavailable(&self, _ctx: &Context, _work_tree: &Path) -> Vec<Unavailable> {
         Vec::new()
     }
+
+    /// Nothing: each run configures and builds from the tree as checked out, patched and
+    /// installed (cmake's configure checks are lines the parsers read).
+    fn kept_between_runs(&self) -> Option<&'static [&'static str]> {
+        Some(&[])
+    }
 }
 
 impl LockDocument for NativeLock {

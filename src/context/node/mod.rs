@@ -130,6 +130,11 @@ impl Kind for Node {
     fn unavailable(&self, _ctx: &Context, _work_tree: &Path) -> Vec<Unavailable> {
         Vec::new()
     }
+
+    /// `node_modules`, as the image had it installed (`npm ci` makes it again anyway).
+    fn kept_between_runs(&self) -> Option<&'static [&'static str]> {
+        Some(&["node_modules"])
+    }
 }
 
 impl LockDocument for NodeLock {

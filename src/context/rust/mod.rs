@@ -119,6 +119,11 @@ impl Kind for Rust {
     fn unavailable(&self, _ctx: &Context, _work_tree: &Path) -> Vec<Unavailable> {
         Vec::new()
     }
+
+    /// cargo's `target`: the next run rebuilds only what changed, with the same results.
+    fn kept_between_runs(&self) -> Option<&'static [&'static str]> {
+        Some(&["target"])
+    }
 }
 
 impl LockDocument for RustLock {
