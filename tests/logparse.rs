@@ -1,8 +1,9 @@
 //! The log parsers on real logs (tests/fixtures/logs/README.md): every fixture against the maps
 //! SWE-bench's own parsers give for it, swebench 4.1.0's (`<fixture>.expected.json`) and 5.0.2's
 //! (`<fixture>.expected-5.json`), both made by `generate_expected.py` (for the Multi-SWE-bench
-//! parsers, `msb_*`, its own functions' maps, by `generate_expected_msb.py`), then hand-checked
-//! facts about each.
+//! parsers, `msb_*` and the runner parsers `jest`, `mocha`, `vitest`, `tap`, `cargo`, `ctest`,
+//! `googletest` and `automake`, its own functions' maps, by `generate_expected_msb.py` and
+//! `scripts/msb_expected.py`), then hand-checked facts about each.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -107,8 +108,10 @@ fn every_fixture_gives_what_swebench_gives() {
                     .collect();
                 let got: BTreeMap<String, String> =
                     serde_json::from_value(serde_json::to_value(&got).unwrap()).unwrap();
-                // The Multi-SWE-bench parsers' maps are its functions' (generate_expected_msb.py).
-                let reference = if parser.starts_with("msb_") {
+                // The Multi-SWE-bench parsers' maps are its functions' (scripts/msb_expected.py).
+                let reference = if parser.starts_with("msb_")
+                    || logparse::msb::runner_names().any(|r| r == parser)
+                {
                     "Multi-SWE-bench 24f493f8"
                 } else {
                     grading.release()
@@ -131,7 +134,7 @@ fn every_fixture_gives_what_swebench_gives() {
             checked += 1;
         }
     }
-    assert!(checked >= 41, "only {checked} fixtures");
+    assert!(checked >= 64, "only {checked} fixtures");
 }
 
 #[test]
@@ -901,5 +904,353 @@ fn msb_parsers_read_the_whole_log() {
     assert_eq!(
         logparse::msb::parser_for_repo("BurntSushi/ripgrep"),
         Some("msb_cargo")
+    );
+}
+
+#[test]
+fn runner_names_that_stand_for_msb_parsers_read_as_they_do() {
+    for (runner, parser, fixtures) in [
+        ("cargo", "msb_cargo", &["cargo-test", "no-fail-fast"][..]),
+        (
+            "jest",
+            "msb_dayjs",
+            &[
+                "verbose-jest30",
+                "default-jest30",
+                "verbose-jest29",
+                "one-file-jest29",
+            ],
+        ),
+        ("mocha", "msb_axios", &["spec-mocha12", "spec-mocha10"]),
+        ("automake", "msb_jq", &["make-check", "make-check-verbose"]),
+    ] {
+        assert_eq!(logparse::canonical_parser(runner), Some(parser));
+        for stem in fixtures {
+            let log = read(&format!("{runner}/{stem}.log"));
+            let by_runner = parse4(runner, &log).unwrap();
+            assert!(!by_runner.is_empty(), "{runner}/{stem}");
+            assert_eq!(by_runner, parse4(parser, &log).unwrap(), "{runner}/{stem}");
+        }
+    }
+}
+
+#[test]
+fn jest_reads_files_and_titles_of_verbose_output() {
+    for rel in ["jest/verbose-jest30.log", "jest/verbose-jest29.log"] {
+        let m = parsed_msb(rel);
+        assert_statuses(
+            &m,
+            &[
+                // Each file is a test, and the current suite of the titles after it.
+                ("test/math.test.js", Some(Failed)),
+                ("test/all-pass.test.js", Some(Passed)),
+                ("test/all-pass.test.js:one", Some(Passed)),
+                // Describe blocks are not part of the id; the time is cut.
+                ("test/math.test.js:adds two numbers", Some(Passed)),
+                ("test/math.test.js:slow test", Some(Passed)),
+                ("test/math.test.js:fails on purpose", Some(Failed)),
+                ("test/strings.test.js:throws", Some(Failed)),
+                // `(edge case)` has no number: kept.
+                ("test/math.test.js:adds negatives (edge case)", Some(Passed)),
+                // Skipped (`○ skipped …`) and todo (`✎ todo …`) tests are not read.
+                ("test/math.test.js:skipped test", None),
+                ("test/math.test.js:todo test", None),
+                // Lines a test printed count: jest shows strings.test.js's console output
+                // before its `FAIL test/strings.test.js` line, so under math.test.js.
+                ("test/math.test.js:fake printed pass", Some(Passed)),
+                ("test/fake.test.js", Some(Passed)),
+                ("test/strings.test.js:unicode title — café ✓", Some(Passed)),
+            ],
+        );
+        // `same title` at the top of `strings` and in `strings > nested`: one id.
+        assert_eq!(
+            m.keys().filter(|k| k.ends_with(":same title")).count(),
+            1,
+            "{rel}"
+        );
+    }
+    // Without `--verbose`, several files give one line each: only the files are read.
+    let m = parsed_msb("jest/default-jest30.log");
+    assert_statuses(
+        &m,
+        &[
+            ("test/math.test.js", Some(Failed)),
+            ("test/all-pass.test.js", Some(Passed)),
+            ("test/math.test.js:adds two numbers", None),
+        ],
+    );
+    // One file: jest is verbose unasked.
+    let m = parsed_msb("jest/one-file-jest29.log");
+    assert_eq!(
+        status(&m, "test/math.test.js:adds two numbers"),
+        Some(Passed)
+    );
+}
+
+#[test]
+fn mocha_reads_spec_reporter_titles() {
+    for rel in ["mocha/spec-mocha12.log", "mocha/spec-mocha10.log"] {
+        let m = parsed_msb(rel);
+        assert_statuses(
+            &m,
+            &[
+                ("adds two numbers", Some(Passed)),
+                ("slow test", Some(Passed)),
+                ("adds negatives (edge case)", Some(Passed)),
+                ("fails on purpose", Some(Failed)),
+                ("throws", Some(Failed)),
+                ("\"before all\" hook for \"never runs\"", Some(Failed)),
+                // The failure summary's `1) math` names the outer describe block.
+                ("math", Some(Failed)),
+                ("strings", Some(Failed)),
+                // A passing test whose title starts like a failure is passed.
+                ("2) a title that looks like a failure", Some(Passed)),
+                // Pending tests (`- title`) are not read.
+                ("skipped test", None),
+                ("pending test without body", None),
+                // Printed by a test, read as the spec reporter's own lines.
+                ("fake printed pass", Some(Passed)),
+                ("fake printed failure", Some(Failed)),
+                ("same title", Some(Passed)),
+            ],
+        );
+    }
+}
+
+#[test]
+fn vitest_reads_verbose_lines_whole() {
+    for rel in ["vitest/verbose-vitest4.log", "vitest/verbose-vitest3.log"] {
+        let m = parsed_msb(rel);
+        assert_statuses(
+            &m,
+            &[
+                // File, describe blocks and title, the time cut.
+                (
+                    "test/math.test.js > math > add > adds two numbers",
+                    Some(Passed),
+                ),
+                ("test/math.test.js > math > slow test", Some(Passed)),
+                (
+                    "test/math.test.js > math > add > fails on purpose",
+                    Some(Failed),
+                ),
+                ("test/strings.test.js > strings > same title", Some(Passed)),
+                (
+                    "test/strings.test.js > strings > nested > same title",
+                    Some(Passed),
+                ),
+                (
+                    "test/strings.test.js > strings > nested > throws",
+                    Some(Failed),
+                ),
+                // `handles 10s 0ms`: only the last number is cut.
+                ("test/math.test.js > math > handles 10s", Some(Passed)),
+                // `↓` (skipped) and `□` (todo) lines are not read.
+                ("test/math.test.js > math > skipped test", None),
+                ("test/math.test.js > math > todo test", None),
+                // A test's console output, unprefixed, is read too.
+                ("fake printed failure", Some(Failed)),
+            ],
+        );
+    }
+    // The default reporter: a line per passing file (its count kept), titles without their
+    // file or blocks for files that failed.
+    let m = parsed_msb("vitest/default-vitest4.log");
+    assert_statuses(
+        &m,
+        &[
+            ("test/all-pass.test.js (2 tests)", Some(Passed)),
+            ("adds two numbers", Some(Passed)),
+            ("fails on purpose", Some(Failed)),
+            ("test/math.test.js > math > add > adds two numbers", None),
+        ],
+    );
+    // vitest colours its output unless NO_COLOR is set, and `\x1b[32m✓` is not `✓`.
+    let m = parsed_msb("vitest/verbose-color-vitest4.log");
+    assert_eq!(
+        m.into_iter().collect::<Vec<_>>(),
+        [("fake printed failure".to_string(), Failed)]
+    );
+}
+
+#[test]
+fn tap_names_results_by_their_subtests() {
+    let m = parsed_msb("tap/node-test-node20.log");
+    assert_statuses(
+        &m,
+        &[
+            ("math:add:adds two numbers", Some(Passed)),
+            ("math:add:fails on purpose", Some(Failed)),
+            ("top-level test:subtest passes", Some(Passed)),
+            ("top-level test:subtest fails", Some(Failed)),
+            ("unicode title — café", Some(Passed)),
+            ("strings:nested:deep", Some(Passed)),
+            // Skips and todos pass, their directive in the id.
+            ("math:skipped test # SKIP not today", Some(Passed)),
+            ("math:todo test # TODO", Some(Passed)),
+            // A suite's own line is named after its last subtest's parents.
+            ("math:add:add", Some(Failed)),
+            ("math:math", Some(Failed)),
+            ("top-level test:top-level test", Some(Failed)),
+            // node:test turns what a test printed into `# ` comments.
+            ("fake printed pass", None),
+        ],
+    );
+    assert_eq!(
+        parsed_msb("tap/node-test-one-file.log")
+            .into_keys()
+            .collect::<Vec<_>>(),
+        [
+            "strings:nested:deep",
+            "strings:nested:nested",
+            "strings:nested:strings",
+            "strings:uppercases"
+        ]
+    );
+    // node-tap: each assertion is a result; a subtest's line carries `# time=…`, which
+    // changes from run to run.
+    let m = parsed_msb("tap/node-tap21.log");
+    assert_statuses(
+        &m,
+        &[
+            ("test/math.test.js:math:adds two numbers", Some(Passed)),
+            ("test/math.test.js:math:fails on purpose", Some(Failed)),
+            ("test/math.test.js:a failing assertion", Some(Failed)),
+            ("test/strings.test.js:strings:unicode — café", Some(Passed)),
+        ],
+    );
+    assert!(
+        m.keys()
+            .any(|k| k.starts_with("test/math.test.js:top-level test # time=")),
+        "{m:?}"
+    );
+}
+
+#[test]
+fn cargo_reads_libtest_lines_of_every_binary_that_ran() {
+    let m = parsed_msb("cargo/no-fail-fast.log");
+    assert_statuses(
+        &m,
+        &[
+            ("tests::adds", Some(Passed)),
+            ("tests::nested::café", Some(Passed)),
+            ("tests::fails_on_purpose", Some(Failed)),
+            ("tests::ignored_with_reason", Some(Skipped)),
+            ("tests::extra_passes", Some(Passed)),
+            ("integration_passes", Some(Passed)),
+            // `... - should panic ... ok` and doc tests are not read.
+            ("tests::overflows", None),
+            // Captured output shown with a failure.
+            ("fake::printed", Some(Passed)),
+        ],
+    );
+    // Without `--no-fail-fast` cargo stops after the failing binary.
+    let m = parsed_msb("cargo/cargo-test.log");
+    assert_statuses(
+        &m,
+        &[
+            ("tests::fails_on_purpose", Some(Failed)),
+            ("tests::extra_passes", None),
+            ("integration_passes", None),
+        ],
+    );
+}
+
+#[test]
+fn ctest_reads_passed_and_failed_result_lines() {
+    let m = parsed_msb("ctest/ctest.log");
+    assert_statuses(
+        &m,
+        &[
+            // googletest cases by gtest_discover_tests, Catch2 test cases by
+            // catch_discover_tests, and plain add_test commands.
+            ("Calc.Adds", Some(Passed)),
+            ("Calc.Fails", Some(Failed)),
+            ("Values/AddParam.IsPositive/-5", Some(Failed)),
+            ("Typed.Zero<int>", Some(Passed)),
+            ("adds two numbers", Some(Passed)),
+            ("fails on purpose", Some(Failed)),
+            ("Mixed Case Name (with parens)", Some(Passed)),
+            ("shell.fails", Some(Failed)),
+            ("shell.expected-to-fail", Some(Passed)),
+            // `***Failed  Required regular expression not found. …`
+            ("shell.regex-not-found", Some(Failed)),
+            // Neither passed nor failed to this reading: a crash, a timeout, a skip, a test
+            // that did not run.
+            ("shell.segfaults", None),
+            ("shell.times-out", None),
+            ("shell.skips", None),
+            ("Calc.Skips", None),
+            ("shell.missing", None),
+            ("Calc.Disabled", None),
+        ],
+    );
+    assert_eq!(m.len(), 16);
+    // `ctest -j 4` after the build (results out of order) and `ctest -V` (every test's own
+    // output, googletest's `[       OK ]` lines among it) read the same.
+    assert_eq!(parsed_msb("ctest/run-sh.log"), m);
+    assert_eq!(parsed_msb("ctest/verbose.log"), m);
+}
+
+#[test]
+fn googletest_reads_ok_and_failed_lines() {
+    let m = parsed_msb("googletest/make.log");
+    assert_statuses(
+        &m,
+        &[
+            ("Calc.Adds", Some(Passed)),
+            ("Calc.Fails", Some(Failed)),
+            ("CalcFixture.UsesBase", Some(Passed)),
+            ("Typed/0.Zero", Some(Passed)),
+            ("Values/AddParam.IsPositive/0", Some(Passed)),
+            // `[  FAILED  ] Values/AddParam.IsPositive/2, where GetParam() = -5 (0 ms)`: not
+            // one word before the time, not read.
+            ("Values/AddParam.IsPositive/2", None),
+            // `[  SKIPPED ]` and `[ DISABLED ]` are not read.
+            ("Calc.Skips", None),
+            ("Calc.DISABLED_Disabled", None),
+            // Printed by a test.
+            ("Fake.Printed", Some(Passed)),
+            ("Fake.PrintedFailure", Some(Failed)),
+        ],
+    );
+    assert_eq!(m.len(), 10);
+    // `--gtest_color=yes` writes `\x1b[0;32m[       OK ] \x1b[m`; the pattern wants `\x1b[0m`.
+    let m = parsed_msb("googletest/color.log");
+    assert_eq!(
+        m.into_keys().collect::<Vec<_>>(),
+        ["Fake.Printed", "Fake.PrintedFailure"]
+    );
+    // `--gtest_brief=1` prints failures only.
+    assert_eq!(
+        status(&parsed_msb("googletest/brief.log"), "Calc.Adds"),
+        None
+    );
+}
+
+#[test]
+fn automake_reads_the_harness_results() {
+    let m = parsed_msb("automake/make-check.log");
+    assert_statuses(
+        &m,
+        &[
+            ("tests/passes.test", Some(Passed)),
+            ("tests/fails.test", Some(Failed)),
+            ("tests/skips.test", Some(Skipped)),
+            // XFAIL and ERROR are not read.
+            ("tests/xfails.test", None),
+            ("tests/errors.test", None),
+            // What a test printed goes to its .log file, not to make's output.
+            ("tests/fake.test", None),
+        ],
+    );
+    // With VERBOSE=1 the test-suite.log is printed: its `FAIL: tests/fails` headers count.
+    let m = parsed_msb("automake/make-check-verbose.log");
+    assert_statuses(
+        &m,
+        &[
+            ("tests/fails", Some(Failed)),
+            ("tests/skips", Some(Skipped)),
+        ],
     );
 }

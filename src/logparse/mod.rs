@@ -10,8 +10,10 @@
 //! reads a file (universal newlines), and a log holding the harness's `>>>>> Start Test Output`
 //! and `>>>>> End Test Output` markers is parsed between them first. `junit_xml` is ours.
 //!
-//! The Multi-SWE-bench parsers (`msb_*`, [`msb`]) re-implement the `parse_log` methods of
-//! Multi-SWE-bench's repository handlers; they read the log whole, as its harness does.
+//! The Multi-SWE-bench parsers ([`msb`]) re-implement the `parse_log` methods of
+//! Multi-SWE-bench's repository handlers; they read the log whole, as its harness does. They
+//! are named `msb_*` by repository, and `jest`, `mocha`, `vitest`, `tap`, `cargo`, `ctest`,
+//! `googletest` and `automake` by runner, for a repository Multi-SWE-bench does not have.
 
 mod django;
 mod junit;
@@ -135,9 +137,13 @@ const REGISTRY: [(&str, &str); 20] = [
     ("parse_log_sphinx", "pytest_v2"),
 ];
 
-/// The parser a name stands for: one of [`known_parsers`], or a swebench 5 registry name
+/// The parser a name stands for: one of [`known_parsers`] (a runner name standing for an
+/// `msb_*` parser is that parser: `cargo` is `msb_cargo`), or a swebench 5 registry name
 /// (`parse_log_requests` is `pytest_options`). None for any other name.
 pub fn canonical_parser(name: &str) -> Option<&'static str> {
+    if let Some(parser) = msb::runner_parser(name) {
+        return Some(parser);
+    }
     if let Some(known) = known_parsers().iter().find(|k| **k == name) {
         return Some(known);
     }
@@ -154,12 +160,20 @@ pub fn parser_names() -> impl Iterator<Item = &'static str> {
     known_parsers().iter().copied().chain(registry_names())
 }
 
-/// The names [`parse`] accepts besides [`registry_names`].
+/// The names [`parse`] accepts besides [`registry_names`]: the parsers, and the test runners'
+/// names a manifest of a repository Multi-SWE-bench does not have can give (`jest`, `ctest`,
+/// …; [`msb`]).
 pub fn known_parsers() -> &'static [&'static str] {
     &[
+        "automake",
+        "cargo",
+        "ctest",
         "django",
+        "googletest",
+        "jest",
         "junit_xml",
         "matplotlib",
+        "mocha",
         "msb_axios",
         "msb_cargo",
         "msb_catch2",
@@ -172,6 +186,8 @@ pub fn known_parsers() -> &'static [&'static str] {
         "pytest_v2",
         "seaborn",
         "sympy",
+        "tap",
+        "vitest",
     ]
 }
 
@@ -309,7 +325,10 @@ mod tests {
         let err = parse("nose", "", Grading::Swebench5).unwrap_err();
         let msg = err.to_string();
         assert!(
-            msg.starts_with("unknown log parser `nose`; known: django, junit_xml"),
+            msg.starts_with(
+                "unknown log parser `nose`; known: automake, cargo, ctest, django, googletest, \
+                 jest, junit_xml, matplotlib, mocha, msb_axios"
+            ),
             "{msg}"
         );
         assert!(matches!(err, LogParseError::Unknown { ref name, .. } if name == "nose"));

@@ -1,6 +1,10 @@
 //! Multi-SWE-bench's parsers: the `parse_log` methods of the default handlers of its
 //! repositories (`multi_swe_bench/harness/repos/<language>/<org>/<repo>.py` in
 //! multi-swe-bench/multi-swe-bench at commit 24f493f8), one parser per distinct method.
+//! They come under two kinds of names: `msb_*`, by the repository whose method it is (what
+//! the dataset's rows are graded by), and the runner names of [`RUNNERS`] (`jest`, `ctest`, …),
+//! for a repository Multi-SWE-bench does not have: the method of a handler that runs that
+//! runner, the runner's name standing for an `msb_*` parser where one already is that method.
 //!
 //! Each method reads `test_log.splitlines()`, strips each line, and adds the first group of
 //! a `re.match` of its patterns to one of three sets (passed, failed, skipped), which
@@ -36,6 +40,34 @@ const PARSERS: [(&str, &[&str]); 7] = [
     ("msb_jq", &["jqlang/jq"]),
 ];
 
+/// The runner parsers, by the test runner a manifest names, each with the parser it is (an
+/// `msb_*` parser, or its own below) and the handler (`multi_swe_bench/harness/repos/…` at
+/// 24f493f8) whose `parse_log` it is; the other handlers with the same method are named where
+/// the parser's patterns are, and `scripts/msb_expected.py` checks that their code is the same.
+pub(super) const RUNNERS: [(&str, &str, &str); 8] = [
+    ("automake", "msb_jq", "c/jqlang/jq.py"),
+    ("cargo", "msb_cargo", "rust/BurntSushi/ripgrep.py"),
+    ("ctest", "ctest", "c/libgit2/libgit2.py"),
+    ("googletest", "googletest", "cpp/yhirose/cpp_httplib.py"),
+    ("jest", "msb_dayjs", "javascript/iamkun/dayjs.py"),
+    ("mocha", "msb_axios", "javascript/axios/axios.py"),
+    ("tap", "tap", "javascript/google/zx.py"),
+    ("vitest", "vitest", "typescript/vuejs/core.py"),
+];
+
+/// The runner names ([`RUNNERS`]), in order.
+pub fn runner_names() -> impl Iterator<Item = &'static str> {
+    RUNNERS.iter().map(|(runner, _, _)| *runner)
+}
+
+/// The parser a runner name stands for: an `msb_*` parser, or the runner's own.
+pub(super) fn runner_parser(name: &str) -> Option<&'static str> {
+    RUNNERS
+        .iter()
+        .find(|(runner, _, _)| *runner == name)
+        .map(|(_, parser, _)| *parser)
+}
+
 /// The parser of a Multi-SWE-bench repository (`org/repo`), if it is one of those here.
 pub fn parser_for_repo(repo: &str) -> Option<&'static str> {
     PARSERS
@@ -44,9 +76,10 @@ pub fn parser_for_repo(repo: &str) -> Option<&'static str> {
         .map(|(name, _)| *name)
 }
 
-/// The statuses the parser `name` reads in `log`; None when `name` is not one of them.
+/// The statuses the parser `name` (an `msb_*` name, or a runner's) reads in `log`; None when
+/// `name` is not one of them.
 pub(super) fn parse(name: &str, log: &str) -> Option<StatusMap> {
-    let sets = match name {
+    let sets = match runner_parser(name).unwrap_or(name) {
         "msb_cargo" => by_rules(log, &CARGO, false),
         "msb_dayjs" => jest(log, &DAYJS),
         "msb_darkreader" => jest(log, &DARKREADER),
@@ -54,6 +87,10 @@ pub(super) fn parse(name: &str, log: &str) -> Option<StatusMap> {
         "msb_jq" => by_rules(log, &JQ, false),
         "msb_fmt" => by_rules(log, &FMT, false),
         "msb_catch2" => by_rules(log, &CATCH2, true),
+        "ctest" => by_rules(log, &CTEST, false),
+        "googletest" => by_rules(log, &GOOGLETEST, false),
+        "tap" => tap(log),
+        "vitest" => by_rules(log, &VITEST, false),
         _ => return None,
     };
     Some(sets.into_map())
@@ -350,6 +387,123 @@ static CATCH2: LazyLock<Vec<Rule>> = LazyLock::new(|| {
     )
 });
 
+/// `ctest`: ctest's result lines, as libgit2 (`ctest -V --timeout 300`), OpenBLAS, fluent-bit,
+/// SDL, CGAL and ROOT (`ctest -j N`) read them: `c/libgit2/libgit2.py`, `Libgit2.parse_log`,
+/// the same code in `c/OpenMathLib/OpenBLAS.py`, `c/fluent/fluentbit.py`, `c/libsdlorg/SDL.py`,
+/// `cpp/cgal/cgal.py` and `cpp/rootproject/root.py`. Unlike fmt's ([`FMT`]), the failure
+/// pattern leaves the end free, so `***Failed    0.01 sec` is read; `***Exception`,
+/// `***Timeout`, `***Skipped` and `***Not Run` are not.
+static CTEST: LazyLock<Vec<Rule>> = LazyLock::new(|| {
+    rules(
+        &[
+            (
+                r"^\d+/\d+\s*Test\s*#\d+:\s*(.*?)\s*\.+\s*Passed",
+                Set::Passed,
+            ),
+            (
+                r"^\d+/\d+\s*Test\s*#\d+:\s*(.*?)\s*\.+\s*\*+Failed",
+                Set::Failed,
+            ),
+        ],
+        false,
+    )
+});
+
+/// `googletest`: googletest's `[       OK ] Suite.Test (N ms)` and `[  FAILED  ] …` lines, as
+/// cpp-httplib reads its test binary's output (`cd test; make`): `cpp/yhirose/cpp_httplib.py`,
+/// `CppHttplib.parse_log`, the same code in `c/ponylang/ponyc.py` (whose pony tests print the
+/// `---- Passed:` and `**** FAILED:` lines). The coloured forms want `\x1b[0m` after the
+/// bracket; googletest writes `\x1b[m`, so `--gtest_color=yes` output is not read.
+static GOOGLETEST: LazyLock<Vec<Rule>> = LazyLock::new(|| {
+    rules(
+        &[
+            (r"^\[       OK \] (\S+?)( \(.+\))?$", Set::Passed),
+            (
+                r"^\x1b\[0;32m\[       OK \] \x1b\[0m(\S+?)( \(.+\))?$",
+                Set::Passed,
+            ),
+            (r"^\x1b\[92m---- Passed: (\S+?)\x1b\[0m$", Set::Passed),
+            (r"^\[  FAILED  \] (\S+?)( \(.+\))?$", Set::Failed),
+            (
+                r"^\x1b\[0;31m\[  FAILED  \] \x1b\[0m(\S+?)( \(.+\))?$",
+                Set::Failed,
+            ),
+            (r"^\x1b\[91m\*\*\*\* FAILED: (\S+?)\x1b\[0m$", Set::Failed),
+        ],
+        false,
+    )
+});
+
+/// `vitest`: vitest's `✓ <file> > <suite> > <title> 2ms` and `× …` lines (`--reporter=verbose`),
+/// as vuejs/core reads them (`pnpm run test-unit --no-watch --reporter=verbose`):
+/// `typescript/vuejs/core.py`, `Core.parse_log`, the same code in
+/// `javascript/sveltejs/svelte.py`. A trailing number with `ms`, `s` or `m` is cut, as a time.
+static VITEST: LazyLock<Vec<Rule>> = LazyLock::new(|| {
+    rules(
+        &[
+            (r"^✓ (.+?)(?:\s*\d*\.?\d+\s*(?:ms|s|m))?$", Set::Passed),
+            (r"^× (.+?)(?:\s*\d*\.?\d+\s*(?:ms|s|m))?$", Set::Failed),
+        ],
+        false,
+    )
+});
+
+/// The patterns of [`tap`].
+struct TapRules {
+    subtest: Regex,
+    result: Regex,
+}
+
+static TAP: LazyLock<TapRules> = LazyLock::new(|| TapRules {
+    subtest: py_regex(r"^(\s*)# Subtest:\s*(.+)", false),
+    result: py_regex(r"^\s*(ok|not ok)\s+\d+\s+-\s+(.+)", false),
+});
+
+/// `tap`: TAP with `# Subtest:` lines, as node:test writes it when its output is not a
+/// terminal (and node-tap with `--reporter=tap`), read as google/zx reads its test run
+/// (`npm test -- --reporter=verbose`): `javascript/google/zx.py`, `Zx.parse_log`.
+///
+/// Lines are not stripped. `# Subtest: NAME` at an indentation of `4 × level` characters cuts
+/// the stack of names to `level` and pushes NAME; `ok N - TITLE` / `not ok N - TITLE` is
+/// passed / failed as the stack without its last name, then TITLE, joined by `:` (TITLE alone
+/// when the stack is empty). Only a `# Subtest:` line cuts the stack, so a suite's own result
+/// line, which comes after its subtests', is named with the parents of the last subtest pushed
+/// (`math:math`, or `math:add:math` when that subtest was nested in `add`), and `# SKIP` and
+/// `# TODO` directives stay in the title of a passed test.
+fn tap(log: &str) -> Sets {
+    let mut sets = Sets::default();
+    let mut stack: Vec<String> = Vec::new();
+    for line in py_splitlines(log) {
+        if py_strip(line).is_empty() {
+            continue;
+        }
+        if let Some(c) = TAP.subtest.captures(line) {
+            let indent = c.get(1).map_or(0, |m| m.as_str().chars().count());
+            let name = c.get(2).map_or("", |m| py_strip(m.as_str()));
+            stack.truncate(indent / 4);
+            stack.push(name.to_string());
+            continue;
+        }
+        if let Some(c) = TAP.result.captures(line) {
+            let title = c.get(2).map_or("", |m| py_strip(m.as_str()));
+            let test = match stack.split_last() {
+                Some((_, outer)) => {
+                    let mut names: Vec<&str> = outer.iter().map(String::as_str).collect();
+                    names.push(title);
+                    names.join(":")
+                }
+                None => title.to_string(),
+            };
+            let set = match c.get(1).map(|m| m.as_str()) {
+                Some("ok") => Set::Passed,
+                _ => Set::Failed,
+            };
+            sets.add(set, &test);
+        }
+    }
+    sets
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -373,6 +527,15 @@ mod tests {
                 name.starts_with("msb_"),
                 PARSERS.iter().any(|(n, _)| n == name),
                 "{name}"
+            );
+        }
+        for (runner, parser, _) in RUNNERS {
+            assert!(super::super::known_parsers().contains(&runner), "{runner}");
+            assert_eq!(parse(runner, ""), Some(StatusMap::new()), "{runner}");
+            assert_eq!(super::super::canonical_parser(runner), Some(parser));
+            assert!(
+                parser == runner || PARSERS.iter().any(|(n, _)| *n == parser),
+                "{runner} stands for {parser}, which is no parser"
             );
         }
         assert_eq!(parse("pytest", "PASSED a"), None);
@@ -424,6 +587,107 @@ mod tests {
                 // `...` is any three characters, and the end is free.
                 entry("g", TestStatus::Passed),
                 entry("h", TestStatus::Passed),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_runner_name_is_the_msb_parser_it_stands_for() {
+        let logs = [
+            (
+                "cargo",
+                "test a ... ok\ntest b ... FAILED\ntest c ... ignored\n",
+            ),
+            (
+                "jest",
+                "PASS test/a.test.js\n  ✓ adds (2 ms)\nFAIL test/b.test.js\n✕ w\n",
+            ),
+            ("mocha", "  ✔ passes (120ms)\n  1) fails\n  - pending\n"),
+            ("automake", "PASS: tests/a\nFAIL: tests/b\nSKIP: tests/c\n"),
+        ];
+        for (runner, log) in logs {
+            let parser = runner_parser(runner).unwrap();
+            assert!(!map(runner, log).is_empty(), "{runner}");
+            assert_eq!(map(runner, log), map(parser, log), "{runner}");
+        }
+        assert_eq!(runner_parser("vitest"), Some("vitest"));
+        assert_eq!(runner_parser("msb_cargo"), None);
+    }
+
+    #[test]
+    fn ctest_reads_failures_fmt_does_not() {
+        let log = " 1/4 Test  #1: a.b ....   Passed    0.01 sec\n\
+                   2/4 Test  #2: fails ....***Failed    0.01 sec\n\
+                   3/4 Test  #3: crash ....***Exception: SegFault  0.00 sec\n\
+                   4/4 Test  #4: with spaces (x) ....***Failed  Required regular expression\n";
+        assert_eq!(
+            map("ctest", log),
+            [
+                entry("a.b", TestStatus::Passed),
+                entry("fails", TestStatus::Failed),
+                entry("with spaces (x)", TestStatus::Failed),
+            ]
+        );
+        assert_eq!(map("msb_fmt", log), [entry("a.b", TestStatus::Passed)]);
+    }
+
+    #[test]
+    fn googletest_lines() {
+        let log = "[       OK ] Calc.Adds (0 ms)\n[  FAILED  ] Calc.Fails (1 ms)\n\
+                   [  FAILED  ] Values/P.Pos/2, where GetParam() = -5 (0 ms)\n\
+                   [  SKIPPED ] Calc.Skips (0 ms)\n[  FAILED  ] 2 tests, listed below:\n\
+                   \u{1b}[0;32m[       OK ] \u{1b}[0mColour.Old (0 ms)\n\
+                   \u{1b}[0;32m[       OK ] \u{1b}[mColour.New (0 ms)\n\
+                   \u{1b}[92m---- Passed: pony/test\u{1b}[0m\n";
+        assert_eq!(
+            map("googletest", log),
+            [
+                entry("Calc.Adds", TestStatus::Passed),
+                entry("Calc.Fails", TestStatus::Failed),
+                entry("Colour.Old", TestStatus::Passed),
+                entry("pony/test", TestStatus::Passed),
+            ]
+        );
+    }
+
+    #[test]
+    fn vitest_verbose_lines() {
+        let log = " ✓ test/a.test.js > math > adds 2ms\n × test/a.test.js > math > fails 15ms\n\
+                   ↓ test/a.test.js > skipped\n ✓ test/a.test.js > handles 10s 0ms\n\
+                   ✓ test/b.test.js > handles 10s\n \u{1b}[32m✓\u{1b}[39m coloured 1ms\n\
+                   ❯ test/c.test.js (2 tests | 1 failed) 5ms\n";
+        assert_eq!(
+            map("vitest", log),
+            [
+                entry("test/a.test.js > handles 10s", TestStatus::Passed),
+                entry("test/a.test.js > math > adds", TestStatus::Passed),
+                entry("test/a.test.js > math > fails", TestStatus::Failed),
+                // No time after it: the title's own `10s` is cut as one.
+                entry("test/b.test.js > handles", TestStatus::Passed),
+            ]
+        );
+    }
+
+    #[test]
+    fn tap_subtests_by_indentation() {
+        let log = "TAP version 13\n# Subtest: math\n    # Subtest: add\n\
+                   \x20       # Subtest: adds\n        ok 1 - adds\n          ---\n\
+                   \x20         duration_ms: 0.8\n          ...\n\
+                   \x20       not ok 2 - fails\n        1..2\n    not ok 1 - add\n\
+                   \x20   ok 2 - skipped # SKIP not today\nnot ok 1 - math\n\
+                   # Subtest: top\nok 2 - top\n  ok 3 - stray\n";
+        assert_eq!(
+            map("tap", log),
+            [
+                // Only a `# Subtest:` line cuts the stack: the results after the deepest
+                // subtest are named with its parents.
+                entry("math:add:add", TestStatus::Failed),
+                entry("math:add:adds", TestStatus::Passed),
+                entry("math:add:fails", TestStatus::Failed),
+                entry("math:add:math", TestStatus::Failed),
+                entry("math:add:skipped # SKIP not today", TestStatus::Passed),
+                entry("stray", TestStatus::Passed),
+                entry("top", TestStatus::Passed),
             ]
         );
     }
