@@ -18,5 +18,7 @@ pub use file::{
 };
 pub(crate) use file::{JsonText, json_or_lines};
 pub use instance::{HARNESS_FIELDS, Instance, InstanceError, RowHarness, is_repo, json_type_name};
-pub use msb::{LAYOUT_KEY, MsbError, MsbExportError, RowForm, harness_id, row_form};
+pub use msb::{
+    LAYOUT_KEY, MsbError, MsbExportError, RowForm, harness_id, harness_work_tree, row_form,
+};
 pub use selection::{OfInstance, Selection, SelectionError};

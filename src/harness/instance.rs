@@ -183,7 +183,11 @@ impl<'a> Instance<'a> {
         })?;
         let both = both.elapsed().as_secs_f64();
         let run_env = run_env?;
-        let mut runner = Runner::new(work, &ctx, &run_env, opts)?;
+        // The tree where the dataset's own harness has it: SWE-bench's /testbed, or
+        // Multi-SWE-bench's /home/NAME.
+        let work_tree = crate::dataset::harness_work_tree(&row)
+            .unwrap_or_else(|| context::layout::WORK_TREE.to_string());
+        let mut runner = Runner::new(work, &ctx, &run_env, opts, &work_tree)?;
         runner.timings.insert("worktree".into(), tree_seconds);
         runner.timings.insert("environment".into(), env_seconds);
         // Side by side: their wall time.

@@ -24,6 +24,9 @@ pub(crate) struct Runner<'a> {
     work: &'a Path,
     /// The work tree on the host (`work/src`).
     pub(crate) tree: PathBuf,
+    /// Where the commands see the work tree: [`layout::WORK_TREE`], or the dataset's
+    /// harness's own place for it.
+    work_tree: String,
     env: BTreeMap<String, String>,
     opts: &'a RunOptions,
     pub(crate) exit_codes: BTreeMap<String, i64>,
@@ -52,6 +55,7 @@ impl<'a> Runner<'a> {
         ctx: &Context,
         run_env: &RunEnvironment,
         opts: &'a RunOptions,
+        work_tree: &str,
     ) -> Result<Runner<'a>, Stop> {
         let io = |p: &Path, e: std::io::Error| Stop(Reason::Io, format!("{}: {e}", p.display()));
         let tree = work.join("src");
@@ -65,7 +69,7 @@ impl<'a> Runner<'a> {
         let tmp = work.join("tmp");
         std::fs::create_dir_all(&tmp).map_err(|e| io(&tmp, e))?;
         let services = Services::prepare(&ctx.services, &run_env.service_envs, work)?;
-        let mut mounts = vec![Mount::new(&tree, layout::WORK_TREE, true)];
+        let mut mounts = vec![Mount::new(&tree, work_tree, true)];
         mounts.extend(run_env.mounts.iter().cloned());
         if let Some(dir) = &services.dir {
             mounts.push(Mount::new(dir, layout::SERVICES, true));
@@ -86,6 +90,7 @@ impl<'a> Runner<'a> {
         Ok(Runner {
             work,
             tree,
+            work_tree: work_tree.to_string(),
             env,
             opts,
             exit_codes: BTreeMap::new(),
@@ -118,7 +123,7 @@ impl<'a> Runner<'a> {
         test: &str,
     ) -> Result<(Vec<u8>, bool), Stop> {
         let script = format!("{prelude}{}{test}\n", self.services.script);
-        self.binds = self.services.bundles(&self.tree)?;
+        self.binds = self.services.bundles(&self.tree, &self.work_tree)?;
         let result = self.run(step, &script);
         self.binds.clear();
         if let Some(why) = self.services.failure() {
@@ -165,7 +170,7 @@ impl<'a> Runner<'a> {
     /// whether it exited 0.
     pub(crate) fn run(&mut self, step: &str, script: &str) -> Result<(Vec<u8>, bool), Stop> {
         let log = self.work.join("logs").join(format!("{step}.log"));
-        let mut spec = Spec::new("bash", layout::WORK_TREE, &log);
+        let mut spec = Spec::new("bash", &self.work_tree, &log);
         spec.args = vec!["-c".into(), script.into()];
         spec.env = self.env.clone();
         spec.timeout = Some(self.opts.timeout);

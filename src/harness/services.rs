@@ -164,10 +164,14 @@ impl Services {
         Ok(out)
     }
 
-    /// For a test run in the checkout `src` (on the host): each of the CA bundles it has,
+    /// For a test run in the checkout `src` (on the host; `work_tree` in the run): each of the CA bundles it has,
     /// written anew with the run's CA added, as (copy, the original's place in the run) to
     /// show in its place. Made before each run: the patches may have changed a bundle.
-    pub(crate) fn bundles(&self, src: &Path) -> Result<Vec<(PathBuf, PathBuf)>, Stop> {
+    pub(crate) fn bundles(
+        &self,
+        src: &Path,
+        work_tree: &str,
+    ) -> Result<Vec<(PathBuf, PathBuf)>, Stop> {
         let Some(ca) = &self.ca else {
             return Ok(Vec::new());
         };
@@ -192,7 +196,7 @@ impl Services {
             let copy = ca.with_file_name(format!("bundle-{i}.pem"));
             std::fs::write(&copy, bytes).map_err(|e| io(&copy, e))?;
             let absolute = |p: &Path| std::path::absolute(p).map_err(|e| io(p, e));
-            out.push((absolute(&copy)?, Path::new(layout::WORK_TREE).join(rel)));
+            out.push((absolute(&copy)?, Path::new(work_tree).join(rel)));
         }
         Ok(out)
     }

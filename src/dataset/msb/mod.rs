@@ -149,6 +149,18 @@ pub fn row_form(inst: &Instance) -> RowForm {
     }
 }
 
+/// Where Multi-SWE-bench's images have the repository of `inst` (`/home/NAME`: its Dockerfiles
+/// clone it there and its scripts `cd` there), for a row of its form; None for another row.
+/// What the tests print or name with the tree's path (cmake's check of
+/// `-ffile-prefix-map=/home/Catch2/=`, in Catch2's lists) comes out as published only there.
+pub fn harness_work_tree(inst: &Instance) -> Option<String> {
+    if row_form(inst) != RowForm::MultiSweBench {
+        return None;
+    }
+    let name = inst.repo.rsplit('/').next()?;
+    (!name.is_empty() && name != "." && name != "..").then(|| format!("/home/{name}"))
+}
+
 /// The id Multi-SWE-bench's harness names `inst` by in its reports (`org/repo:pr-NUMBER`,
 /// `PullRequestBase.id`), for a row of its form; None for another row.
 pub fn harness_id(inst: &Instance) -> Option<String> {
