@@ -709,7 +709,11 @@ fn a_source_that_lacks_objects_is_mirrored_with_what_it_has_when_asked() {
         pack_from_mirror(&t2, &t2.instance_at(&up2.base, "acme__widgets-7"))
     };
     assert_eq!(id, whole);
-    t.run_expect(&["mirror", "verify"], 0);
+    let text = stdout(&t.run_expect(&["mirror", "verify"], 0));
+    assert!(
+        text.contains("ok  mirror acme/widgets") && text.contains("lacked 1 object of its history"),
+        "{text}"
+    );
     // One whose tree needs the missing blob is refused by name.
     let inst = t.instance_at(&with_old, "acme__widgets-8");
     let err = stderr(&pack_repo(&t, "acme/widgets", &inst, 2));

@@ -50,6 +50,8 @@ struct Checked {
     pins: usize,
     ok: bool,
     problems: Vec<String>,
+    /// Objects its history names that its source lacked (`mirror add --allow-missing-objects`).
+    missing_from_history: usize,
 }
 
 pub(super) fn verify(ctx: &Context, args: VerifyArgs) -> anyhow::Result<ExitCode> {
@@ -62,13 +64,19 @@ pub(super) fn verify(ctx: &Context, args: VerifyArgs) -> anyhow::Result<ExitCode
     let mut results = Vec::new();
     for n in names {
         let name = repo_name(&n)?;
-        let checked = match Mirror::open(&ark.mirrors_dir(), &name) {
-            Err(e) => mirror::Checked {
-                objects: 0,
-                pins: 0,
-                problems: vec![e.to_string()],
-            },
-            Ok(m) => mirror::verify(&m, &ark.mirror_expected(&name)?, ctx.progress().as_ref())?,
+        let (checked, missing) = match Mirror::open(&ark.mirrors_dir(), &name) {
+            Err(e) => (
+                mirror::Checked {
+                    objects: 0,
+                    pins: 0,
+                    problems: vec![e.to_string()],
+                },
+                0,
+            ),
+            Ok(m) => (
+                mirror::verify(&m, &ark.mirror_expected(&name)?, ctx.progress().as_ref())?,
+                m.missing_objects()?.len(),
+            ),
         };
         results.push(Checked {
             name: n,
@@ -76,6 +84,7 @@ pub(super) fn verify(ctx: &Context, args: VerifyArgs) -> anyhow::Result<ExitCode
             pins: checked.pins,
             ok: checked.problems.is_empty(),
             problems: checked.problems,
+            missing_from_history: missing,
         });
     }
     let bad = results.iter().filter(|r| !r.ok).count();
@@ -83,8 +92,17 @@ pub(super) fn verify(ctx: &Context, args: VerifyArgs) -> anyhow::Result<ExitCode
         out!("{}", serde_json::to_string_pretty(&results)?);
     } else {
         for r in &results {
+            let lacked = match r.missing_from_history {
+                0 => String::new(),
+                n => format!(
+                    "; made from a source that lacked {n} object{} of its history, listed in \
+                     its `{}`",
+                    if n == 1 { "" } else { "s" },
+                    mirror::MISSING_OBJECTS_FILE
+                ),
+            };
             out!(
-                "{} mirror {} ({} objects, {} pins)",
+                "{} mirror {} ({} objects, {} pins{lacked})",
                 if r.ok { "ok " } else { "BAD" },
                 r.name,
                 r.objects,
