@@ -66,6 +66,70 @@ fn local_source(url: &str) -> Option<PathBuf> {
     path.is_dir().then(|| path.to_path_buf())
 }
 
+/// Copies the repository at `source` into `built` (a new bare repository) as `git clone
+/// --local` does: its object files as they are (or linked), with no walk of the history,
+/// which is what lets a repository with holes in it be taken at all. `scratch` is where git
+/// runs; `fail` makes the error of a sentence saying why not.
+fn copy_objects(
+    source: &Path,
+    built: &Path,
+    scratch: &Path,
+    fail: impl Fn(String) -> MirrorError,
+) -> Result<(), MirrorError> {
+    let source_arg = source.to_string_lossy().into_owned();
+    let built_arg = built.to_string_lossy().into_owned();
+    let args = [
+        "clone",
+        "--mirror",
+        "--local",
+        "-q",
+        &source_arg,
+        &built_arg,
+    ];
+    let out = crate::gitcmd::output(scratch, &args);
+    if !out.status.success() {
+        return Err(fail(
+            crate::gitcmd::GitError::of(scratch, &args, &out).to_string(),
+        ));
+    }
+    if built.join("objects/info/alternates").exists() {
+        return Err(fail(
+            "it borrows objects from another repository (objects/info/alternates): a mirror \
+             holds its own; clone it with `git clone --mirror --dissociate` first"
+                .to_string(),
+        ));
+    }
+    Ok(())
+}
+
+/// Makes the copy in `repo` what a fetch from `url` would have made: the remote with the
+/// mirror's refspecs, and only the refs a fetch takes (no remote-tracking refs, no merge refs,
+/// no pins of another archive).
+fn as_fetched(repo: &Repository, url: &str) -> Result<(), git2::Error> {
+    {
+        let mut config = repo.config()?;
+        config.remove_multivar("remote.origin.fetch", ".*")?;
+        let _ = config.remove("remote.origin.mirror");
+    }
+    repo.remote_set_url("origin", url)?;
+    for spec in FETCH_REFSPECS {
+        repo.remote_add_fetch("origin", spec)?;
+    }
+    let mut dropped = Vec::new();
+    for r in repo.references()? {
+        let r = r?;
+        if let Ok(n) = std::str::from_utf8(r.name_bytes())
+            && !fetched_ref(n)
+        {
+            dropped.push(n.to_string());
+        }
+    }
+    for n in dropped {
+        repo.find_reference(&n)?.delete()?;
+    }
+    Ok(())
+}
+
 impl Mirror {
     /// Makes mirror `name` from the local repository at `url` with every object it has, though
     /// its history lacks some; returns the mirror, what was taken, and what is missing. The
@@ -109,65 +173,15 @@ impl Mirror {
         .map_err(io_err(mirrors_dir))?;
         let built = tmp.path().join("mirror.git");
         progress.start("copying objects", None);
-        let source_arg = source.to_string_lossy().into_owned();
-        let built_arg = built.to_string_lossy().into_owned();
-        // --local copies (or links) the object files with no walk of the history, which is
-        // what lets a repository with holes in it be taken at all.
-        let args = [
-            "clone",
-            "--mirror",
-            "--local",
-            "-q",
-            &source_arg,
-            &built_arg,
-        ];
-        let out = crate::gitcmd::output(tmp.path(), &args);
+        let copied = copy_objects(&source, &built, tmp.path(), fail);
         progress.finish();
-        if !out.status.success() {
-            return Err(fail(
-                crate::gitcmd::GitError::of(tmp.path(), &args, &out).to_string(),
-            ));
-        }
-        if built.join("objects/info/alternates").exists() {
-            return Err(fail(
-                "it borrows objects from another repository (objects/info/alternates): a mirror \
-                 holds its own; clone it with `git clone --mirror --dissociate` first"
-                    .to_string(),
-            ));
-        }
+        copied?;
         let git = |source| MirrorError::Git {
             name: name.to_string(),
             source,
         };
         let repo = Repository::open_bare(&built).map_err(git)?;
-        // The remote a fetch-made mirror has: the URL as given, the mirror's refspecs.
-        {
-            let mut config = repo.config().map_err(git)?;
-            config
-                .remove_multivar("remote.origin.fetch", ".*")
-                .map_err(git)?;
-            let _ = config.remove("remote.origin.mirror");
-        }
-        repo.remote_set_url("origin", url).map_err(git)?;
-        for spec in FETCH_REFSPECS {
-            repo.remote_add_fetch("origin", spec).map_err(git)?;
-        }
-        // Only the refs a fetch would have taken: no remote-tracking refs, no merge refs, no
-        // pins of another archive.
-        let mut dropped = Vec::new();
-        for r in repo.references().map_err(git)? {
-            let r = r.map_err(git)?;
-            if let Ok(n) = std::str::from_utf8(r.name_bytes())
-                && !fetched_ref(n)
-            {
-                dropped.push(n.to_string());
-            }
-        }
-        for n in dropped {
-            repo.find_reference(&n)
-                .and_then(|mut r| r.delete())
-                .map_err(git)?;
-        }
+        as_fetched(&repo, url).map_err(git)?;
         let refs = upstream_refs(&repo).map_err(git)?;
         progress.start("listing missing objects", None);
         let missing = missing_objects(&repo).map_err(git)?;

@@ -67,25 +67,6 @@ fn print_submodules(
     Ok(done.problems.len())
 }
 
-/// Says what a mirror made from an incomplete source lacks, and what that means.
-fn note_missing(ctx: &Context, m: &Mirror, missing: &[mirror::MissingObject]) {
-    match missing {
-        [] => ctx.note(format!(
-            "note: {}: its history lacks no object (--allow-missing-objects was not needed)",
-            m.name
-        )),
-        [first, ..] => ctx.note(format!(
-            "note: {}: its history lacks {} object{} (the first: {first}), listed in `{}`; \
-             instances whose commits are whole are used as from any mirror, and `pack`, \
-             `validate` and `mirror verify` name one whose tree needs a missing object",
-            m.name,
-            missing.len(),
-            if missing.len() == 1 { "" } else { "s" },
-            m.path.join(mirror::MISSING_OBJECTS_FILE).display()
-        )),
-    }
-}
-
 pub(super) fn add(ctx: &Context, args: AddArgs) -> anyhow::Result<ExitCode> {
     if args.name.is_some() && args.sources.len() > 1 {
         bail!("--name names one mirror; give one source with it");
@@ -109,7 +90,7 @@ pub(super) fn add(ctx: &Context, args: AddArgs) -> anyhow::Result<ExitCode> {
                 &source.url,
                 progress.as_ref(),
             )?;
-            note_missing(ctx, &m, &missing);
+            super::show::note_missing(ctx, &m, &missing);
             (m, report)
         } else {
             Mirror::add(

@@ -1,4 +1,5 @@
-//! `mirror ls`, `mirror verify`, `mirror export`, `mirror version`: mirrors read.
+//! `mirror ls`, `mirror verify`, `mirror export`, `mirror version`: mirrors read (and what a
+//! mirror made from a source with holes lacks).
 
 use std::process::ExitCode;
 
@@ -52,6 +53,25 @@ struct Checked {
     problems: Vec<String>,
     /// Objects its history names that its source lacked (`mirror add --allow-missing-objects`).
     missing_from_history: usize,
+}
+
+/// Says what a mirror made from an incomplete source lacks, and what that means.
+pub(super) fn note_missing(ctx: &Context, m: &Mirror, missing: &[mirror::MissingObject]) {
+    match missing {
+        [] => ctx.note(format!(
+            "note: {}: its history lacks no object (--allow-missing-objects was not needed)",
+            m.name
+        )),
+        [first, ..] => ctx.note(format!(
+            "note: {}: its history lacks {} object{} (the first: {first}), listed in `{}`; \
+             instances whose commits are whole are used as from any mirror, and `pack`, \
+             `validate` and `mirror verify` name one whose tree needs a missing object",
+            m.name,
+            missing.len(),
+            if missing.len() == 1 { "" } else { "s" },
+            m.path.join(mirror::MISSING_OBJECTS_FILE).display()
+        )),
+    }
 }
 
 pub(super) fn verify(ctx: &Context, args: VerifyArgs) -> anyhow::Result<ExitCode> {
