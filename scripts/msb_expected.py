@@ -17,7 +17,8 @@ Multi-SWE-bench has one reading). Multi-SWE-bench's `TestResult` raises `ValueEr
 test is in two sets: the script names such a log, and the map gives the test FAILED over
 SKIPPED over PASSED, swe-ark's reading (docs/LOG-PARSERS.md).
 
-    python3 scripts/msb_expected.py --msb-git /work/.mirror/multi-swe-bench+multi-swe-bench/repo
+    git clone --bare https://github.com/multi-swe-bench/multi-swe-bench msb.git   # holds 24f493f8
+    python3 scripts/msb_expected.py --msb-git msb.git
     python3 scripts/msb_expected.py --msb-git GIT_DIR --check   # exit 1 if a file would change
 
 Any Python 3.9+, no packages, no network.
