@@ -328,6 +328,46 @@ fn bad_mounts_are_refused() {
 }
 
 #[test]
+fn hidden_programs_are_passed_by() {
+    if !confinement_or_skip() {
+        return;
+    }
+    let w = World::new();
+    // `od` (coreutils) through /bin: on a merged-/usr machine that is /usr/bin/od.
+    let script = r#"
+for d in /usr/bin /bin; do test -f $d/od && test -x $d/od && echo FOUND-IN-$d; done
+od </dev/null; echo "od exited $?"
+cat /usr/bin/od >/dev/null 2>&1 || echo unreadable
+test -f /usr/bin/cat && test -x /usr/bin/cat && echo others-kept
+"#;
+    let mut spec = w.spec(script);
+    spec.hidden = vec![PathBuf::from("/bin/od")];
+    let out = run(&w, &spec);
+    assert!(
+        out.success(),
+        "{out:?}
+{}",
+        w.text()
+    );
+    let text = w.text();
+    assert!(!text.contains("FOUND-IN"), "{text}");
+    for line in ["od exited 126", "unreadable", "others-kept"] {
+        assert!(text.contains(line), "no `{line}` in:\n{text}");
+    }
+    // Outside, nothing changed.
+    let od = std::fs::metadata("/usr/bin/od").unwrap();
+    assert!(od.is_file() && od.mode() & 0o111 != 0);
+    for bad in ["od", "/usr/bin", "/usr/bin/no-such-program-here"] {
+        let mut spec = w.spec("true");
+        spec.hidden = vec![PathBuf::from(bad)];
+        match sandbox::run(&spec) {
+            Err(SandboxError::InvalidSpec(why)) => assert!(why.contains(bad), "{why}"),
+            other => panic!("hiding {bad}: {other:?}"),
+        }
+    }
+}
+
+#[test]
 fn confined_command_cannot_mount_unshare_or_trace() {
     if !confinement_or_skip() {
         return;

@@ -3,7 +3,9 @@
 //! prefix) served as a flat repository on 127.0.0.1, a C repository made by code whose test
 //! target compiles with the machine's gcc and prints automake's `PASS:`/`FAIL:` lines, its
 //! instance imported, mirrored, locked (the closure taken, the machine's part left out),
-//! validated (each run from a fresh tree: its configure step's output seen every time), packed and replayed with the server gone and the network cut.
+//! validated (each run from a fresh tree: its configure step's output seen every time; the
+//! machine's `od`, which the context hides, not found), packed and replayed with the server
+//! gone and the network cut.
 
 mod common;
 
@@ -23,6 +25,7 @@ log_parser = "msb_jq"
 
 [defaults]
 debian = ["sweark-check"]
+hidden_programs = ["od"]
 test_cmd = "make check"
 
 [versions."gcc"]
@@ -154,6 +157,9 @@ fn c_repository(dir: &Path) -> String {
         dir.join("Makefile"),
         "check:\n\t@mkdir -p build; if [ -e build/configured ]; then echo cached; \
          else echo 'PASS: configured'; touch build/configured; fi\n\
+         \t@found=no; for d in $$(echo $$PATH | tr : ' '); do \
+         if test -f $$d/od && test -x $$d/od; then found=yes; fi; done; \
+         if [ $$found = no ]; then echo 'PASS: no-od'; else echo 'FAIL: no-od'; fi\n\
          \tSOURCES=add.c sweark-check\n",
     )
     .unwrap();
@@ -186,7 +192,7 @@ fn a_native_context_carries_its_packages_and_validates_and_replays_offline() {
         "repo": "acme/calc", "instance_id": "acme__calc-3", "base_commit": base,
         "patch": GOLD, "test_patch": TEST_PATCH, "problem_statement": "add subtracts",
         "hints_text": "", "created_at": "", "version": "gcc",
-        "FAIL_TO_PASS": "[\"add\"]", "PASS_TO_PASS": "[\"configured\", \"one\"]",
+        "FAIL_TO_PASS": "[\"add\"]", "PASS_TO_PASS": "[\"configured\", \"no-od\", \"one\"]",
         "environment_setup_commit": "",
     });
     let file = t.path("instances.jsonl");
@@ -234,7 +240,9 @@ fn a_native_context_carries_its_packages_and_validates_and_replays_offline() {
     // seen in every run, neither missing after the gold patch nor flaky.
     assert_eq!(row["verdict"], "kept", "{row}");
     assert_eq!(row["fail_to_pass"], 1, "{row}");
-    assert_eq!(row["pass_to_pass"], 2, "{row}");
+    // The context hides the machine's `od`, as an image without it: a configure-style
+    // search (`test -f && test -x` along PATH) passes it by.
+    assert_eq!(row["pass_to_pass"], 3, "{row}");
     assert_eq!(row["flaky"], 0, "{row}");
 
     run(&["pack", "--all-validated"]);

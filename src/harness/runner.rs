@@ -18,6 +18,38 @@ use crate::sandbox::{self, Mount, Network, Spec};
 /// RLIMIT_FSIZE of a confined command: 16 GiB.
 const FILE_SIZE_LIMIT: u64 = 16 << 30;
 
+/// The machine's folders of programs that a search for one looks in: PATH's system part, and
+/// the `sbin` folders cmake's `find_program` looks in too.
+const SYSTEM_PROGRAM_DIRS: &[&str] = &[
+    "/usr/local/bin",
+    "/usr/local/sbin",
+    "/usr/bin",
+    "/usr/sbin",
+    "/bin",
+    "/sbin",
+];
+
+/// The files the machine has for `programs` in its program folders, each once (followed to
+/// the file it names: `/bin` is `/usr/bin` on a merged-`/usr` system). A program the machine
+/// lacks has none: runs then see what its image had either way.
+fn hidden_files(programs: &[String]) -> Vec<PathBuf> {
+    let mut files = std::collections::BTreeSet::new();
+    for dir in SYSTEM_PROGRAM_DIRS {
+        for name in programs {
+            let path = Path::new(dir).join(name);
+            if let Ok(file) = std::fs::canonicalize(&path)
+                && file.is_file()
+            {
+                files.insert(file);
+            }
+        }
+    }
+    if !files.is_empty() {
+        tracing::debug!("hidden from the runs: {files:?}");
+    }
+    files.into_iter().collect()
+}
+
 /// Runs an instance's commands in its work tree, through the sandbox.
 pub(crate) struct Runner<'a> {
     /// The instance's work directory on the host (`src/`, `logs/`, `tmp/`, `services/`).
@@ -38,6 +70,8 @@ pub(crate) struct Runner<'a> {
     binds: Vec<(PathBuf, PathBuf)>,
     /// What every run sees at the fixed layout's places.
     mounts: Vec<Mount>,
+    /// The machine's files of the context's hidden programs.
+    hidden: Vec<PathBuf>,
     /// The instance's own /tmp (`work/tmp`).
     tmp: PathBuf,
     /// What every run of a confined instance may do (None: unconfined).
@@ -99,6 +133,7 @@ impl<'a> Runner<'a> {
             services,
             binds: Vec::new(),
             mounts,
+            hidden: hidden_files(&ctx.hidden_programs),
             tmp,
             confine,
             _tmpfs: tmpfs,
@@ -183,6 +218,7 @@ impl<'a> Runner<'a> {
         spec.output_cap = OUTPUT_CAP;
         spec.hosts = self.services.hosts.clone();
         spec.binds = self.binds.clone();
+        spec.hidden = self.hidden.clone();
         spec.tmp = Some(self.tmp.clone());
         spec.confine = self.confine.clone();
         spec.mounts = self.mounts.clone();

@@ -276,6 +276,8 @@ struct Fields {
     conda_environment: Option<Vec<String>>,
     /// Debian packages a native (C/C++) context carries (`crate::context::native`).
     debian: Option<Vec<String>>,
+    /// Programs of the machine the context's runs do not see (its image had none).
+    hidden_programs: Option<Vec<String>>,
     pre_install: Option<Vec<String>>,
     install: Option<String>,
     test_cmd: Option<String>,
@@ -303,6 +305,12 @@ struct File {
     #[serde(default)]
     defaults: Fields,
     versions: BTreeMap<String, Fields>,
+}
+
+/// A program's file name, as a search of PATH takes it: not empty, no `/`, no NUL, not `.`
+/// or `..`.
+pub(crate) fn is_program_name(name: &str) -> bool {
+    !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\0'])
 }
 
 /// A command that needs the system's package manager: outside a Python lock, and not run.
@@ -361,6 +369,12 @@ pub struct Context {
     /// (and so left out of `env/spec.toml`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub debian: Vec<String>,
+    /// Programs of the machine that the context's runs do not see, because the image its
+    /// dataset ran in had none (valgrind, which some builds use when they find it): each file
+    /// of that name in the system's program folders is hidden ([`crate::sandbox::Spec::hidden`]).
+    /// Left out of `env/spec.toml` when empty, so that other contexts' bundles keep their ids.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hidden_programs: Vec<String>,
     pub pre_install: Vec<String>,
     pub install: String,
     pub test_cmd: String,
@@ -456,6 +470,7 @@ impl RepoManifest {
             pip_packages: pick(&v.pip_packages, &d.pip_packages),
             conda_environment: pick(&v.conda_environment, &d.conda_environment),
             debian: pick(&v.debian, &d.debian),
+            hidden_programs: pick(&v.hidden_programs, &d.hidden_programs),
             pre_install: pick(&v.pre_install, &d.pre_install),
             install: either(&v.install, &d.install).unwrap_or_default(),
             test_cmd: either(&v.test_cmd, &d.test_cmd).ok_or_else(|| incomplete("test_cmd"))?,
@@ -502,6 +517,16 @@ fn parse(path: &Path, text: &str) -> Result<RepoManifest, ManifestError> {
         }
         if let Some(services) = &fields.services {
             check_services(services).map_err(|e| invalid(format!("{version}: {e}")))?;
+        }
+        if let Some(bad) = fields
+            .hidden_programs
+            .iter()
+            .flatten()
+            .find(|p| !is_program_name(p))
+        {
+            return Err(invalid(format!(
+                "{version}: hidden_programs: \"{bad}\" is not a program's file name (no `/`, not empty, not `.` or `..`)"
+            )));
         }
     }
     if let Some(rule) = &file.version_rule {
@@ -754,6 +779,13 @@ pulls = [1, 99]
             (
                 GOOD.replace("acme/widgets", "acme/other"),
                 "must be named acme__other.toml",
+            ),
+            (
+                GOOD.replace(
+                    "[defaults]\n",
+                    "[defaults]\nhidden_programs = [\"/usr/bin/valgrind\"]\n",
+                ),
+                "hidden_programs: \"/usr/bin/valgrind\" is not a program's file name",
             ),
         ];
         for (text, expected) in cases {

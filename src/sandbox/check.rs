@@ -37,6 +37,15 @@ pub(super) fn check(spec: &Spec) -> Result<(), SandboxError> {
             }
         }
     }
+    for path in &spec.hidden {
+        let file = std::fs::metadata(path);
+        if !path.is_absolute() || file.as_ref().map_or(true, |m| m.is_dir()) {
+            return Err(SandboxError::InvalidSpec(format!(
+                "cannot hide {}: it is not the absolute path of an existing file",
+                path.display()
+            )));
+        }
+    }
     for name in spec.hosts.keys() {
         if !is_host_name(name) {
             return Err(SandboxError::InvalidSpec(format!(

@@ -135,6 +135,12 @@ pub struct Spec {
     /// namespace, so the targets do not change outside (e.g. a CA bundle with a CA of the run's
     /// added). Both must exist.
     pub binds: Vec<(PathBuf, PathBuf)>,
+    /// Files of the machine the run does not see as they are: each is shown as `/dev/null`
+    /// (a bind in its own mount namespace, where a root of its own allows no device), so it
+    /// is neither a regular file nor executable, and searches for a program pass it by (a
+    /// program the run's image lacked, such as valgrind). Each must exist and not be a
+    /// directory; a link is followed to the file it names.
+    pub hidden: Vec<PathBuf>,
     /// A directory the run sees as its `/tmp` (a bind mount in its own mount namespace), so
     /// that runs side by side do not share, or clean up, each other's temporary files (pytest's
     /// `/tmp/pytest-of-USER`), as each SWE-bench container has its own `/tmp`. None: the
@@ -149,6 +155,9 @@ pub struct Spec {
     /// namespace; its `HOME` is then [`RUN_HOME`].
     pub mounts: Vec<Mount>,
 }
+
+/// What a hidden file is shown as.
+const HIDING_FILE: &str = "/dev/null";
 
 impl Spec {
     /// `program` with no arguments, an isolated network, no timeout or limits, and
@@ -171,10 +180,21 @@ impl Spec {
             output_cap: DEFAULT_OUTPUT_CAP,
             hosts: BTreeMap::new(),
             binds: Vec::new(),
+            hidden: Vec::new(),
             tmp: None,
             confine: None,
             mounts: Vec::new(),
         }
+    }
+
+    /// What the run sees in place of what: [`Spec::binds`], then `/dev/null` in place of
+    /// each of [`Spec::hidden`] (followed to the file it names).
+    pub(crate) fn shown_binds(&self) -> Vec<(PathBuf, PathBuf)> {
+        let hidden = self.hidden.iter().map(|path| {
+            let file = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
+            (PathBuf::from(HIDING_FILE), file)
+        });
+        self.binds.iter().cloned().chain(hidden).collect()
     }
 
     /// Whether the run gets a root filesystem of its own: confined, or given mounts.

@@ -37,7 +37,7 @@ pub(super) fn run_files(spec: &Spec, rundir: &Path) -> Result<RunFiles, SandboxE
         Some(path)
     };
     let binds = spec
-        .binds
+        .shown_binds()
         .iter()
         .map(|(from, to)| Ok((c_path(from)?, c_path(to)?)))
         .collect::<Result<Vec<_>, SandboxError>>()?;
@@ -178,12 +178,13 @@ pub(super) fn root_plan(
     }
     let root = rundir.join("root");
     fs::create_dir(&root).map_err(|e| prepare("creating the run's root", e))?;
+    let binds = spec.shown_binds();
     let inputs = root::RootInputs {
         names: root::NameFiles {
             resolv_conf: files.resolv_conf.as_deref(),
             hosts: files.hosts_file.as_deref(),
         },
-        binds: &spec.binds,
+        binds: &binds,
         tmp: spec.tmp.as_deref(),
         mounts: &spec.mounts,
         tmpfs_size: spec

@@ -259,8 +259,11 @@ pub(super) fn run_notes(
     let mut notes = report.notes(
         mode,
         attempts,
-        !spec.hosts.is_empty() || !spec.binds.is_empty() || spec.tmp.is_some(),
-        &spec.binds,
+        !spec.hosts.is_empty()
+            || !spec.binds.is_empty()
+            || !spec.hidden.is_empty()
+            || spec.tmp.is_some(),
+        &spec.shown_binds(),
     );
     if let Some(why) = &captured.unfinished {
         notes.push(why.clone());
