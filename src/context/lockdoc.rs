@@ -3,7 +3,11 @@
 //! says only what differs (its runtime, its packages, what a machine must still have, how its
 //! environment is built).
 
+use std::fmt::Display;
 use std::path::Path;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 use super::{Built, ContextError, Lock, NeededObject};
 use crate::digest::Sha256Digest;
@@ -29,6 +33,45 @@ pub trait LockDocument: Send + Sync {
         objects: &ObjectStore,
         cache_root: &Path,
     ) -> Result<Box<dyn Built>, ContextError>;
+}
+
+/// A lock document's TOML text, as the bytes its id hashes. Err: what serde said.
+pub fn to_toml<D: Serialize>(doc: &D) -> Result<Vec<u8>, String> {
+    toml::to_string(doc)
+        .map(String::into_bytes)
+        .map_err(|e| e.to_string())
+}
+
+/// A lock document read from `bytes`: UTF-8 TOML of `D`'s form whose `lock-version`
+/// (`version_of`) is `expected`. Err: the sentence that says what is wrong.
+pub fn from_toml<D: DeserializeOwned>(
+    bytes: &[u8],
+    expected: &str,
+    version_of: impl for<'a> Fn(&'a D) -> &'a str,
+) -> Result<D, String> {
+    let text = std::str::from_utf8(bytes).map_err(|e| format!("not UTF-8: {e}"))?;
+    let doc: D = toml::from_str(text).map_err(|e| e.to_string())?;
+    let found = version_of(&doc);
+    if found != expected {
+        return Err(format!(
+            "lock-version is {found}; this swe-ark reads {expected}"
+        ));
+    }
+    Ok(doc)
+}
+
+/// The lock `id` read from its `bytes` with its kind's `parse`, as a [`Lock`]; a document that
+/// does not parse is a [`ContextError::BadLock`].
+pub fn read_lock<D: LockDocument + 'static, E: Display>(
+    id: Sha256Digest,
+    bytes: &[u8],
+    parse: fn(&[u8]) -> Result<D, E>,
+) -> Result<Box<dyn Lock>, ContextError> {
+    let lock = parse(bytes).map_err(|e| ContextError::BadLock {
+        id: id.hex(),
+        detail: e.to_string(),
+    })?;
+    Ok(Box::new(ReadLock { id, lock }))
 }
 
 /// A lock document read back, with the id (the sha256 of its bytes) it was read by.

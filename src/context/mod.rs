@@ -90,9 +90,16 @@ pub trait Kind: Sync {
     /// A lock of this kind, read from its bytes (whose sha256 is `id`).
     fn read_lock(&self, id: Sha256Digest, bytes: &[u8]) -> Result<Box<dyn Lock>, ContextError>;
 
-    /// The test command of an instance whose test patch is `test_patch`: the context's, with
-    /// the tests the patch touches.
-    fn test_command(&self, ctx: &Context, test_patch: &str) -> TestCommand;
+    /// The test command of an instance whose test patch is `test_patch`. By default the
+    /// context's as it is: the suite's own runner (cargo, npm's test script, the build's
+    /// check target) runs every test. Python's adds the test files the patch touches.
+    fn test_command(&self, ctx: &Context, test_patch: &str) -> TestCommand {
+        let _ = test_patch;
+        TestCommand {
+            directives: Vec::new(),
+            command: ctx.test_cmd.clone(),
+        }
+    }
 
     /// The log parser a context of this kind names when its manifest names none.
     fn default_parser(&self) -> &'static str;
@@ -100,7 +107,11 @@ pub trait Kind: Sync {
     /// What the context's own definition asks for, read from the instance's work tree, that
     /// an environment of this kind cannot have here (a package only conda provides, a system
     /// program): a published test that needed one cannot come out as published.
-    fn unavailable(&self, ctx: &Context, work_tree: &Path) -> Vec<Unavailable>;
+    /// By default nothing: only Python's contexts ask for what cannot be had (conda).
+    fn unavailable(&self, ctx: &Context, work_tree: &Path) -> Vec<Unavailable> {
+        let _ = (ctx, work_tree);
+        Vec::new()
+    }
 
     /// What of the work tree one evaluation or run leaves for the next. `None`: all of it.
     /// `Some(kept)`: before each evaluation after the first, and each run after the first,

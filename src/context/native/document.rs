@@ -66,22 +66,15 @@ pub struct Deb {
 
 impl NativeLock {
     pub fn to_bytes(&self) -> Result<Vec<u8>, NativeError> {
-        toml::to_string(self)
-            .map(String::into_bytes)
-            .map_err(|e| NativeError::Document(e.to_string()))
+        crate::context::lockdoc::to_toml(self).map_err(NativeError::Document)
     }
 
     pub fn parse(bytes: &[u8]) -> Result<NativeLock, NativeError> {
-        let text = std::str::from_utf8(bytes)
-            .map_err(|e| NativeError::Document(format!("not UTF-8: {e}")))?;
         let lock: NativeLock =
-            toml::from_str(text).map_err(|e| NativeError::Document(e.to_string()))?;
-        if lock.lock_version != LOCK_VERSION {
-            return Err(NativeError::Document(format!(
-                "lock-version is {}; this swe-ark reads {LOCK_VERSION}",
-                lock.lock_version
-            )));
-        }
+            crate::context::lockdoc::from_toml(bytes, LOCK_VERSION, |l: &NativeLock| {
+                &l.lock_version
+            })
+            .map_err(NativeError::Document)?;
         for p in &lock.packages {
             digest(&p.sha256)?;
         }

@@ -12,8 +12,8 @@ mod locking;
 
 use std::path::Path;
 
-use super::lockdoc::{LockDocument, ReadLock};
-use super::{Built, ContextError, Kind, Lock, LockOptions, LockSummary, TestCommand, Unavailable};
+use super::lockdoc::{self, LockDocument};
+use super::{Built, ContextError, Kind, Lock, LockOptions, LockSummary};
 use crate::digest::Sha256Digest;
 use crate::manifest::Context;
 use crate::store::{Ark, ObjectStore};
@@ -76,28 +76,12 @@ impl Kind for Native {
     }
 
     fn read_lock(&self, id: Sha256Digest, bytes: &[u8]) -> Result<Box<dyn Lock>, ContextError> {
-        let lock = NativeLock::parse(bytes).map_err(|e| ContextError::BadLock {
-            id: id.hex(),
-            detail: e.to_string(),
-        })?;
-        Ok(Box::new(ReadLock { id, lock }))
-    }
-
-    /// The context's test command as it is: the build runs every test.
-    fn test_command(&self, ctx: &Context, _test_patch: &str) -> TestCommand {
-        TestCommand {
-            directives: Vec::new(),
-            command: ctx.test_cmd.clone(),
-        }
+        lockdoc::read_lock(id, bytes, NativeLock::parse)
     }
 
     /// Automake's `PASS: x` / `FAIL: y` (Multi-SWE-bench's reading of jq's `make check`).
     fn default_parser(&self) -> &'static str {
         "msb_jq"
-    }
-
-    fn unavailable(&self, _ctx: &Context, _work_tree: &Path) -> Vec<Unavailable> {
-        Vec::new()
     }
 
     /// Nothing: each run configures and builds from the tree as checked out, patched and

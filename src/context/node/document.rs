@@ -121,22 +121,13 @@ pub struct Tarball {
 
 impl NodeLock {
     pub fn to_bytes(&self) -> Result<Vec<u8>, NodeError> {
-        toml::to_string(self)
-            .map(String::into_bytes)
-            .map_err(|e| NodeError::Document(e.to_string()))
+        crate::context::lockdoc::to_toml(self).map_err(NodeError::Document)
     }
 
     pub fn parse(bytes: &[u8]) -> Result<NodeLock, NodeError> {
-        let text = std::str::from_utf8(bytes)
-            .map_err(|e| NodeError::Document(format!("not UTF-8: {e}")))?;
         let lock: NodeLock =
-            toml::from_str(text).map_err(|e| NodeError::Document(e.to_string()))?;
-        if lock.lock_version != LOCK_VERSION {
-            return Err(NodeError::Document(format!(
-                "lock-version is {}; this swe-ark reads {LOCK_VERSION}",
-                lock.lock_version
-            )));
-        }
+            crate::context::lockdoc::from_toml(bytes, LOCK_VERSION, |l: &NodeLock| &l.lock_version)
+                .map_err(NodeError::Document)?;
         for t in &lock.tarballs {
             digest(&t.sha256)?;
         }

@@ -14,8 +14,8 @@ mod runtime;
 
 use std::path::Path;
 
-use super::lockdoc::{LockDocument, ReadLock};
-use super::{Built, ContextError, Kind, Lock, LockOptions, LockSummary, TestCommand, Unavailable};
+use super::lockdoc::{self, LockDocument};
+use super::{Built, ContextError, Kind, Lock, LockOptions, LockSummary};
 use crate::digest::Sha256Digest;
 use crate::manifest::Context;
 use crate::store::{Ark, ObjectStore};
@@ -106,29 +106,13 @@ impl Kind for Node {
     }
 
     fn read_lock(&self, id: Sha256Digest, bytes: &[u8]) -> Result<Box<dyn Lock>, ContextError> {
-        let lock = NodeLock::parse(bytes).map_err(|e| ContextError::BadLock {
-            id: id.hex(),
-            detail: e.to_string(),
-        })?;
-        Ok(Box::new(ReadLock { id, lock }))
-    }
-
-    /// The context's test command as it is: the repository's own test script runs its suite.
-    fn test_command(&self, ctx: &Context, _test_patch: &str) -> TestCommand {
-        TestCommand {
-            directives: Vec::new(),
-            command: ctx.test_cmd.clone(),
-        }
+        lockdoc::read_lock(id, bytes, NodeLock::parse)
     }
 
     /// Multi-SWE-bench's reading of jest's verbose output (`PASS suite`, `✓ test`), which its
     /// dayjs and darkreader parsers share.
     fn default_parser(&self) -> &'static str {
         "msb_dayjs"
-    }
-
-    fn unavailable(&self, _ctx: &Context, _work_tree: &Path) -> Vec<Unavailable> {
-        Vec::new()
     }
 
     /// `node_modules`, as the image had it installed (`npm ci` makes it again anyway).

@@ -97,22 +97,13 @@ pub struct Crate {
 
 impl RustLock {
     pub fn to_bytes(&self) -> Result<Vec<u8>, RustError> {
-        toml::to_string(self)
-            .map(String::into_bytes)
-            .map_err(|e| RustError::Document(e.to_string()))
+        crate::context::lockdoc::to_toml(self).map_err(RustError::Document)
     }
 
     pub fn parse(bytes: &[u8]) -> Result<RustLock, RustError> {
-        let text = std::str::from_utf8(bytes)
-            .map_err(|e| RustError::Document(format!("not UTF-8: {e}")))?;
         let lock: RustLock =
-            toml::from_str(text).map_err(|e| RustError::Document(e.to_string()))?;
-        if lock.lock_version != LOCK_VERSION {
-            return Err(RustError::Document(format!(
-                "lock-version is {}; this swe-ark reads {LOCK_VERSION}",
-                lock.lock_version
-            )));
-        }
+            crate::context::lockdoc::from_toml(bytes, LOCK_VERSION, |l: &RustLock| &l.lock_version)
+                .map_err(RustError::Document)?;
         for c in &lock.crates {
             digest(&c.sha256)?;
         }

@@ -14,8 +14,8 @@ mod toolchain;
 
 use std::path::Path;
 
-use super::lockdoc::{LockDocument, ReadLock};
-use super::{Built, ContextError, Kind, Lock, LockOptions, LockSummary, TestCommand, Unavailable};
+use super::lockdoc::{self, LockDocument};
+use super::{Built, ContextError, Kind, Lock, LockOptions, LockSummary};
 use crate::digest::Sha256Digest;
 use crate::manifest::Context;
 use crate::store::{Ark, ObjectStore};
@@ -95,29 +95,13 @@ impl Kind for Rust {
     }
 
     fn read_lock(&self, id: Sha256Digest, bytes: &[u8]) -> Result<Box<dyn Lock>, ContextError> {
-        let lock = RustLock::parse(bytes).map_err(|e| ContextError::BadLock {
-            id: id.hex(),
-            detail: e.to_string(),
-        })?;
-        Ok(Box::new(ReadLock { id, lock }))
-    }
-
-    /// The context's test command as it is: cargo runs every test target.
-    fn test_command(&self, ctx: &Context, _test_patch: &str) -> TestCommand {
-        TestCommand {
-            directives: Vec::new(),
-            command: ctx.test_cmd.clone(),
-        }
+        lockdoc::read_lock(id, bytes, RustLock::parse)
     }
 
     /// Multi-SWE-bench's reading of `cargo test` (`test NAME ... ok`), its Rust
     /// repositories' parser.
     fn default_parser(&self) -> &'static str {
         "msb_cargo"
-    }
-
-    fn unavailable(&self, _ctx: &Context, _work_tree: &Path) -> Vec<Unavailable> {
-        Vec::new()
     }
 
     /// cargo's `target`: the next run rebuilds only what changed, with the same results.
