@@ -2,8 +2,8 @@
 //! SWE-bench's own parsers give for it, swebench 4.1.0's (`<fixture>.expected.json`) and 5.0.2's
 //! (`<fixture>.expected-5.json`), both made by `generate_expected.py` (for the Multi-SWE-bench
 //! parsers, `msb_*` and the runner parsers `jest`, `mocha`, `vitest`, `tap`, `cargo`, `ctest`,
-//! `googletest` and `automake`, its own functions' maps, by `generate_expected_msb.py` and
-//! `scripts/msb_expected.py`), then hand-checked facts about each.
+//! `googletest` and `automake`, its own functions' maps, by `scripts/msb_expected.py`), then
+//! hand-checked facts about each.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
