@@ -35,27 +35,39 @@ pub trait LockDocument: Send + Sync {
     ) -> Result<Box<dyn Built>, ContextError>;
 }
 
-/// A lock document's TOML text, as the bytes its id hashes. Err: what serde said.
-pub fn to_toml<D: Serialize>(doc: &D) -> Result<Vec<u8>, String> {
+/// Why a lock document cannot be written or read.
+#[derive(Debug, thiserror::Error)]
+pub enum DocumentError {
+    #[error("not UTF-8: {0}")]
+    NotUtf8(#[from] std::str::Utf8Error),
+    #[error("{0}")]
+    Toml(String),
+    #[error("lock-version is {found}; this swe-ark reads {expected}")]
+    Version { found: String, expected: String },
+}
+
+/// A lock document's TOML text, as the bytes its id hashes.
+pub fn to_toml<D: Serialize>(doc: &D) -> Result<Vec<u8>, DocumentError> {
     toml::to_string(doc)
         .map(String::into_bytes)
-        .map_err(|e| e.to_string())
+        .map_err(|e| DocumentError::Toml(e.to_string()))
 }
 
 /// A lock document read from `bytes`: UTF-8 TOML of `D`'s form whose `lock-version`
-/// (`version_of`) is `expected`. Err: the sentence that says what is wrong.
+/// (`version_of`) is `expected`.
 pub fn from_toml<D: DeserializeOwned>(
     bytes: &[u8],
     expected: &str,
     version_of: impl for<'a> Fn(&'a D) -> &'a str,
-) -> Result<D, String> {
-    let text = std::str::from_utf8(bytes).map_err(|e| format!("not UTF-8: {e}"))?;
-    let doc: D = toml::from_str(text).map_err(|e| e.to_string())?;
+) -> Result<D, DocumentError> {
+    let text = std::str::from_utf8(bytes)?;
+    let doc: D = toml::from_str(text).map_err(|e| DocumentError::Toml(e.to_string()))?;
     let found = version_of(&doc);
     if found != expected {
-        return Err(format!(
-            "lock-version is {found}; this swe-ark reads {expected}"
-        ));
+        return Err(DocumentError::Version {
+            found: found.to_string(),
+            expected: expected.to_string(),
+        });
     }
     Ok(doc)
 }

@@ -256,7 +256,7 @@ impl<'a> Instance<'a> {
             let t = Instant::now();
             self.runner.setup(&self.ctx, self.record.as_ref())?;
             self.time("setup", t.elapsed().as_secs_f64());
-            self.after_setup = self.tree_state()?;
+            self.after_setup = self.tree_state("after-setup")?;
         } else if let Some(state) = &self.after_setup {
             // As a new container from the image: nothing of the earlier evaluations' runs.
             let state = state.clone();
@@ -295,7 +295,11 @@ impl<'a> Instance<'a> {
                 Reason::TestPatchDoesNotApply,
             )?;
         }
-        let before_runs = if e.runs > 1 { self.tree_state()? } else { None };
+        let before_runs = if e.runs > 1 {
+            self.tree_state("before-runs")?
+        } else {
+            None
+        };
         for k in 1..=e.runs.max(1) {
             let step = if e.numbered {
                 format!("{}-{k}", e.name)
@@ -313,27 +317,33 @@ impl<'a> Instance<'a> {
         Ok(())
     }
 
-    /// The work tree's paths now, when the kind keeps only some of what runs leave.
-    fn tree_state(&self) -> Result<Option<fresh::TreeState>, Stop> {
+    /// The work tree now (its index in the work directory's `NAME.index`), when the kind
+    /// keeps only some of what runs leave.
+    fn tree_state(&self, name: &str) -> Result<Option<fresh::TreeState>, Stop> {
         let Some(kept) = self.kept else {
             return Ok(None);
         };
-        fresh::TreeState::of(&self.runner.tree, kept)
+        let index = self.runner.work().join(format!("{name}.index"));
+        fresh::TreeState::of(&self.runner.tree, kept, &index)
             .map(Some)
-            .map_err(|e| Stop(Reason::Io, format!("cannot list the work tree: {e}")))
+            .map_err(|e| Stop(Reason::Io, format!("cannot record the work tree: {e}")))
     }
 
-    /// Removes what the tree did not hold at `state` (but the kind's kept paths), timed as
-    /// `step`.
+    /// Puts the tree back as it was at `state` (but the kind's kept paths), timed as `step`.
     fn restore_tree(&mut self, state: &fresh::TreeState, step: &str) -> Result<(), Stop> {
         let kept = self.kept.unwrap_or_default();
         let t = Instant::now();
-        state.restore(&self.runner.tree, kept).map_err(|e| {
+        let restored = state.restore(&self.runner.tree, kept).map_err(|e| {
             Stop(
                 Reason::Io,
-                format!("cannot remove what the last run left in the work tree: {e}"),
+                format!("cannot put the work tree back as it was before the last run: {e}"),
             )
         })?;
+        tracing::debug!(
+            "{step}: {} paths removed, {} files put back",
+            restored.removed,
+            restored.put_back
+        );
         self.time(step, t.elapsed().as_secs_f64());
         Ok(())
     }

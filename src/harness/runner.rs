@@ -140,6 +140,11 @@ impl<'a> Runner<'a> {
         })
     }
 
+    /// The instance's work directory on the host.
+    pub(crate) fn work(&self) -> &Path {
+        self.work
+    }
+
     /// `confined` or `unconfined`, as results and reports record it.
     pub(crate) fn confinement(&self) -> &'static str {
         if self.confine.is_some() {

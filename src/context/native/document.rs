@@ -66,7 +66,7 @@ pub struct Deb {
 
 impl NativeLock {
     pub fn to_bytes(&self) -> Result<Vec<u8>, NativeError> {
-        crate::context::lockdoc::to_toml(self).map_err(NativeError::Document)
+        crate::context::lockdoc::to_toml(self).map_err(|e| NativeError::Document(e.to_string()))
     }
 
     pub fn parse(bytes: &[u8]) -> Result<NativeLock, NativeError> {
@@ -74,7 +74,7 @@ impl NativeLock {
             crate::context::lockdoc::from_toml(bytes, LOCK_VERSION, |l: &NativeLock| {
                 &l.lock_version
             })
-            .map_err(NativeError::Document)?;
+            .map_err(|e| NativeError::Document(e.to_string()))?;
         for p in &lock.packages {
             digest(&p.sha256)?;
         }

@@ -121,13 +121,13 @@ pub struct Tarball {
 
 impl NodeLock {
     pub fn to_bytes(&self) -> Result<Vec<u8>, NodeError> {
-        crate::context::lockdoc::to_toml(self).map_err(NodeError::Document)
+        crate::context::lockdoc::to_toml(self).map_err(|e| NodeError::Document(e.to_string()))
     }
 
     pub fn parse(bytes: &[u8]) -> Result<NodeLock, NodeError> {
         let lock: NodeLock =
             crate::context::lockdoc::from_toml(bytes, LOCK_VERSION, |l: &NodeLock| &l.lock_version)
-                .map_err(NodeError::Document)?;
+                .map_err(|e| NodeError::Document(e.to_string()))?;
         for t in &lock.tarballs {
             digest(&t.sha256)?;
         }

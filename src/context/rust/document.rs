@@ -97,13 +97,13 @@ pub struct Crate {
 
 impl RustLock {
     pub fn to_bytes(&self) -> Result<Vec<u8>, RustError> {
-        crate::context::lockdoc::to_toml(self).map_err(RustError::Document)
+        crate::context::lockdoc::to_toml(self).map_err(|e| RustError::Document(e.to_string()))
     }
 
     pub fn parse(bytes: &[u8]) -> Result<RustLock, RustError> {
         let lock: RustLock =
             crate::context::lockdoc::from_toml(bytes, LOCK_VERSION, |l: &RustLock| &l.lock_version)
-                .map_err(RustError::Document)?;
+                .map_err(|e| RustError::Document(e.to_string()))?;
         for c in &lock.crates {
             digest(&c.sha256)?;
         }
