@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
-"""The real-data trial: the whole swe-ark pipeline on a SWE-bench dataset file and a folder of
-repository mirrors, with a table of what happened to every instance.
+"""The real-data trial: the whole swe-ark pipeline on a dataset file (SWE-bench's rows or
+Multi-SWE-bench's) and a folder of repository mirrors, with a table of what happened to every
+instance.
 
 For every instance of --data whose repository has a mirror in --mirrors:
-  1. `mirror add` (from the local mirror: no network) and `import` of the dataset;
-  2. `env lock` of every (repository, version) the instances use — the one online step (PyPI,
-     as of the environment setup commit's date);
+  1. `import` of the dataset, then `mirror add` (from the local mirror: no network; a
+     snapshot that lacks objects with `--allow-missing-objects`; submodules the instances'
+     commits name from --git-base);
+  2. `env lock` of every (repository, version) the instances use, as `import` gave them (a
+     Multi-SWE-bench row names none: swe-ark's manifests choose) — the one online step (PyPI,
+     crates.io, npm, Debian, as of the dataset's environments date);
   3. `validate`: the tests before and after the gold patch, offline; kept only when
      FAIL_TO_PASS and PASS_TO_PASS are reproduced exactly;
   4. `pack --all-validated`, `release create`, `export` to one file;
@@ -27,8 +31,14 @@ the pipeline itself failed. Standard library only.
 
 Usage: python3 scripts/trial.py --swe-ark target/release/swe-ark --mirrors DIR
            --data swe-bench-lite-dev.jsonl [--work target/trial]
-           [--repos OWNER/NAME,...] [--jobs 2] [--out FILE]
-           [--environments-as-of WHEN|commit] [--dataset NAME]
+           [--repos OWNER/NAME,...] [--jobs 2] [--runs 3] [--out FILE]
+           [--environments-as-of WHEN|commit] [--dataset NAME] [--git-base URL]
+
+Multi-SWE-bench's file, a few repositories at a time (submodules, such as jq's oniguruma, from
+a folder of snapshots laid out as OWNER/NAME under --git-base):
+
+    python3 scripts/trial.py --mirrors /work/.mirror --data multi-swe-bench-dev.jsonl \
+        --repos tokio-rs/bytes,jqlang/jq --runs 1 --git-base file:///path/to/snapshots
 """
 
 import argparse
@@ -52,6 +62,16 @@ def log(msg):
     print(msg, file=sys.stderr, flush=True)
 
 
+def repo_of(row):
+    """OWNER/NAME of a SWE-bench row (`repo`) or a Multi-SWE-bench row (`org`, `repo`)."""
+    return row["repo"] if "/" in row["repo"] else f'{row["org"]}/{row["repo"]}'
+
+
+def base_of(row):
+    """The base commit of a SWE-bench row, or of a Multi-SWE-bench row (`base.sha`)."""
+    return row.get("base_commit") or row["base"]["sha"]
+
+
 def find_mirror(mirrors, repo):
     owner, name = repo.split("/")
     for rel in (f"{owner}+{name}/repo", f"{owner}+{name}.git", f"{owner}__{name}.git"):
@@ -64,8 +84,8 @@ def find_mirror(mirrors, repo):
 def partial_mirror(snapshot, repo, records, into):
     """A bare repository with the history of the base and environment setup commits of
     `repo`'s instances only, fetched from `snapshot`; None when that history is incomplete."""
-    commits = sorted({c for r in records if r["repo"] == repo
-                      for c in (r["base_commit"], r["environment_setup_commit"])})
+    commits = sorted({c for r in records if repo_of(r) == repo
+                      for c in (base_of(r), r.get("environment_setup_commit")) if c})
     dest = os.path.join(into, repo.replace("/", "__") + ".git")
     shutil.rmtree(dest, ignore_errors=True)
     os.makedirs(dest)
@@ -117,6 +137,10 @@ def main():
     ap.add_argument("--work", default=os.path.join(ROOT, "target", "trial"))
     ap.add_argument("--repos", default="")
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--runs", type=int, default=3,
+                    help="passed to `validate --runs` (runs after the gold patch)")
+    ap.add_argument("--git-base", default="",
+                    help="passed to `mirror add --git-base`: where submodules are found")
     ap.add_argument("--out")
     ap.add_argument("--dataset", default="",
                     help="passed to `import --dataset` (default: swe-ark's, swe-bench)")
@@ -161,39 +185,20 @@ def main():
 
     records = [json.loads(l) for l in open(args.data) if l.strip()]
     wanted = {r for r in args.repos.split(",") if r}
-    rows = {r["instance_id"]: {"repo": r["repo"], "version": r["version"]} for r in records
-            if not wanted or r["repo"] in wanted}
+    rows = {r["instance_id"]: {"repo": repo_of(r), "version": r.get("version") or "-"}
+            for r in records if not wanted or repo_of(r) in wanted}
     repos = sorted({v["repo"] for v in rows.values()})
 
-    # 1. Mirrors and the dataset.
-    mirrored = []
-    for repo in repos:
-        path = find_mirror(args.mirrors, repo)
-        if not path:
-            for row in rows.values():
-                if row["repo"] == repo:
-                    row["mirror"] = "no mirror"
-            continue
-        code, out = sa(f"mirror {repo}", ["--ark", ark, "mirror", "add", path, "--name", repo],
-                       ok=(0, 1, 2))
-        how = "ok"
-        if code != 0:
-            # A snapshot that lacks objects somewhere in its history (large files left out):
-            # mirror only the history of the commits the instances need, when that is complete.
-            partial = partial_mirror(path, repo, records, os.path.join(work, "partial"))
-            if partial:
-                code, out = sa(f"mirror {repo}", ["--ark", ark, "mirror", "add", partial,
-                                                  "--name", repo], ok=(0, 1, 2))
-                how = "ok (history of the needed commits only)"
-        for row in rows.values():
-            if row["repo"] == repo:
-                row["mirror"] = how if code == 0 else "incomplete snapshot"
-        if code == 0:
-            mirrored.append(repo)
+    # 1. The dataset (the rows of repositories with a mirror), then the mirrors: `mirror add`
+    # mirrors the submodules the imported instances' commits name.
+    found = {repo: find_mirror(args.mirrors, repo) for repo in repos}
+    for row in rows.values():
+        if not found[row["repo"]]:
+            row["mirror"] = "no mirror"
     data = os.path.join(work, "dataset.jsonl")
     with open(data, "w") as f:
         for r in records:
-            if r["repo"] in mirrored and r["instance_id"] in rows:
+            if r["instance_id"] in rows and found[repo_of(r)]:
                 f.write(json.dumps(r) + "\n")
     import_args = ["--ark", ark, "import", data]
     if args.dataset:
@@ -201,6 +206,36 @@ def main():
     if args.environments_as_of:
         import_args += ["--environments-as-of", args.environments_as_of]
     sa("import", import_args)
+    _, out = sa("ls", ["--ark", ark, "ls", "--json"])
+    for r in json.loads(out):
+        if r["instance_id"] in rows:
+            rows[r["instance_id"]]["version"] = r["version"]
+    base_args = ["--git-base", args.git_base] if args.git_base else []
+    mirrored = []
+    for repo in repos:
+        path = found[repo]
+        if not path:
+            continue
+        add = ["--ark", ark, "mirror", "add", path, "--name", repo] + base_args
+        code, out = sa(f"mirror {repo}", add, ok=(0, 1, 2))
+        how = "ok"
+        if code != 0:
+            # A snapshot that lacks objects somewhere in its history (large files left out):
+            # every object it has, the missing ones listed; else only the history of the
+            # commits the instances need, when that is complete.
+            code, out = sa(f"mirror {repo}", add + ["--allow-missing-objects"], ok=(0, 1, 2))
+            how = "ok (a snapshot that lacks objects: --allow-missing-objects)"
+        if code != 0:
+            partial = partial_mirror(path, repo, records, os.path.join(work, "partial"))
+            if partial:
+                code, out = sa(f"mirror {repo}", ["--ark", ark, "mirror", "add", partial,
+                                                  "--name", repo] + base_args, ok=(0, 1, 2))
+                how = "ok (history of the needed commits only)"
+        for row in rows.values():
+            if row["repo"] == repo:
+                row["mirror"] = how if code == 0 else "incomplete snapshot"
+        if code == 0:
+            mirrored.append(repo)
 
     # 2. A lock per (repository, version).
     locks = {}
@@ -228,8 +263,8 @@ def main():
             row["lock_seconds"] = lk["seconds"]
 
     # 3. Validation.
-    _, out = sa("validate", ["--ark", ark, "validate", "--jobs", str(args.jobs), "--json"],
-                ok=(0, 2))
+    _, out = sa("validate", ["--ark", ark, "validate", "--jobs", str(args.jobs),
+                             "--runs", str(args.runs), "--json"], ok=(0, 2))
     for v in json.loads(out)["validated"]:
         row = rows.get(v["instance_id"])
         if row is not None:
