@@ -815,9 +815,7 @@ pub fn export(
     // Mirrors, as git bundles, written to scratch space first.
     let tmp = ark.tmp_dir();
     std::fs::create_dir_all(&tmp).map_err(io_err(&tmp))?;
-    let scratch = tempfile::Builder::new()
-        .prefix(&format!("{}export-", fsutil::TEMP_PREFIX))
-        .tempdir_in(&tmp)
+    let scratch = crate::fsutil::work_dir(&tmp, &format!("{}export-", fsutil::TEMP_PREFIX))
         .map_err(io_err(&tmp))?;
     let mirror_files = if opts.with_history {
         export_mirrors(ark, snap, &g.repos, scratch.path(), &mut g.slice, progress)?

@@ -34,6 +34,29 @@ pub fn gc(ctx: &Context, args: GcArgs) -> anyhow::Result<ExitCode> {
         threads: 0,
     };
     let r = ark.gc(&options, args.dry_run, progress.as_ref())?;
+    // Work directories that killed runs left in `tmp/` (an instance's build: gigabytes).
+    let tmp = ark.tmp_dir();
+    let swept = crate::fsutil::workdir::remove_stale(&tmp, args.dry_run)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", tmp.display()))?;
+    if swept.removed > 0 {
+        ctx.note(format!(
+            "{} {} work directories that stopped runs left in {} ({})",
+            if args.dry_run {
+                "would remove"
+            } else {
+                "removed"
+            },
+            swept.removed,
+            tmp.display(),
+            human_bytes(swept.bytes)
+        ));
+    }
+    for dir in &swept.unmarked {
+        ctx.note(format!(
+            "left {}: kept with --keep-workdir, or made by an older swe-ark (remove it by hand when no run uses it)",
+            dir.display()
+        ));
+    }
     if args.json {
         out!("{}", serde_json::to_string_pretty(&r)?);
     } else {

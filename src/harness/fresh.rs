@@ -144,7 +144,7 @@ impl TreeState {
                 return Ok(true);
             }
             if is_dir {
-                remove_dir(path)?;
+                crate::fsutil::remove_tree(path)?;
             } else {
                 std::fs::remove_file(path)?;
             }
@@ -173,30 +173,6 @@ impl TreeState {
             )?;
         }
         Ok(Restored { removed, put_back })
-    }
-}
-
-/// Removes a directory a run made, making unreadable directories in it readable first (a
-/// test may leave one, `chmod 000`, which only root could otherwise remove).
-fn remove_dir(dir: &Path) -> io::Result<()> {
-    match std::fs::remove_dir_all(dir) {
-        Ok(()) => Ok(()),
-        Err(first) if first.kind() == io::ErrorKind::PermissionDenied => {
-            use std::os::unix::fs::PermissionsExt;
-            let mut stack = vec![dir.to_path_buf()];
-            while let Some(d) = stack.pop() {
-                let _ = std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700));
-                if let Ok(rd) = std::fs::read_dir(&d) {
-                    for e in rd.flatten() {
-                        if e.file_type().is_ok_and(|t| t.is_dir()) {
-                            stack.push(e.path());
-                        }
-                    }
-                }
-            }
-            std::fs::remove_dir_all(dir)
-        }
-        Err(e) => Err(e),
     }
 }
 

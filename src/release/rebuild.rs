@@ -307,9 +307,7 @@ pub fn rebuild(
         path: tmp.clone(),
         source,
     })?;
-    let scratch = tempfile::Builder::new()
-        .prefix(&format!("{}rebuild-", crate::fsutil::TEMP_PREFIX))
-        .tempdir_in(&tmp)
+    let scratch = crate::fsutil::work_dir(&tmp, &format!("{}rebuild-", crate::fsutil::TEMP_PREFIX))
         .map_err(|source| ReleaseError::Io {
             path: tmp.clone(),
             source,

@@ -94,9 +94,7 @@ pub fn merge(
             source,
         })?;
         Some(
-            tempfile::Builder::new()
-                .prefix(&format!("{}merge-", crate::fsutil::TEMP_PREFIX))
-                .tempdir_in(&tmp)
+            crate::fsutil::work_dir(&tmp, &format!("{}merge-", crate::fsutil::TEMP_PREFIX))
                 .map_err(|source| ShardError::Destination { dir: tmp, source })?,
         )
     } else {

@@ -118,9 +118,7 @@ pub(super) fn run(
     // archive's own.
     let tmp = Layout::new(root).tmp();
     fs::create_dir_all(&tmp).map_err(|e| step("making scratch space")(e.into()))?;
-    let scratch = tempfile::Builder::new()
-        .prefix(&format!("{}replay-", crate::fsutil::TEMP_PREFIX))
-        .tempdir_in(&tmp)
+    let scratch = crate::fsutil::work_dir(&tmp, &format!("{}replay-", crate::fsutil::TEMP_PREFIX))
         .map_err(|e| step("making scratch space")(e.into()))?;
     let (bundles, with_bundle, reasons) = match seed {
         Some(seed) => seed_bundles(seed, &mine, scratch.path(), which)?,
@@ -481,10 +479,11 @@ pub(super) fn merge(
         move |source| ReplayFileError::At { path, source }
     };
     fs::create_dir_all(&tmp).map_err(at(&tmp))?;
-    let staging = tempfile::Builder::new()
-        .prefix(&format!("{}merge-replay-", crate::fsutil::TEMP_PREFIX))
-        .tempdir_in(&tmp)
-        .map_err(at(&tmp))?;
+    let staging = crate::fsutil::work_dir(
+        &tmp,
+        &format!("{}merge-replay-", crate::fsutil::TEMP_PREFIX),
+    )
+    .map_err(at(&tmp))?;
     stage(file, stamp, staging.path())?;
     let new = new_instances(root, stamp, staging.path())?;
     for d in &new {

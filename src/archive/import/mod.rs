@@ -123,9 +123,7 @@ pub fn import(
         .map(Path::to_path_buf)
         .collect();
     fs::create_dir_all(&tmp).map_err(io_err(&tmp))?;
-    let staging = tempfile::Builder::new()
-        .prefix(&format!("{}import-", fsutil::TEMP_PREFIX))
-        .tempdir_in(&tmp)
+    let staging = crate::fsutil::work_dir(&tmp, &format!("{}import-", fsutil::TEMP_PREFIX))
         .map_err(io_err(&tmp))?;
     let staged = stage(root, file, staging.path(), opts, progress);
     let result = match staged {

@@ -309,10 +309,7 @@ fn prove(
 ) -> Result<Vec<String>, NativeError> {
     let io = |p: &Path, e: std::io::Error| NativeError::Io(format!("{}: {e}", p.display()));
     std::fs::create_dir_all(tmp_root).map_err(|e| io(tmp_root, e))?;
-    let work = tempfile::Builder::new()
-        .prefix(".tmp-prove-")
-        .tempdir_in(tmp_root)
-        .map_err(|e| io(tmp_root, e))?;
+    let work = crate::fsutil::work_dir(tmp_root, ".tmp-prove-").map_err(|e| io(tmp_root, e))?;
     let steps = StepRunner::new(unconfined, Network::Isolated)
         .and_then(|s| s.writable(work.path()))
         .map_err(|e| NativeError::Proof(e.to_string()))?

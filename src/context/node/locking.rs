@@ -86,10 +86,7 @@ pub fn lock(
     ));
     let tmp_root = ark.tmp_dir();
     std::fs::create_dir_all(&tmp_root).map_err(io(&tmp_root))?;
-    let work = tempfile::Builder::new()
-        .prefix(".tmp-lock-")
-        .tempdir_in(&tmp_root)
-        .map_err(io(&tmp_root))?;
+    let work = crate::fsutil::work_dir(&tmp_root, ".tmp-lock-").map_err(io(&tmp_root))?;
     let objects = ark.objects();
     let mut notes = Vec::new();
     let found = find_runtime(

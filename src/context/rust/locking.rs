@@ -185,17 +185,17 @@ fn covered(
 
 /// The lock's work directory under the archive's `tmp/`, with a `CARGO_HOME` that resolves
 /// from `index`.
-fn work_dir(ark: &Ark, index: &str) -> Result<(tempfile::TempDir, std::path::PathBuf), RustError> {
+fn work_dir(
+    ark: &Ark,
+    index: &str,
+) -> Result<(crate::fsutil::WorkDir, std::path::PathBuf), RustError> {
     let tmp_root = ark.tmp_dir();
     let io = |p: &Path| {
         let p = p.to_path_buf();
         move |e: std::io::Error| RustError::Io(format!("{}: {e}", p.display()))
     };
     std::fs::create_dir_all(&tmp_root).map_err(io(&tmp_root))?;
-    let work = tempfile::Builder::new()
-        .prefix(".tmp-lock-")
-        .tempdir_in(&tmp_root)
-        .map_err(io(&tmp_root))?;
+    let work = crate::fsutil::work_dir(&tmp_root, ".tmp-lock-").map_err(io(&tmp_root))?;
     let cargo_home = work.path().join("cargo-home");
     std::fs::create_dir_all(&cargo_home).map_err(io(&cargo_home))?;
     std::fs::write(cargo_home.join("config.toml"), online_config(index))

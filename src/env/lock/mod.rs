@@ -106,10 +106,7 @@ pub fn lock(
 
     let tmp_root = ark.tmp_dir();
     std::fs::create_dir_all(&tmp_root).map_err(io_err(&tmp_root))?;
-    let work = tempfile::Builder::new()
-        .prefix(".tmp-lock-")
-        .tempdir_in(&tmp_root)
-        .map_err(io_err(&tmp_root))?;
+    let work = crate::fsutil::work_dir(&tmp_root, ".tmp-lock-").map_err(io_err(&tmp_root))?;
     // The installs see the work directory (checkouts, environments, pip's cache, their
     // `/tmp`), the interpreter and the mirror the checkouts borrow their objects from; the
     // network, for the proxy on loopback. Refused up front if confinement is impossible.

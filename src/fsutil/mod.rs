@@ -8,6 +8,9 @@ use std::path::{Path, PathBuf};
 
 use tempfile::NamedTempFile;
 
+pub mod workdir;
+pub use workdir::WorkDir;
+
 /// The prefix of every temporary file swe-ark writes; readers of a directory skip these names.
 pub const TEMP_PREFIX: &str = ".tmp-";
 
@@ -62,10 +65,34 @@ pub fn parent_dir(path: &Path) -> &Path {
 }
 
 /// A fresh directory under `root` (made if missing) whose name starts with `prefix`, removed
-/// when dropped unless kept: an instance's work directory under the archive's `tmp/`.
-pub fn work_dir(root: &Path, prefix: &str) -> io::Result<tempfile::TempDir> {
-    std::fs::create_dir_all(root)?;
-    tempfile::Builder::new().prefix(prefix).tempdir_in(root)
+/// when dropped unless kept: an instance's work directory under the archive's `tmp/`. Those
+/// that stopped runs left there are removed first ([`workdir`]).
+pub fn work_dir(root: &Path, prefix: &str) -> io::Result<WorkDir> {
+    WorkDir::new(root, prefix)
+}
+
+/// Removes a directory and everything in it, making unreadable directories in it readable
+/// first (a test may leave one, `chmod 000`, which only root could otherwise remove).
+pub fn remove_tree(dir: &Path) -> io::Result<()> {
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => Ok(()),
+        Err(first) if first.kind() == io::ErrorKind::PermissionDenied => {
+            use std::os::unix::fs::PermissionsExt;
+            let mut stack = vec![dir.to_path_buf()];
+            while let Some(d) = stack.pop() {
+                let _ = std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700));
+                if let Ok(rd) = std::fs::read_dir(&d) {
+                    for e in rd.flatten() {
+                        if e.file_type().is_ok_and(|t| t.is_dir()) {
+                            stack.push(e.path());
+                        }
+                    }
+                }
+            }
+            std::fs::remove_dir_all(dir)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// Writes `bytes` to `dest` atomically.
