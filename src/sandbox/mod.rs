@@ -135,11 +135,11 @@ pub struct Spec {
     /// namespace, so the targets do not change outside (e.g. a CA bundle with a CA of the run's
     /// added). Both must exist.
     pub binds: Vec<(PathBuf, PathBuf)>,
-    /// Files of the machine the run does not see as they are: each is shown as `/dev/null`
-    /// (a bind in its own mount namespace, where a root of its own allows no device), so it
-    /// is neither a regular file nor executable, and searches for a program pass it by (a
-    /// program the run's image lacked, such as valgrind). Each must exist and not be a
-    /// directory; a link is followed to the file it names.
+    /// Files of the machine the run does not see as they are: each is shown as an empty file
+    /// of mode 000 (a bind in its own mount namespace), neither executable nor, to a confined
+    /// run of swe-ark as root, readable (its owner is not the run's), so that searches for a
+    /// program pass it by (a program the run's image lacked, such as valgrind). Each must
+    /// exist and not be a directory; a link is followed to the file it names.
     pub hidden: Vec<PathBuf>,
     /// A directory the run sees as its `/tmp` (a bind mount in its own mount namespace), so
     /// that runs side by side do not share, or clean up, each other's temporary files (pytest's
@@ -155,9 +155,6 @@ pub struct Spec {
     /// namespace; its `HOME` is then [`RUN_HOME`].
     pub mounts: Vec<Mount>,
 }
-
-/// What a hidden file is shown as.
-const HIDING_FILE: &str = "/dev/null";
 
 impl Spec {
     /// `program` with no arguments, an isolated network, no timeout or limits, and
@@ -187,12 +184,12 @@ impl Spec {
         }
     }
 
-    /// What the run sees in place of what: [`Spec::binds`], then `/dev/null` in place of
-    /// each of [`Spec::hidden`] (followed to the file it names).
-    pub(crate) fn shown_binds(&self) -> Vec<(PathBuf, PathBuf)> {
+    /// What the run sees in place of what: [`Spec::binds`], then `hiding` (the run's empty
+    /// file of mode 000) in place of each of [`Spec::hidden`] (followed to the file it names).
+    pub(crate) fn shown_binds(&self, hiding: &Path) -> Vec<(PathBuf, PathBuf)> {
         let hidden = self.hidden.iter().map(|path| {
             let file = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
-            (PathBuf::from(HIDING_FILE), file)
+            (hiding.to_path_buf(), file)
         });
         self.binds.iter().cloned().chain(hidden).collect()
     }
@@ -484,6 +481,7 @@ fn run_prepared(
 
     let (cgroup, cgroup_problem) = pids_cgroup(spec);
     let attempts = attempts(spec.network, spec.confine.is_some(), spec.has_own_root());
+    let shown = files.shown.clone();
     let plan = child_plan(
         spec,
         attempts.clone(),
@@ -544,7 +542,15 @@ fn run_prepared(
         source,
     })?;
 
-    let notes = run_notes(spec, &report, mode, &attempts, &captured, cgroup_problem);
+    let notes = run_notes(
+        spec,
+        &shown,
+        &report,
+        mode,
+        &attempts,
+        &captured,
+        cgroup_problem,
+    );
     Ok(Outcome {
         exit_code,
         signal,

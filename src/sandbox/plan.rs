@@ -18,7 +18,21 @@ use super::{
 pub(super) struct RunFiles {
     resolv_conf: Option<PathBuf>,
     hosts_file: Option<PathBuf>,
+    /// The spec's binds and its hidden files' ([`Spec::shown_binds`]).
+    pub(super) shown: Vec<(PathBuf, PathBuf)>,
     binds: Vec<(CString, CString)>,
+}
+
+/// The empty file of mode 000 that hidden files are shown as, made in the run's directory
+/// (owned by swe-ark's user: as root, an owner no confined run is, so it cannot read it).
+fn hiding_file(rundir: &Path) -> Result<PathBuf, SandboxError> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = rundir.join("hidden");
+    fs::write(&path, b"")
+        .map_err(|e| prepare("writing the file hidden programs are shown as", e))?;
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o000))
+        .map_err(|e| prepare("making the hiding file unreadable", e))?;
+    Ok(path)
 }
 
 pub(super) fn run_files(spec: &Spec, rundir: &Path) -> Result<RunFiles, SandboxError> {
@@ -36,14 +50,19 @@ pub(super) fn run_files(spec: &Spec, rundir: &Path) -> Result<RunFiles, SandboxE
         fs::write(&path, hosts_text(&spec.hosts)).map_err(|e| prepare("writing hosts", e))?;
         Some(path)
     };
-    let binds = spec
-        .shown_binds()
+    let shown = if spec.hidden.is_empty() {
+        spec.binds.clone()
+    } else {
+        spec.shown_binds(&hiding_file(rundir)?)
+    };
+    let binds = shown
         .iter()
         .map(|(from, to)| Ok((c_path(from)?, c_path(to)?)))
         .collect::<Result<Vec<_>, SandboxError>>()?;
     Ok(RunFiles {
         resolv_conf,
         hosts_file,
+        shown,
         binds,
     })
 }
@@ -178,13 +197,12 @@ pub(super) fn root_plan(
     }
     let root = rundir.join("root");
     fs::create_dir(&root).map_err(|e| prepare("creating the run's root", e))?;
-    let binds = spec.shown_binds();
     let inputs = root::RootInputs {
         names: root::NameFiles {
             resolv_conf: files.resolv_conf.as_deref(),
             hosts: files.hosts_file.as_deref(),
         },
-        binds: &binds,
+        binds: &files.shown,
         tmp: spec.tmp.as_deref(),
         mounts: &spec.mounts,
         tmpfs_size: spec

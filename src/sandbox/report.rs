@@ -250,6 +250,7 @@ pub(super) fn exit_of(
 /// The outcome's notes: the report's, the output's, and an unenforced process limit.
 pub(super) fn run_notes(
     spec: &Spec,
+    shown: &[(PathBuf, PathBuf)],
     report: &Report,
     mode: i32,
     attempts: &[child::Attempt],
@@ -263,7 +264,7 @@ pub(super) fn run_notes(
             || !spec.binds.is_empty()
             || !spec.hidden.is_empty()
             || spec.tmp.is_some(),
-        &spec.shown_binds(),
+        shown,
     );
     if let Some(why) = &captured.unfinished {
         notes.push(why.clone());
