@@ -54,15 +54,20 @@ impl WorkDir {
         }
         let dir = tempfile::Builder::new().prefix(prefix).tempdir_in(root)?;
         // Locked under another name, then renamed: a sweep never sees the marker unlocked.
+        // Where the filesystem has no locks, the directory goes without a marker: never taken
+        // for a stale one.
         let staged = dir.path().join(".swe-ark-in-use.new");
         let marker = File::create(&staged)?;
-        if !try_lock(&marker)? {
-            return Err(io::Error::other(format!(
-                "{} is locked by another process",
-                staged.display()
-            )));
+        match try_lock(&marker) {
+            Ok(true) => fs::rename(&staged, dir.path().join(MARKER))?,
+            locked => {
+                tracing::debug!(
+                    "{}: no lock ({locked:?}): the work directory goes without a marker",
+                    staged.display()
+                );
+                fs::remove_file(&staged)?;
+            }
         }
-        fs::rename(&staged, dir.path().join(MARKER))?;
         Ok(WorkDir {
             dir,
             _marker: marker,
@@ -110,9 +115,13 @@ pub fn remove_stale(root: &Path, dry_run: bool) -> io::Result<Swept> {
                 swept.unmarked.push(dir);
                 continue;
             }
-            Err(e) => return Err(e),
+            Err(e) => {
+                tracing::debug!("{}: {e}: left", dir.display());
+                continue;
+            }
         };
-        if !try_lock(&marker)? {
+        // Held by a live process, or a filesystem without locks: left.
+        if !try_lock(&marker).unwrap_or(false) {
             continue;
         }
         let bytes = tree_bytes(&dir);
@@ -121,7 +130,9 @@ pub fn remove_stale(root: &Path, dry_run: bool) -> io::Result<Swept> {
             swept.bytes += bytes;
             continue;
         }
-        detach_mounts_under(&dir)?;
+        if let Err(e) = detach_mounts_under(&dir) {
+            tracing::debug!("{}: cannot detach its mounts: {e}", dir.display());
+        }
         match super::remove_tree(&dir) {
             Ok(()) => {
                 swept.removed += 1;
@@ -129,7 +140,10 @@ pub fn remove_stale(root: &Path, dry_run: bool) -> io::Result<Swept> {
             }
             // Another sweep took it first.
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
+            Err(e) => tracing::warn!(
+                "cannot remove the stale work directory {}: {e}",
+                dir.display()
+            ),
         }
     }
     Ok(swept)
