@@ -37,7 +37,7 @@ Usage: python3 scripts/trial.py --swe-ark target/release/swe-ark --mirrors DIR
 Multi-SWE-bench's file, a few repositories at a time (submodules, such as jq's oniguruma, from
 a folder of snapshots laid out as OWNER/NAME under --git-base):
 
-    python3 scripts/trial.py --mirrors /work/.mirror --data multi-swe-bench-dev.jsonl \
+    python3 scripts/trial.py --mirrors DIR --data multi-swe-bench-dev.jsonl \
         --repos tokio-rs/bytes,jqlang/jq --runs 1 --git-base file:///path/to/snapshots
 """
 
