@@ -13,6 +13,20 @@ pub fn command() -> Command {
     cmd
 }
 
+/// The empty tree, read as the tree that holds the `.gitattributes` (`GIT_ATTR_SOURCE`).
+const EMPTY_TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
+
+/// `git` as [`command`] makes it, reading no `.gitattributes` (git 2.40 and later): files go
+/// into the index and come back out of it byte for byte. For the commands that build a work
+/// tree from a codebase and put it back: a file committed with CRLF under `text=auto` (jq's
+/// `src/decNumber/`) would otherwise be stored with LF, unlike the repository's own blob, and
+/// written back with LF.
+pub fn command_bytewise() -> Command {
+    let mut cmd = command();
+    cmd.env("GIT_ATTR_SOURCE", EMPTY_TREE);
+    cmd
+}
+
 /// Sets on `cmd` (git, or a program that runs git) what makes git ignore the machine's
 /// configuration and never ask for credentials.
 pub fn hermetic(cmd: &mut Command) -> &mut Command {

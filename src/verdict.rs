@@ -37,7 +37,7 @@ impl Verdict {
 
 impl fmt::Display for Verdict {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        f.pad(self.as_str())
     }
 }
 
@@ -153,7 +153,7 @@ reasons! {
 
 impl fmt::Display for Reason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        f.pad(self.as_str())
     }
 }
 
@@ -210,6 +210,13 @@ pub fn reason_word(r: Option<Reason>) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn verdicts_and_reasons_fill_a_table_column() {
+        // `ls --validated` lines its columns up with `{:<16}`.
+        assert_eq!(format!("{:<6}|", Verdict::Kept), "kept  |");
+        assert_eq!(format!("{:>9}|", Reason::Timeout), "  timeout|");
+    }
 
     #[test]
     fn every_word_reads_back_and_old_words_still_read() {

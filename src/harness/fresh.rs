@@ -74,7 +74,7 @@ pub struct Restored {
 /// `git ARGS` in `tree` with `index` as its index; stdin from `input` when given. Err: what git
 /// said, as an I/O error naming the command.
 fn git(tree: &Path, index: &Path, args: &[&str], input: Option<&[u8]>) -> io::Result<Vec<u8>> {
-    let mut cmd = crate::gitcmd::command();
+    let mut cmd = crate::gitcmd::command_bytewise();
     cmd.args(args)
         .current_dir(tree)
         .env("GIT_INDEX_FILE", index)
@@ -276,5 +276,29 @@ mod tests {
             state.restore(tree, &["target"]).unwrap(),
             Restored::default()
         );
+    }
+
+    #[test]
+    fn files_come_back_byte_for_byte_whatever_the_attributes_say() {
+        // jq's decNumber files: committed with CRLF, under `* text=auto eol=lf`.
+        let t = tempfile::tempdir().unwrap();
+        let tree = &t.path().join("src");
+        fs::create_dir_all(tree.join("vendor")).unwrap();
+        fs::write(tree.join(".gitattributes"), "* text=auto eol=lf\n").unwrap();
+        let crlf = b"int a;\r\nint b;\r\n";
+        fs::write(tree.join("vendor/dec.c"), crlf).unwrap();
+        crate::vcs::build_work_tree(tree, None).unwrap();
+        let state = TreeState::of(tree, &[], &t.path().join("state.index")).unwrap();
+        fs::write(tree.join("vendor/dec.c"), "changed by a run\n").unwrap();
+        let restored = state.restore(tree, &[]).unwrap();
+        assert_eq!(restored.put_back, 1);
+        assert_eq!(fs::read(tree.join("vendor/dec.c")).unwrap(), crlf);
+        // The tree's own commit holds the file as it is, as the repository's blob does.
+        let out = crate::gitcmd::command()
+            .args(["cat-file", "blob", "HEAD:vendor/dec.c"])
+            .current_dir(tree)
+            .output()
+            .unwrap();
+        assert_eq!(out.stdout, crlf);
     }
 }

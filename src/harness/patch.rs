@@ -45,8 +45,16 @@ fn git(src: &Path, args: &[&str]) -> std::process::Output {
 /// (ignored files, such as an in-place build's, stay, as the harness's `git clean -fd` leaves
 /// them).
 pub fn reset(src: &Path) {
-    let _ = git(src, &["reset", "-q", "--hard", "HEAD"]);
-    let _ = git(src, &["clean", "-q", "-f", "-d"]);
+    for args in [
+        &["reset", "-q", "--hard", "HEAD"][..],
+        &["clean", "-q", "-f", "-d"],
+    ] {
+        // Byte for byte, as the tree was committed.
+        let _ = crate::gitcmd::command_bytewise()
+            .args(args)
+            .current_dir(src)
+            .output();
+    }
 }
 
 /// The ways a model's patch is tried, in the harness's order (`GIT_APPLY_CMDS` of

@@ -23,8 +23,10 @@ const NO_RECORD_DATE: (u64, &str) = (946_684_800, "+0000");
 /// The branch HEAD is on.
 const BRANCH: &str = "refs/heads/main";
 
+/// Every command here reads files into the index as they are ([`crate::gitcmd::command_bytewise`]):
+/// the tree's blobs are the repository's.
 fn run(dir: &Path, args: &[&str]) -> Result<Vec<u8>, VcsError> {
-    run_with(dir, args, &mut crate::gitcmd::command())
+    run_with(dir, args, &mut crate::gitcmd::command_bytewise())
 }
 
 /// Runs `git` (a git command, its environment set) with `args` in `dir`: its stdout, or what
@@ -215,7 +217,7 @@ pub fn build_work_tree(dir: &Path, record: Option<&VcsRecord>) -> Result<(), Vcs
         "--quiet",
         "--done",
     ];
-    let mut child = crate::gitcmd::command()
+    let mut child = crate::gitcmd::command_bytewise()
         .args(args)
         .current_dir(dir)
         // fast-import allocates and frees a compressor per object; glibc would give the
@@ -269,7 +271,7 @@ pub fn commit_setup(dir: &Path, record: Option<&VcsRecord>) -> Result<(), VcsErr
     run_with(
         dir,
         &args,
-        crate::gitcmd::command()
+        crate::gitcmd::command_bytewise()
             .env("GIT_AUTHOR_DATE", &when)
             .env("GIT_COMMITTER_DATE", &when),
     )

@@ -108,16 +108,11 @@ pub(super) fn validated(ctx: &Context, ark: &Ark, json: bool) -> anyhow::Result<
                 r.reason.lines().next().unwrap_or("")
             )
         };
-        out!(
+        let line = format!(
             "{:<width$}  {:<16}  {:>5}  {:>5}  {:>5}  {:>7.0}  {}",
-            r.instance_id,
-            r.verdict,
-            r.fail_to_pass,
-            r.pass_to_pass,
-            r.flaky,
-            r.seconds,
-            reason
+            r.instance_id, r.verdict, r.fail_to_pass, r.pass_to_pass, r.flaky, r.seconds, reason
         );
+        out!("{}", line.trim_end());
     }
     Ok(ExitCode::SUCCESS)
 }
