@@ -2,7 +2,7 @@
 # Installs, from Debian's packages, the command-line tools that the tests, the demo and the
 # bench use beside cargo; then a pinned uv, from PyPI, in the project's tool folder
 # (.tools/bin/uv, which the Makefile hands to swe-ark as SWE_ARK_UV) and moto's S3 server
-# (.tools/bin/moto_server); as root with apt-get,
+# (.tools/bin/moto_server) and pyarrow (.tools/pyarrow-venv); as root with apt-get,
 # Slurm and munge for the Slurm test, when it can (SWE_ARK_SKIP_SLURM=1: not). Does nothing
 # when they are all there.
 set -euo pipefail
@@ -12,6 +12,9 @@ set -euo pipefail
 UV_VERSION=0.9.9
 # moto, whose server stands in for S3 in the tests and the bench.
 MOTO_VERSION=5.2.5
+# pyarrow, which writes the Parquet files the dataset tests read (as Hugging Face's are
+# written) and reads back the ones swe-ark writes.
+PYARROW_VERSION=26.0.1
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 tools="$root/.tools"
@@ -61,6 +64,15 @@ if [ "$("$tools/moto-venv/bin/python" -c 'import moto; print(moto.__version__)' 
     "moto[server]==$MOTO_VERSION"
   mkdir -p "$tools/bin"
   ln -sfn ../moto-venv/bin/moto_server "$tools/bin/moto_server"
+fi
+
+# pyarrow, pinned, in its own virtual environment (tests/dataset.rs runs its python).
+if [ "$("$tools/pyarrow-venv/bin/python" -c 'import pyarrow; print(pyarrow.__version__)' 2>/dev/null)" != "$PYARROW_VERSION" ]; then
+  echo "ensure-tools: installing pyarrow $PYARROW_VERSION in $tools (from PyPI)" >&2
+  rm -rf "$tools/pyarrow-venv"
+  python3 -m venv "$tools/pyarrow-venv"
+  "$tools/pyarrow-venv/bin/python" -m pip install -q --disable-pip-version-check \
+    "pyarrow==$PYARROW_VERSION"
 fi
 
 # Slurm and munge, for the Slurm test (scripts/slurm-local.sh runs a one-node cluster on this

@@ -197,3 +197,291 @@ fn a_list_or_json_lines_is_told_by_the_content_whatever_the_name() {
         "{err}"
     );
 }
+
+/// pyarrow's python (`.tools/pyarrow-venv`, which `make tools` installs), or `None`, saying so.
+fn pyarrow() -> Option<std::path::PathBuf> {
+    let py =
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".tools/pyarrow-venv/bin/python");
+    if py.is_file() {
+        Some(py)
+    } else {
+        eprintln!("skipped: no .tools/pyarrow-venv (`make tools` installs pyarrow)");
+        None
+    }
+}
+
+/// Runs `script` with pyarrow's python in `t`'s directory; its stdout.
+fn python(t: &TestContext, py: &std::path::Path, script: &str) -> String {
+    let out = std::process::Command::new(py)
+        .arg("-c")
+        .arg(script)
+        .current_dir(t.path("."))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Writes `rows.jsonl`'s records as Hugging Face writes SWE-bench Verified: every column a
+/// string, in the published order, `difficulty` last, the `huggingface` schema metadata,
+/// snappy; `data/test-0000N-of-00002.parquet` in two shards of two row groups each, and one
+/// record more as `data/dev-00000-of-00001.parquet`.
+const WRITE_AS_HUGGING_FACE: &str = r#"
+import json, os
+import pyarrow as pa, pyarrow.parquet as pq
+cols = ["repo", "instance_id", "base_commit", "patch", "test_patch", "problem_statement",
+        "hints_text", "created_at", "version", "FAIL_TO_PASS", "PASS_TO_PASS",
+        "environment_setup_commit", "difficulty"]
+rows = [json.loads(l) for l in open("rows.jsonl")]
+features = {c: {"dtype": "string", "_type": "Value"} for c in cols}
+meta = {b"huggingface": json.dumps({"info": {"features": features}}).encode()}
+schema = pa.schema([pa.field(c, pa.string()) for c in cols], metadata=meta)
+def table(rs):
+    return pa.Table.from_pylist(rs, schema=schema)
+os.makedirs("data", exist_ok=True)
+test, dev = rows[:-1], rows[-1:]
+half = (len(test) + 1) // 2
+for i, part in enumerate([test[:half], test[half:]]):
+    pq.write_table(table(part), f"data/test-0000{i}-of-00002.parquet", row_group_size=2)
+pq.write_table(table(dev), "data/dev-00000-of-00001.parquet")
+"#;
+
+/// Records of SWE-bench's form with what a column store can get wrong: non-ASCII beyond the
+/// BMP, a null and an empty hint, an empty list, long multi-line text; the Lite dev split's
+/// when SWE_ARK_LITE_DEV names it.
+fn parquet_rows(t: &TestContext) -> usize {
+    let mut rows: Vec<serde_json::Value> = (1..=5)
+        .map(|n| {
+            let mut r = record(&format!("acme__widgets-{n}"));
+            r["difficulty"] = "<15 min fix".into();
+            r
+        })
+        .collect();
+    rows[0]["problem_statement"] = "caf\u{e9} \u{1f600}\r\n\ttab\u{0}nul".repeat(500).into();
+    rows[1]["hints_text"] = serde_json::Value::Null;
+    rows[2]["PASS_TO_PASS"] = "[\"tests/test_core.py::test_g[a-\u{e9}]\"]".into();
+    rows[3]["created_at"] = "2023-07-01T00:00:00Z".into();
+    if let Ok(path) = std::env::var("SWE_ARK_LITE_DEV") {
+        for line in fs::read_to_string(path).unwrap().lines() {
+            let mut r: serde_json::Value = serde_json::from_str(line).unwrap();
+            r["difficulty"] = "15 min - 1 hour".into();
+            rows.insert(0, r);
+        }
+    }
+    let text: Vec<String> = rows.iter().map(|r| r.to_string()).collect();
+    fs::write(t.path("rows.jsonl"), text.join("\n") + "\n").unwrap();
+    rows.len()
+}
+
+#[test]
+fn parquet_as_hugging_face_publishes_it_imports_as_its_json_does_and_comes_back() {
+    let Some(py) = pyarrow() else { return };
+    let t = TestContext::new();
+    let n = parquet_rows(&t);
+    python(&t, &py, WRITE_AS_HUGGING_FACE);
+    let date = [
+        "--dataset",
+        "acme-set",
+        "--environments-as-of",
+        "2024-06-01",
+    ];
+
+    // The downloaded folder, its test split: both shards, in order; the dev file left out.
+    let mut args = vec!["import", "data", "--split", "test"];
+    args.extend(date);
+    let out = t.run_expect(&args, 0);
+    assert!(
+        stdout(&out).contains(&format!("imported {} instances", n - 1)),
+        "{}",
+        stdout(&out)
+    );
+    // What the same records give from JSON Lines, in another archive.
+    let json_ark = t.path("json-ark");
+    let mut args = vec!["import", "rows.jsonl"];
+    args.extend(date);
+    t.run_expect_at(&json_ark, &args, 0);
+    t.run_expect(&["export-dataset", "-o", "from-parquet.jsonl"], 0);
+    t.run_expect_at(&json_ark, &["export-dataset", "-o", "from-json.jsonl"], 0);
+    let from_json = fs::read_to_string(t.path("from-json.jsonl")).unwrap();
+    let all_but_dev: Vec<&str> = from_json.lines().take(n - 1).collect();
+    // (Not assert_eq: the records are long.)
+    assert!(
+        fs::read_to_string(t.path("from-parquet.jsonl")).unwrap() == all_but_dev.join("\n") + "\n",
+        "the same records as the JSON gives"
+    );
+
+    // Written as Parquet, read by pyarrow: the same rows, every column a string, in order;
+    // read back by swe-ark: the same instances. Twice: the same bytes.
+    t.run_expect(&["export-dataset", "-o", "out.parquet"], 0);
+    t.run_expect(
+        &["export-dataset", "--format", "parquet", "-o", "again.bin"],
+        0,
+    );
+    assert!(fs::read(t.path("out.parquet")).unwrap() == fs::read(t.path("again.bin")).unwrap());
+    let check = r#"
+import json, pyarrow.parquet as pq
+t = pq.read_table("out.parquet")
+want = [json.loads(l) for l in open("from-parquet.jsonl")]
+got = t.to_pylist()
+assert got == want, "rows differ"
+assert all(str(f.type) == "string" for f in t.schema), t.schema
+print(",".join(t.column_names))
+"#;
+    assert_eq!(
+        python(&t, &py, check).trim(),
+        "repo,instance_id,base_commit,patch,test_patch,problem_statement,hints_text,\
+         created_at,version,FAIL_TO_PASS,PASS_TO_PASS,environment_setup_commit,difficulty"
+    );
+    let back = t.path("back-ark");
+    let mut args = vec!["import", "out.parquet"];
+    args.extend(date);
+    t.run_expect_at(&back, &args, 0);
+    t.run_expect_at(&back, &["export-dataset", "-o", "back.jsonl"], 0);
+    assert!(
+        fs::read(t.path("back.jsonl")).unwrap() == fs::read(t.path("from-parquet.jsonl")).unwrap()
+    );
+    // With the test lists as lists: Parquet lists of strings, which pyarrow reads as lists.
+    t.run_expect(
+        &[
+            "export-dataset",
+            "-o",
+            "lists.parquet",
+            "--tests-as",
+            "lists",
+        ],
+        0,
+    );
+    let lists = r#"
+import json, pyarrow.parquet as pq
+t = pq.read_table("lists.parquet")
+assert str(t.schema.field("FAIL_TO_PASS").type) == "list<element: string>", t.schema
+want = [json.loads(json.loads(l)["PASS_TO_PASS"]) for l in open("from-parquet.jsonl")]
+assert t.column("PASS_TO_PASS").to_pylist() == want
+"#;
+    python(&t, &py, lists);
+    let mut args = vec!["import", "lists.parquet"];
+    args.extend(date);
+    t.run_expect_at(&t.path("lists-ark"), &args, 0);
+    t.run_expect_at(
+        &t.path("lists-ark"),
+        &["export-dataset", "-o", "l.jsonl"],
+        0,
+    );
+    assert!(
+        fs::read(t.path("l.jsonl")).unwrap() == fs::read(t.path("from-parquet.jsonl")).unwrap()
+    );
+}
+
+#[test]
+fn a_bad_parquet_file_is_named_with_its_row_or_column_and_nothing_is_imported() {
+    let Some(py) = pyarrow() else { return };
+    let t = TestContext::new();
+    parquet_rows(&t);
+    let write = |name: &str, change: &str| {
+        let script = format!(
+            r#"
+import json, pyarrow as pa, pyarrow.parquet as pq
+rows = [json.loads(l) for l in open("rows.jsonl")]
+t = pa.Table.from_pylist(rows)
+{change}
+pq.write_table(t, "{name}")
+"#
+        );
+        python(&t, &py, &script);
+    };
+    let date = [
+        "--dataset",
+        "acme-set",
+        "--environments-as-of",
+        "2024-06-01",
+    ];
+    let import = |name: &str| {
+        let mut args = vec!["import", name];
+        args.extend(date);
+        stderr(&t.run_expect(&args, 2))
+    };
+    write("missing.parquet", "t = t.drop_columns(['instance_id'])");
+    let e = import("missing.parquet");
+    assert!(
+        e.contains("`missing.parquet` has no column `instance_id`") && e.contains("repo,"),
+        "{e}"
+    );
+    write(
+        "mistyped.parquet",
+        "t = t.set_column(t.schema.get_field_index('FAIL_TO_PASS'), 'FAIL_TO_PASS', \
+         pa.array([7] * len(t), pa.int64()))",
+    );
+    let e = import("mistyped.parquet");
+    assert!(
+        e.contains("`mistyped.parquet`: column `FAIL_TO_PASS` is INT64")
+            && e.contains("a string holding a JSON list, or a list of strings"),
+        "{e}"
+    );
+    write(
+        "null-id.parquet",
+        "ids = t.column('instance_id').to_pylist(); ids[2] = None\n\
+         t = t.set_column(t.schema.get_field_index('instance_id'), 'instance_id', \
+         pa.array(ids, pa.string()))",
+    );
+    let e = import("null-id.parquet");
+    assert!(
+        e.contains("`null-id.parquet` row 3") && e.contains("instance_id"),
+        "{e}"
+    );
+    write(
+        "bad-list.parquet",
+        "f = t.column('FAIL_TO_PASS').to_pylist(); f[1] = '[\"a\", 3]'\n\
+         t = t.set_column(t.schema.get_field_index('FAIL_TO_PASS'), 'FAIL_TO_PASS', \
+         pa.array(f, pa.string()))",
+    );
+    let e = import("bad-list.parquet");
+    assert!(
+        e.contains("`bad-list.parquet` row 2") && e.contains("FAIL_TO_PASS"),
+        "{e}"
+    );
+    // The same instance in two shards: both places named.
+    write("a.parquet", "");
+    fs::create_dir_all(t.path("twice")).unwrap();
+    fs::copy(
+        t.path("a.parquet"),
+        t.path("twice/test-00000-of-00002.parquet"),
+    )
+    .unwrap();
+    fs::copy(
+        t.path("a.parquet"),
+        t.path("twice/test-00001-of-00002.parquet"),
+    )
+    .unwrap();
+    let e = import("twice");
+    assert!(
+        e.contains(
+            "appears twice (row 1 of `twice/test-00000-of-00002.parquet` and row 1 of \
+                    `twice/test-00001-of-00002.parquet`)"
+        ),
+        "{e}"
+    );
+    // A split the folder does not have.
+    let mut args = vec!["import", "twice", "--split", "dev"];
+    args.extend(date);
+    let e = stderr(&t.run_expect(&args, 2));
+    assert!(
+        e.contains("`twice` holds no dataset file of split `dev`"),
+        "{e}"
+    );
+    assert_eq!(instance_count(&t), 0, "nothing imported");
+
+    // A Multi-SWE-bench row has fields a Parquet file of SWE-bench records cannot hold.
+    let msb = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/multi-swe-bench-5.jsonl");
+    t.run_expect(&["import", msb.to_str().unwrap()], 0);
+    let e = stderr(&t.run_expect(&["export-dataset", "-o", "msb.parquet"], 2));
+    assert!(
+        e.contains("which a Parquet column of SWE-bench records cannot hold"),
+        "{e}"
+    );
+    assert!(!t.path("msb.parquet").exists());
+}

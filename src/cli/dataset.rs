@@ -10,9 +10,16 @@ use super::Context;
 
 #[derive(Debug, clap::Args)]
 pub struct ImportArgs {
-    /// A SWE-bench or Multi-SWE-bench dataset: a JSON list or JSON Lines, as published (each
-    /// row's form told by its fields).
-    pub file: PathBuf,
+    /// SWE-bench or Multi-SWE-bench datasets as published: JSON lists, JSON Lines or Parquet
+    /// files (each file's form told by its content, each row's by its fields), or folders of
+    /// them (a Hugging Face download: every `*.parquet`, `*.json`, `*.jsonl` under it). All are
+    /// imported together, or none.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// In a folder, only the files of this split (`test-00000-of-00001.parquet`,
+    /// `dev.jsonl`, or any file in a folder named `test`).
+    #[arg(long, value_name = "NAME")]
+    pub split: Option<String>,
     /// The dataset the file is (swe-bench, swe-bench-lite, swe-bench-verified,
     /// multi-swe-bench, or a name of your own with --environments-as-of): its environments'
     /// date is what `env lock` resolves as of. Default: multi-swe-bench when every row is
@@ -30,14 +37,14 @@ pub struct ImportArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct ExportArgs {
-    /// Where to write: `.jsonl` gives JSON Lines, anything else a JSON list.
+    /// Where to write: `.parquet` gives Parquet, `.jsonl` JSON Lines, anything else a JSON list.
     #[arg(short, long, value_name = "FILE")]
     pub output: PathBuf,
     /// Only these instances (default: all, in the order they entered the archive).
     #[arg(long, num_args = 1.., value_name = "ID")]
     pub instance_ids: Vec<String>,
-    /// The rows' form: each instance as it came in, SWE-bench records, or Multi-SWE-bench
-    /// rows (refused for an instance that did not come from one).
+    /// The rows' form: each instance as it came in, SWE-bench records, Multi-SWE-bench rows
+    /// (refused for an instance that did not come from one), or SWE-bench records in Parquet.
     #[arg(long, value_enum, default_value_t = ExportFormat::AsImported)]
     pub format: ExportFormat,
     /// How SWE-bench records write FAIL_TO_PASS / PASS_TO_PASS.
@@ -49,7 +56,7 @@ pub struct ExportArgs {
 }
 
 pub fn import(ctx: &Context, args: ImportArgs) -> anyhow::Result<ExitCode> {
-    let records = dataset::read_dataset(&args.file)?;
+    let records = dataset::read_datasets(&args.files, args.split.as_deref())?;
     let mut instances: Vec<_> = records.into_iter().map(|(_, i)| i).collect();
     let all_msb = !instances.is_empty()
         && instances
@@ -95,16 +102,19 @@ pub fn import(ctx: &Context, args: ImportArgs) -> anyhow::Result<ExitCode> {
         out!(
             "{}",
             serde_json::json!({
-                "file": args.file, "instances": instances.len(), "new": new,
+                "files": args.files, "instances": instances.len(), "new": new,
                 "dataset": dataset.name, "environments_as_of": dataset.environments_as_of,
                 "rule": dataset.rule,
             })
         );
     } else {
+        let from = match args.files.as_slice() {
+            [one] => one.display().to_string(),
+            many => format!("{} paths", many.len()),
+        };
         out!(
-            "imported {} instances from {} ({new} new, {} replaced)",
+            "imported {} instances from {from} ({new} new, {} replaced)",
             instances.len(),
-            args.file.display(),
             instances.len() - new
         );
         ctx.note(match &dataset.environments_as_of {

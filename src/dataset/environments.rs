@@ -11,6 +11,9 @@ use super::Instance;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DatasetProfile {
     pub name: &'static str,
+    /// Other names it goes by (any case): swebench 5.0's short ones and the Hugging Face
+    /// repositories it is published as.
+    pub aliases: &'static [&'static str],
     /// RFC 3339, UTC.
     pub environments_as_of: &'static str,
     /// Where the date comes from, in a sentence.
@@ -26,6 +29,7 @@ pub const DEFAULT_DATASET: &str = "swe-bench";
 pub const DATASET_PROFILES: &[DatasetProfile] = &[
     DatasetProfile {
         name: "swe-bench",
+        aliases: &["full", "SWE-bench/SWE-bench", "princeton-nlp/SWE-bench"],
         environments_as_of: "2024-01-26T00:00:00Z",
         provenance: "SWE-bench's published lists, proven by its validation before SWE-bench \
                      Lite was cut from it (2024-03-19): the day before pytest 8.0 \
@@ -35,18 +39,29 @@ pub const DATASET_PROFILES: &[DatasetProfile] = &[
     },
     DatasetProfile {
         name: "swe-bench-lite",
+        aliases: &[
+            "lite",
+            "SWE-bench/SWE-bench_Lite",
+            "princeton-nlp/SWE-bench_Lite",
+        ],
         environments_as_of: "2024-01-26T00:00:00Z",
         provenance: "SWE-bench Lite, a subset of SWE-bench whose lists it keeps: the same \
                      date as swe-bench's",
     },
     DatasetProfile {
         name: "swe-bench-verified",
+        aliases: &[
+            "verified",
+            "SWE-bench/SWE-bench_Verified",
+            "princeton-nlp/SWE-bench_Verified",
+        ],
         environments_as_of: "2024-08-13T00:00:00Z",
         provenance: "SWE-bench Verified, released on 2024-08-13 after its 500 instances were \
                      validated with SWE-bench's containerized harness (swebench 2.0.x)",
     },
     DatasetProfile {
         name: "multi-swe-bench",
+        aliases: &["ByteDance-Seed/Multi-SWE-bench"],
         environments_as_of: "2025-04-01T00:00:00Z",
         provenance: "Multi-SWE-bench, released with its harness on 2025-04-01 (its first \
                      commit, `Init mswebench`); its per-PR images were built from floating \
@@ -56,8 +71,12 @@ pub const DATASET_PROFILES: &[DatasetProfile] = &[
     },
 ];
 
+/// The known dataset `name` names: by its name or an alias, in any case.
 pub fn dataset_profile(name: &str) -> Option<&'static DatasetProfile> {
-    DATASET_PROFILES.iter().find(|p| p.name == name)
+    let name = name.trim();
+    DATASET_PROFILES.iter().find(|p| {
+        p.name.eq_ignore_ascii_case(name) || p.aliases.iter().any(|a| a.eq_ignore_ascii_case(name))
+    })
 }
 
 /// The names of [`DATASET_PROFILES`], for messages.
@@ -135,6 +154,8 @@ pub fn environments_date(
     instances: &[Instance],
     now: SystemTime,
 ) -> Result<DatasetDate, DatasetDateError> {
+    // A known dataset is recorded by its own name, however it was called.
+    let name = dataset_profile(name).map_or(name, |p| p.name);
     let (when, rule) = match environments_as_of.map(str::trim) {
         Some("commit") => {
             return Ok(DatasetDate {
@@ -181,4 +202,38 @@ pub fn environments_date(
         environments_as_of: Some(rfc3339(when)),
         rule,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn swebench_5s_names_and_hugging_faces_name_the_same_dataset() {
+        for name in [
+            "swe-bench-verified",
+            "verified",
+            "Verified",
+            "SWE-bench/SWE-bench_Verified",
+            "princeton-nlp/swe-bench_verified",
+        ] {
+            assert_eq!(
+                dataset_profile(name).map(|p| p.name),
+                Some("swe-bench-verified")
+            );
+        }
+        assert_eq!(dataset_profile("full").map(|p| p.name), Some("swe-bench"));
+        assert_eq!(
+            dataset_profile("lite").map(|p| p.name),
+            Some("swe-bench-lite")
+        );
+        assert_eq!(dataset_profile("SWE-bench/SWE-bench_Multimodal"), None);
+        let now = parse_when("2026-01-01").unwrap();
+        let d = environments_date("SWE-bench/SWE-bench_Lite", None, &[], now).unwrap();
+        assert_eq!(d.name, "swe-bench-lite", "recorded by its own name");
+        assert_eq!(
+            d.environments_as_of.as_deref(),
+            Some("2024-01-26T00:00:00Z")
+        );
+    }
 }

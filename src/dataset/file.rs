@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 use super::instance::{Instance, InstanceError};
 use super::msb::{self, MsbExportError, RowForm};
 use super::ordered::OrderedJson;
+use super::parquet::{self, ParquetError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DatasetError {
@@ -41,6 +42,10 @@ pub enum DatasetError {
         first: String,
         second: String,
     },
+    #[error(transparent)]
+    Parquet(#[from] ParquetError),
+    #[error("`{path}` holds no dataset file{which} (`*.parquet`, `*.json`, `*.jsonl`)")]
+    EmptyFolder { path: PathBuf, which: String },
 }
 
 /// How FAIL_TO_PASS / PASS_TO_PASS are written out.
@@ -178,17 +183,24 @@ fn records(path: &Path, text: &str) -> Result<Vec<Record>, DatasetError> {
     Ok(records)
 }
 
-/// Reads every instance of a dataset file, each with where it was (`line 7`, `item 3`): rows of
-/// SWE-bench's form and of Multi-SWE-bench's, told apart row by row by their fields.
-/// Nothing is returned unless every record is a valid instance and no id appears twice.
-pub fn read_dataset(path: &Path) -> Result<Vec<(String, Instance)>, DatasetError> {
-    let text = std::fs::read_to_string(path).map_err(|source| DatasetError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let mut seen: HashMap<String, String> = HashMap::new();
-    let mut out = Vec::new();
-    for (place, value, ascii) in records(path, &text)? {
+/// Instances read so far, each id with where it was: a second one is refused.
+#[derive(Default)]
+struct Reading {
+    seen: HashMap<String, String>,
+    out: Vec<(String, Instance)>,
+}
+
+impl Reading {
+    /// Takes one record read from `path` at `place` (`line 7`, `item 3`, `row 12`); `named`
+    /// is how the place is said when several files are read (`row 12 of `a.parquet``).
+    fn take(
+        &mut self,
+        path: &Path,
+        place: String,
+        named: String,
+        value: OrderedJson,
+        ascii: bool,
+    ) -> Result<(), DatasetError> {
         let inst = if msb::is_row(&value) {
             msb::read_row(value, ascii)
         } else {
@@ -199,17 +211,130 @@ pub fn read_dataset(path: &Path) -> Result<Vec<(String, Instance)>, DatasetError
             place: place.clone(),
             source,
         })?;
-        if let Some(first) = seen.insert(inst.instance_id.clone(), place.clone()) {
+        if let Some(first) = self.seen.insert(inst.instance_id.clone(), named.clone()) {
             return Err(DatasetError::Duplicate {
                 path: path.to_path_buf(),
                 id: inst.instance_id,
                 first,
-                second: place,
+                second: named,
             });
         }
-        out.push((place, inst));
+        self.out.push((named, inst));
+        Ok(())
     }
-    Ok(out)
+
+    /// Every record of the file at `path`: Parquet when it opens with Parquet's magic number,
+    /// else JSON (a list, or JSON Lines). `several`: places name the file too.
+    fn file(&mut self, path: &Path, several: bool) -> Result<(), DatasetError> {
+        let io = |source| DatasetError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let named = |place: &str| match several {
+            true => format!("{place} of `{}`", path.display()),
+            false => place.to_string(),
+        };
+        if parquet::is_parquet(path).map_err(io)? {
+            // Rows of Hugging Face's files keep non-ASCII as is, as SWE-bench's records do.
+            return parquet::for_each_row(path, |n, value| {
+                let place = format!("row {n}");
+                self.take(path, place.clone(), named(&place), value, false)
+            });
+        }
+        let text = std::fs::read_to_string(path).map_err(io)?;
+        for (place, value, ascii) in records(path, &text)? {
+            self.take(path, place.clone(), named(&place), value, ascii)?;
+        }
+        Ok(())
+    }
+}
+
+/// Reads every instance of a dataset file, each with where it was (`line 7`, `item 3`, `row
+/// 12`): JSON (a list or JSON Lines) or Parquet, told by the content; rows of SWE-bench's form
+/// and of Multi-SWE-bench's, told apart row by row by their fields. Nothing is returned unless
+/// every record is a valid instance and no id appears twice.
+pub fn read_dataset(path: &Path) -> Result<Vec<(String, Instance)>, DatasetError> {
+    let mut reading = Reading::default();
+    reading.file(path, false)?;
+    Ok(reading.out)
+}
+
+/// Whether a file in a dataset folder is one of its data files: `*.parquet`, `*.json` or
+/// `*.jsonl`, of `split` when one is named (Hugging Face names a split's shards
+/// `SPLIT-00000-of-00002.parquet`, or puts them in a folder of the split's name).
+fn is_data_file(rel: &Path, split: Option<&str>) -> bool {
+    let ext = rel.extension().and_then(|e| e.to_str());
+    if !matches!(ext, Some("parquet" | "json" | "jsonl")) {
+        return false;
+    }
+    let Some(split) = split else {
+        return true;
+    };
+    let stem = rel.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+    let shard_of_split = stem == split
+        || stem
+            .strip_prefix(split)
+            .is_some_and(|rest| rest.starts_with('-') || rest.starts_with('.'));
+    shard_of_split || rel.parent().is_some_and(|p| p.ends_with(split))
+}
+
+/// The data files under `dir` (any depth, hidden folders such as `.git` or `.cache` left
+/// out), sorted by path: a downloaded dataset's shards in their order.
+fn data_files(dir: &Path, split: Option<&str>) -> Result<Vec<PathBuf>, DatasetError> {
+    let io = |path: &Path, source| DatasetError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).map_err(|e| io(&d, e))? {
+            let entry = entry.map_err(|e| io(&d, e))?;
+            let path = entry.path();
+            if entry.file_name().to_string_lossy().starts_with('.') {
+                continue;
+            }
+            let kind = std::fs::metadata(&path).map_err(|e| io(&path, e))?;
+            let rel = path.strip_prefix(dir).unwrap_or(&path);
+            if kind.is_dir() {
+                stack.push(path);
+            } else if is_data_file(rel, split) {
+                found.push(path);
+            }
+        }
+    }
+    found.sort();
+    if found.is_empty() {
+        return Err(DatasetError::EmptyFolder {
+            path: dir.to_path_buf(),
+            which: split
+                .map(|s| format!(" of split `{s}`"))
+                .unwrap_or_default(),
+        });
+    }
+    Ok(found)
+}
+
+/// Reads every instance of the dataset files `paths`, as [`read_dataset`] reads one. A folder
+/// stands for the data files under it (a Hugging Face download: `data/*.parquet`), only those
+/// of `split` when one is named. An id may appear once in all of them together.
+pub fn read_datasets(
+    paths: &[PathBuf],
+    split: Option<&str>,
+) -> Result<Vec<(String, Instance)>, DatasetError> {
+    let mut files = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            files.extend(data_files(p, split)?);
+        } else {
+            files.push(p.clone());
+        }
+    }
+    let mut reading = Reading::default();
+    for f in &files {
+        reading.file(f, files.len() > 1)?;
+    }
+    Ok(reading.out)
 }
 
 /// Writes JSON as Python's `json.dumps` does (`", "` and `": "` between items). SWE-bench's
@@ -277,20 +402,27 @@ pub(crate) fn python_json_as(value: &impl Serialize, ascii: bool) -> Vec<u8> {
     out
 }
 
+/// A record's fields, written in their order (a `serde_json::Map` would sort the keys).
+struct OrderedFields(Vec<(String, Value)>);
+
+impl Serialize for OrderedFields {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+}
+
 /// One instance as a published record: the published fields in their order, then the others.
 pub fn to_record(inst: &Instance, form: TestListForm) -> Vec<u8> {
-    // A Vec of pairs keeps the order; serde_json::Map would sort the keys.
-    struct Ordered(Vec<(String, Value)>);
-    impl Serialize for Ordered {
-        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-            use serde::ser::SerializeMap;
-            let mut m = s.serialize_map(Some(self.0.len()))?;
-            for (k, v) in &self.0 {
-                m.serialize_entry(k, v)?;
-            }
-            m.end()
-        }
-    }
+    python_json(&OrderedFields(record_fields(inst, form)))
+}
+
+/// The fields of an instance's published record, in their order.
+fn record_fields(inst: &Instance, form: TestListForm) -> Vec<(String, Value)> {
     let Value::Object(mut all) = inst.to_value() else {
         unreachable!("an instance is a JSON object")
     };
@@ -310,7 +442,7 @@ pub fn to_record(inst: &Instance, form: TestListForm) -> Vec<u8> {
     }
     let rest: Map<String, Value> = all;
     fields.extend(rest);
-    python_json(&Ordered(fields))
+    fields
 }
 
 /// The bytes of a dataset file of SWE-bench records: JSON Lines when `path` ends in `.jsonl`,
@@ -330,33 +462,64 @@ pub enum ExportFormat {
     SweBench,
     /// Multi-SWE-bench rows; refused for an instance that did not come from one.
     MultiSweBench,
+    /// SWE-bench records in a Parquet file, as Hugging Face publishes them (also what an
+    /// output named `*.parquet` gets with `as-imported` or `swe-bench`).
+    Parquet,
 }
 
 /// `inst` as a SWE-bench record. The layout of a Multi-SWE-bench row is left out: it describes
 /// that row's bytes, and a record read back is a SWE-bench row.
-fn swe_bench_record(inst: &Instance, tests: TestListForm) -> Vec<u8> {
-    if !inst.extra.contains_key(msb::LAYOUT_KEY) {
-        return to_record(inst, tests);
-    }
-    let mut plain = inst.clone();
-    plain.extra.remove(msb::LAYOUT_KEY);
-    to_record(&plain, tests)
+fn swe_bench_record(inst: &Instance, tests: TestListForm) -> Vec<(String, Value)> {
+    let mut fields = record_fields(inst, tests);
+    fields.retain(|(k, _)| k != msb::LAYOUT_KEY);
+    fields
 }
 
-/// The bytes of a dataset file of `instances` written as `format` (JSON Lines when `path` ends
-/// in `.jsonl`, else a JSON list); `tests` is how SWE-bench records write their test lists.
+/// Why a dataset could not be written as asked.
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    #[error(transparent)]
+    MultiSweBench(#[from] MsbExportError),
+    #[error(transparent)]
+    Parquet(#[from] ParquetError),
+    #[error(
+        "`{0}` names a Parquet file, which holds SWE-bench records: Multi-SWE-bench rows are \
+         written as JSON (`.jsonl` or `.json`)"
+    )]
+    MultiSweBenchAsParquet(PathBuf),
+}
+
+/// The bytes of a dataset file of `instances` written as `format`: Parquet for `parquet` or an
+/// output named `*.parquet`, else JSON Lines when `path` ends in `.jsonl`, else a JSON list;
+/// `tests` is how SWE-bench records write their test lists.
 pub fn export_bytes(
     path: &Path,
     instances: &[Instance],
     format: ExportFormat,
     tests: TestListForm,
-) -> Result<Vec<u8>, MsbExportError> {
+) -> Result<Vec<u8>, ExportError> {
+    let parquet_named = path.extension().is_some_and(|e| e == "parquet");
+    if parquet_named && format == ExportFormat::MultiSweBench {
+        return Err(ExportError::MultiSweBenchAsParquet(path.to_path_buf()));
+    }
+    if format == ExportFormat::Parquet
+        || (parquet_named && matches!(format, ExportFormat::AsImported | ExportFormat::SweBench))
+    {
+        let records: Vec<parquet::Record<'_>> = instances
+            .iter()
+            .map(|inst| parquet::Record {
+                id: &inst.instance_id,
+                fields: swe_bench_record(inst, tests),
+            })
+            .collect();
+        return Ok(parquet::parquet_bytes(&records)?);
+    }
     let records = instances
         .iter()
         .map(|inst| match (format, msb::row_form(inst)) {
             (ExportFormat::MultiSweBench, _)
             | (ExportFormat::AsImported, RowForm::MultiSweBench) => msb::to_row(inst),
-            _ => Ok(swe_bench_record(inst, tests)),
+            _ => Ok(python_json(&OrderedFields(swe_bench_record(inst, tests)))),
         })
         .collect::<Result<Vec<_>, _>>()?;
     Ok(records_bytes(path, &records))

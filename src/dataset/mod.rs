@@ -6,6 +6,7 @@ mod file;
 mod instance;
 mod msb;
 mod ordered;
+mod parquet;
 mod selection;
 
 pub use environments::{
@@ -13,12 +14,13 @@ pub use environments::{
     environments_date, parse_when, rfc3339,
 };
 pub use file::{
-    DatasetError, ExportFormat, TestListForm, dataset_bytes, export_bytes, python_json,
-    read_dataset, records_bytes, to_record,
+    DatasetError, ExportError, ExportFormat, TestListForm, dataset_bytes, export_bytes,
+    python_json, read_dataset, read_datasets, records_bytes, to_record,
 };
 pub(crate) use file::{JsonText, json_or_lines};
 pub use instance::{HARNESS_FIELDS, Instance, InstanceError, RowHarness, is_repo, json_type_name};
 pub use msb::{
     LAYOUT_KEY, MsbError, MsbExportError, RowForm, harness_id, harness_work_tree, row_form,
 };
+pub use parquet::{ParquetError, is_parquet};
 pub use selection::{OfInstance, Selection, SelectionError};
