@@ -611,3 +611,47 @@ fn the_lock_validation_and_replay_see_the_submodules_files() {
     let report = &report["acme__widget-1"];
     assert_eq!(report["resolved"], true, "{report}");
 }
+
+#[test]
+fn a_context_whose_image_never_checked_submodules_out_needs_none_and_carries_none() {
+    let t = TestContext::new();
+    let up = make_upstreams(t.dir.path());
+    // The fixture's instance is version 1.0; its context says its image was a plain clone.
+    let manifests = t.manifests_with(
+        "acme__app.toml",
+        "repo = \"acme/app\"\nsource = \"tests/submodules.rs\"\nlog_parser = \"pytest\"\n\n\
+         [defaults]\npython = \"3.11\"\ntest_cmd = \"pytest -rA\"\nempty_submodules = true\n\n\
+         [versions.\"1.0\"]\n",
+    );
+    let inst = instance_file(&t, "acme/app", "acme__app-1", &up.app);
+    let with = |args: &[&str]| t.run_ok_with_manifests(&manifests, args);
+    with(&[
+        "import",
+        inst.to_str().unwrap(),
+        "--environments-as-of",
+        "commit",
+    ]);
+    // No submodule is mirrored: none is needed.
+    let out = with(&["mirror", "add", "acme/app", "--git-base", &up.base_url]);
+    assert!(out.contains("mirrored acme/app:"), "{out}");
+    assert!(!out.contains("kkos/onig"), "{out}");
+    assert!(!mirror_git(&t, "kkos/onig").exists());
+    // Packed with the context's spec: each submodule an empty directory, nothing carried.
+    let spec = t.path("spec.toml");
+    fs::write(&spec, "empty_submodules = true\n").unwrap();
+    let out = with(&[
+        "pack",
+        "--repo",
+        "acme/app",
+        "--instance",
+        inst.to_str().unwrap(),
+        "--spec",
+        spec.to_str().unwrap(),
+    ]);
+    let id = last_line(out.as_bytes());
+    let dest = t.path("unpacked");
+    with(&["unpack", &id, "-o", dest.to_str().unwrap()]);
+    let onig = dest.join("codebase/modules/onig");
+    assert!(onig.is_dir(), "the gitlink's directory is there");
+    assert_eq!(fs::read_dir(&onig).unwrap().count(), 0, "and empty");
+}

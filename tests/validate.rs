@@ -313,11 +313,19 @@ fn validation_proves_instances_and_replay_grades_predictions_from_their_bundles(
     let wrong = GOLD.replace("+    return a + b", "+    return a * b");
     let unsafe_patch = "diff --git a/../outside.py b/../outside.py\n--- a/../outside.py\n+++ b/../outside.py\n@@ -0,0 +1 @@\n+x = 1\n";
     let pred = |id: &str, patch: &str| serde_json::json!({"instance_id": id, "model_name_or_path": "m", "model_patch": patch});
+    // Right but for a module the environment lacks: swebench 5 calls that ambiguous.
+    let missing = GOLD
+        .replace(
+            "+    return a + b",
+            "+    import widget_missing_dependency\n+    return a + b",
+        )
+        .replace("@@ -1,5 +1,5 @@", "@@ -1,5 +1,6 @@");
     let preds = [
         pred("acme__widget-1", GOLD),
         pred("acme__widget-2", &wrong),
         pred("acme__widget-6", ""),
         pred("acme__widget-10", unsafe_patch),
+        pred("acme__widget-11", &missing),
         pred("acme__widget-99", GOLD),
     ];
     let file = t.path("preds.jsonl");
@@ -337,10 +345,36 @@ fn validation_proves_instances_and_replay_grades_predictions_from_their_bundles(
         ];
         ok(&[&head[..], extra].concat())
     };
-    replay_p1(&["--jobs", "2"]);
+    let logs = t.path("logs");
+    replay_p1(&["--jobs", "2", "--logs-dir", logs.to_str().unwrap()]);
     let m = summary("p1", "m");
     assert_ids(&m, "resolved_ids", &["acme__widget-1"]);
-    assert_ids(&m, "unresolved_ids", &["acme__widget-2"]);
+    assert_ids(&m, "unresolved_ids", &["acme__widget-11", "acme__widget-2"]);
+    // swebench 5's classification of what did not resolve: the missing module is ambiguous,
+    // a wrong answer and an unsafe patch are nobody's environment.
+    assert_ids(&m, "ambiguous_failure_ids", &["acme__widget-11"]);
+    assert_ids(&m, "infra_failure_ids", &[]);
+    assert_eq!(m["ambiguous_failure_instances"].as_u64(), Some(1), "{m}");
+    assert_eq!(
+        m["failure_reasons"],
+        serde_json::json!({"acme__widget-11": "missing_module"}),
+        "{m}"
+    );
+    // What the run graded against, and the run as swebench keeps its logs.
+    let meta = read_json(&t.ark().join("runs/p1/run.json"));
+    assert!(
+        meta["created_at"].is_string() && meta.get("task_repo").is_some(),
+        "{meta}"
+    );
+    let laid = logs.join("run_evaluation/p1");
+    for f in [
+        "run.json",
+        "m.p1.json",
+        "m/acme__widget-2/report.json",
+        "m/acme__widget-2/test_output.txt",
+    ] {
+        assert!(laid.join(f).is_file(), "{f}");
+    }
     assert_ids(&m, "empty_patch_ids", &["acme__widget-6"]);
     assert_eq!(
         m["errors"]["acme__widget-10"]["reason"].as_str(),
@@ -464,10 +498,10 @@ fn validation_proves_instances_and_replay_grades_predictions_from_their_bundles(
     assert_ids(&m, "resolved_ids", &["acme__widget-1", "acme__widget-2"]);
     assert_ids(&m, "empty_patch_ids", &["acme__widget-6"]);
     // Every prediction accounted for, the one with no bundle too: scored two ways.
-    assert_eq!(m["score"]["whole"]["instances"].as_u64(), Some(5), "{m}");
+    assert_eq!(m["score"]["whole"]["instances"].as_u64(), Some(6), "{m}");
     assert_eq!(
         m["score"]["reproducing"]["instances"].as_u64(),
-        Some(4),
+        Some(5),
         "{m}"
     );
     assert!(

@@ -1,3 +1,4 @@
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use crate::dataset::Selection;
@@ -43,6 +44,11 @@ pub struct ReplayArgs {
     /// results). docs/GRADING.md lists the differences.
     #[arg(long, default_value = "swebench-5", value_name = "RULES")]
     pub grading: crate::logparse::Grading,
+    /// Also lay the run out as swebench 5 keeps its logs: DIR/run_evaluation/<run-id>/ with
+    /// run.json, the run reports, and <model>/<instance>/ (report.json, test_output.txt,
+    /// patch.diff), for tools that read SWE-bench's `logs/` folder.
+    #[arg(long, value_name = "DIR")]
+    pub logs_dir: Option<PathBuf>,
     #[command(flatten)]
     pub run: super::validate::RunArgs,
     #[arg(long)]
@@ -78,6 +84,15 @@ pub fn run(ctx: &Context, args: ReplayArgs) -> anyhow::Result<ExitCode> {
     };
     for (model, _, path) in &report.summaries {
         ctx.note(replay::screen_summary(model, &report.reports, path));
+    }
+    if let Some(logs) = &args.logs_dir {
+        let to = replay::logs::export_logs(&report.dir, &report.run_id, logs).map_err(|e| {
+            anyhow::anyhow!("cannot lay the run out under `{}`: {e}", logs.display())
+        })?;
+        ctx.note(format!(
+            "the run's logs, as swebench keeps them: {}",
+            to.display()
+        ));
     }
     if args.json {
         let summaries: Vec<&serde_json::Value> = report.summaries.iter().map(|s| &s.1).collect();

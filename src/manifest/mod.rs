@@ -278,6 +278,8 @@ struct Fields {
     debian: Option<Vec<String>>,
     /// Programs of the machine the context's runs do not see (its image had none).
     hidden_programs: Option<Vec<String>>,
+    /// The dataset's image never checked its submodules out: they stay empty directories.
+    empty_submodules: Option<bool>,
     pre_install: Option<Vec<String>>,
     install: Option<String>,
     test_cmd: Option<String>,
@@ -375,6 +377,13 @@ pub struct Context {
     /// Left out of `env/spec.toml` when empty, so that other contexts' bundles keep their ids.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hidden_programs: Vec<String>,
+    /// The image its dataset ran in was a `git clone` and a checkout, with no `git submodule
+    /// update`: every submodule of the codebase stays an empty directory, as there, and none
+    /// is mirrored, carried or pinned for it. False (submodules filled from their mirrors,
+    /// as jq's image's `git submodule update --init` filled them) is left out of
+    /// `env/spec.toml`, so that other contexts' bundles keep their ids.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub empty_submodules: bool,
     pub pre_install: Vec<String>,
     pub install: String,
     pub test_cmd: String,
@@ -471,6 +480,7 @@ impl RepoManifest {
             conda_environment: pick(&v.conda_environment, &d.conda_environment),
             debian: pick(&v.debian, &d.debian),
             hidden_programs: pick(&v.hidden_programs, &d.hidden_programs),
+            empty_submodules: either(&v.empty_submodules, &d.empty_submodules).unwrap_or(false),
             pre_install: pick(&v.pre_install, &d.pre_install),
             install: either(&v.install, &d.install).unwrap_or_default(),
             test_cmd: either(&v.test_cmd, &d.test_cmd).ok_or_else(|| incomplete("test_cmd"))?,
@@ -641,6 +651,13 @@ impl Manifests {
                 repo: repo.to_string(),
                 known: self.by_repo.keys().cloned().collect(),
             })
+    }
+
+    /// Whether `instance`'s context leaves its submodules empty (`empty_submodules`); an
+    /// instance with no context here is taken to need them.
+    pub fn leaves_submodules_empty(&self, instance: &crate::dataset::Instance) -> bool {
+        self.context(&instance.repo, &instance.version)
+            .is_ok_and(|c| c.empty_submodules)
     }
 
     /// The context of `repo` at `version`.

@@ -389,6 +389,22 @@ impl Mirror {
         Ok(m)
     }
 
+    /// The codebase of `commit` as its context checks it out: with its submodules' files
+    /// ([`Mirror::codebase_with_submodules`]), or, for a context whose dataset image never
+    /// checked them out (`empty_submodules`), each submodule an empty directory and none filled.
+    pub fn codebase_for(
+        &self,
+        mirrors_dir: &Path,
+        commit: &str,
+        empty_submodules: bool,
+        progress: &dyn Progress,
+    ) -> Result<(Codebase, Vec<Submodule>), MirrorError> {
+        if empty_submodules {
+            return Ok((self.codebase_at(commit, progress)?, Vec::new()));
+        }
+        self.codebase_with_submodules(mirrors_dir, commit, progress)
+    }
+
     /// The codebase of `commit` with its submodules' files in place: every gitlink that
     /// `.gitmodules` names filled from the submodule's own mirror under `mirrors_dir` at the
     /// gitlink's commit, recursively, and carried (its `tree` the submodule commit's tree,

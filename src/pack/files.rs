@@ -161,8 +161,20 @@ pub fn one(
         CodebaseSource::Mirror { repo, commit } => {
             // Packing to a directory still reads the archive's mirror.
             let opened = ark.insert(Ark::open(ark_root)?);
-            let (codebase, vcs) =
-                super::codebase_from_mirror(opened, &instance, repo, commit.as_deref(), progress)?;
+            // As the context the spec names checks it out.
+            let empty_submodules = spec
+                .as_deref()
+                .and_then(|b| toml::from_slice::<toml::Value>(b).ok())
+                .and_then(|v| v.get("empty_submodules").and_then(toml::Value::as_bool))
+                .unwrap_or(false);
+            let (codebase, vcs) = super::codebase_from_mirror(
+                opened,
+                &instance,
+                repo,
+                commit.as_deref(),
+                empty_submodules,
+                progress,
+            )?;
             let keep = !matches!(inputs.vcs, VcsSource::None);
             (codebase, keep.then_some(vcs))
         }

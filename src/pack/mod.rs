@@ -116,6 +116,7 @@ pub fn codebase_from_mirror(
     instance: &Instance,
     repo: &str,
     commit: Option<&str>,
+    empty_submodules: bool,
     progress: &dyn Progress,
 ) -> Result<(Codebase, VcsRecord), PackError> {
     let name = RepoName::parse(repo).ok_or_else(|| PackError::BadRepo(repo.to_string()))?;
@@ -136,9 +137,14 @@ pub fn codebase_from_mirror(
         });
     }
     let mirror = Mirror::open(&ark.mirrors_dir(), &name)?;
-    // Submodules carried, from their own mirrors: a bundle must replay with no mirror.
-    let (codebase, submodules) =
-        mirror.codebase_with_submodules(&ark.mirrors_dir(), &instance.base_commit, progress)?;
+    // Submodules carried, from their own mirrors: a bundle must replay with no mirror (unless
+    // the context leaves them empty, as its dataset's image did).
+    let (codebase, submodules) = mirror.codebase_for(
+        &ark.mirrors_dir(),
+        &instance.base_commit,
+        empty_submodules,
+        progress,
+    )?;
     let vcs =
         crate::vcs::record(&mirror.path, &instance.base_commit).map_err(|e| PackError::Vcs {
             commit: instance.base_commit.clone(),
@@ -298,7 +304,14 @@ fn pack_validated(
         })?;
     let kept = BundleRecord::of(&results, raw_pre.as_deref(), raw_post.as_deref());
     let repo = instance.repo.clone();
-    let (codebase, vcs) = codebase_from_mirror(ark, instance, &repo, None, progress)?;
+    let (codebase, vcs) = codebase_from_mirror(
+        ark,
+        instance,
+        &repo,
+        None,
+        context.empty_submodules,
+        progress,
+    )?;
     // The mirror may have been fetched since the validation: say so when git answers
     // differently now.
     if let Some(then) = &results.describe

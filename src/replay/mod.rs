@@ -7,6 +7,8 @@
 //! ([`grade`]). docs/REPLAY.md tells it for users.
 
 pub mod grade;
+pub mod infra;
+pub mod logs;
 mod msb_report;
 pub mod predictions;
 mod run;
@@ -111,6 +113,19 @@ pub struct InstanceReport {
     /// report form ([`msb_report`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub harness_id: Option<String>,
+    /// swebench 5's: the tests left no log to grade and the log shows the environment broke
+    /// (`infra_failure_reason` says how). Advisory: the instance stays unresolved.
+    #[serde(default)]
+    pub infra_failure: bool,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub infra_failure_reason: String,
+    /// Why an instance that did not resolve failed, as swebench 5 classifies a run's logs
+    /// ([`infra`]): a signature's name (`network_unreachable`) or swe-ark's own reason
+    /// (`env_build_failed`), and its tier, `environment` or `ambiguous`; empty otherwise.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub failure_reason: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub failure_tier: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -248,6 +263,10 @@ pub fn blank_report(p: &Prediction, bundle: &str) -> InstanceReport {
         cannot_run: BTreeMap::new(),
         resolved_here: None,
         harness_id: None,
+        infra_failure: false,
+        infra_failure_reason: String::new(),
+        failure_reason: String::new(),
+        failure_tier: String::new(),
     }
 }
 

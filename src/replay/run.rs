@@ -201,6 +201,7 @@ pub fn run(
     let preds = opts.selection.pick(preds, among)?;
     crate::harness::sandbox_ready(&opts.run)?;
     let jobs = match_bundles(ark.as_ref(), &opts.bundles, preds, progress)?;
+    let dataset = run_dataset(ark.as_ref(), &jobs);
     let objects = match (&opts.objects, &ark) {
         (Some(store), _) => store.clone(),
         (None, Some(ark)) => ark.objects(),
@@ -252,8 +253,10 @@ pub fn run(
         (&a.instance_id, &a.model_name_or_path).cmp(&(&b.instance_id, &b.model_name_or_path))
     });
     let summaries = write_summaries(&runs, &run_id, &reports)?;
+    let dir = runs.join(&run_id);
+    super::logs::write_run_metadata(&dir, dataset.as_deref(), None).map_err(io(&dir))?;
     Ok(RunReport {
-        dir: runs.join(&run_id),
+        dir,
         run_id,
         reports,
         summaries,
@@ -263,6 +266,20 @@ pub fn run(
 }
 
 /// The instance directories of a run's directory `dir` (`<model>/<instance>/`), sorted.
+/// The dataset every instance of a run was imported from, when they share one (none from
+/// bundle files alone, or when they mix datasets).
+fn run_dataset(ark: Option<&Ark>, jobs: &[(Prediction, Placed)]) -> Option<String> {
+    let ark = ark?;
+    let mut names = std::collections::BTreeSet::new();
+    for (p, _) in jobs {
+        names.insert(ark.index().dataset_of(&p.instance_id).ok()??.name);
+    }
+    match names.len() {
+        1 => names.pop_first(),
+        _ => None,
+    }
+}
+
 fn instance_dirs(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     let subdirs = |d: &Path| -> std::io::Result<Vec<PathBuf>> {
         let mut v = Vec::new();
@@ -438,6 +455,7 @@ fn replay_or_resume(
         let mut r = super::blank_report(p, "");
         r.error = Some(reason);
         r.error_detail = detail;
+        super::infra::classify(&mut r, b"");
         (r, None)
     };
     let place = match place {
@@ -464,7 +482,8 @@ fn replay_or_resume(
         opts: at.run,
         grading: at.grading,
     };
-    let (r, output) = super::replay_one(&inputs, p);
+    let (mut r, output) = super::replay_one(&inputs, p);
+    super::infra::classify(&mut r, &output);
     let failure = write_instance(dir, &r, p, &output).err();
     crate::failpoint::hit("replay.after-report");
     (r, failure)
@@ -687,6 +706,7 @@ pub fn rewrite_reports(
                     r.error = Some(Reason::LogParseFailed);
                     r.error_detail = e.to_string();
                 }
+                super::infra::classify(&mut r, &output);
                 fsutil::write_atomic(&path, &report_json(&r)).map_err(io(&path))?;
                 regraded += 1;
             }
@@ -780,6 +800,11 @@ fn summarize(rs: &[&InstanceReport]) -> serde_json::Value {
     let error = |r: &InstanceReport| !completed(r) && !empty(r);
     let resolved = ids(&|r| r.resolved);
     let unresolved = ids(&|r| completed(r) && !r.resolved);
+    // swebench 5 classifies the unresolved and the errors; an empty patch is neither.
+    let classified =
+        |tier: &'static str| move |r: &InstanceReport| r.failure_tier == tier && !empty(r);
+    let infra = ids(&classified(super::infra::TIER_ENVIRONMENT));
+    let ambiguous = ids(&classified(super::infra::TIER_AMBIGUOUS));
     let score = Score::of(rs);
     serde_json::json!({
         "grading": grading_of(rs),
@@ -798,6 +823,8 @@ fn summarize(rs: &[&InstanceReport]) -> serde_json::Value {
         "completed_instances": ids(&completed).len(),
         "resolved_instances": resolved.len(),
         "unresolved_instances": unresolved.len(),
+        "infra_failure_instances": infra.len(),
+        "ambiguous_failure_instances": ambiguous.len(),
         "empty_patch_instances": ids(&empty).len(),
         "error_instances": ids(&error).len(),
         "completed_ids": ids(&completed),
@@ -806,6 +833,9 @@ fn summarize(rs: &[&InstanceReport]) -> serde_json::Value {
         "submitted_ids": ids(&|_| true),
         "resolved_ids": resolved,
         "unresolved_ids": unresolved,
+        "infra_failure_ids": infra,
+        "ambiguous_failure_ids": ambiguous,
+        "failure_reasons": rs.iter().filter(|r| !r.failure_tier.is_empty() && !empty(r)).map(|r| (r.instance_id.clone(), r.failure_reason.clone())).collect::<BTreeMap<_, _>>(),
         "error_ids": ids(&error),
         "errors": rs.iter().filter_map(|r| r.error.map(|reason| (r.instance_id.clone(), serde_json::json!({"reason": reason, "detail": r.error_detail}))))
             .collect::<BTreeMap<_, _>>(),

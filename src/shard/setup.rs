@@ -84,7 +84,7 @@ pub(super) fn mirror_repos(
     for repo in repos {
         let base = &job.opts.git_base;
         let mirrored = ensure_mirror(ark, seed, repo, base, job.progress)
-            .and_then(|()| ensure_submodules(ark, seed, repo, base, job.progress));
+            .and_then(|()| ensure_submodules(ark, seed, repo, base, job.manifests, job.progress));
         match mirrored {
             // Only the instances whose commits name such a gitlink stop, at validation.
             Ok(problems) => {
@@ -114,6 +114,7 @@ fn ensure_submodules(
     seed: Option<&Ark>,
     repo: &str,
     git_base: &str,
+    manifests: &crate::manifest::Manifests,
     progress: &dyn Progress,
 ) -> Result<Vec<String>, SetupError> {
     let fail = |source: crate::store::MirrorStateError| SetupError::Submodules {
@@ -144,7 +145,13 @@ fn ensure_submodules(
         }
     }
     let done = ark
-        .mirror_submodules(&name, git_base, &mut fetched, progress)
+        .mirror_submodules(
+            &name,
+            git_base,
+            &mut fetched,
+            &|i| manifests.leaves_submodules_empty(i),
+            progress,
+        )
         .map_err(fail)?;
     Ok(done.problems.iter().map(|e| e.to_string()).collect())
 }

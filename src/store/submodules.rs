@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
+use crate::dataset::Instance;
 use crate::mirror::{self, GitlinkAt, Mirror, MirrorError, RepoName, Submodule, SubmoduleScan};
 use crate::progress::Progress;
 
@@ -98,12 +99,14 @@ impl Ark {
     /// own (through `git_base` when its URL is GitHub's), its gitlink commit pinned there for
     /// each instance that needs it, recursively. `fetched` holds the mirrors already fetched by
     /// this run, so a submodule shared by several repositories is fetched once. A gitlink that
-    /// cannot be mirrored is in the result's `problems`; the rest is still done.
+    /// cannot be mirrored is in the result's `problems`; the rest is still done. Instances for
+    /// which `leaves_empty` is true (their context's `empty_submodules`) need none.
     pub fn mirror_submodules(
         &mut self,
         name: &RepoName,
         git_base: &str,
         fetched: &mut BTreeSet<RepoName>,
+        leaves_empty: &dyn Fn(&Instance) -> bool,
         progress: &dyn Progress,
     ) -> Result<SubmodulesMirrored, MirrorStateError> {
         let mut walk = Walk {
@@ -122,7 +125,7 @@ impl Ark {
             out: SubmodulesMirrored::default(),
         };
         let top = Mirror::open(&walk.mirrors_dir, name)?;
-        let (needed, pinned) = self.needed_commits(name)?;
+        let (needed, pinned) = self.needed_commits(name, leaves_empty)?;
         // A submodule's mirror has pins and no instances: its own submodules come with the
         // walk from the repository above it.
         if needed.is_empty() && !pinned && head_has_gitmodules(&top) {
@@ -171,10 +174,19 @@ impl Ark {
 
     /// The commits the archive needs of repository `name`, each with who needs it (instance,
     /// role), and whether the mirror holds pins at all.
-    fn needed_commits(&self, name: &RepoName) -> Result<(Needed, bool), IndexError> {
+    fn needed_commits(
+        &self,
+        name: &RepoName,
+        leaves_empty: &dyn Fn(&Instance) -> bool,
+    ) -> Result<(Needed, bool), IndexError> {
         let mut needed = Needed::new();
+        let mut empty = BTreeSet::new();
         for i in self.index().all_instances()? {
             if !i.repo.eq_ignore_ascii_case(name.as_str()) {
+                continue;
+            }
+            if leaves_empty(&i) {
+                empty.insert(i.instance_id);
                 continue;
             }
             let env = i.environment_setup_commit.clone();
@@ -192,6 +204,9 @@ impl Ark {
         let pins = self.index().pins(name.as_str())?;
         let pinned = !pins.is_empty();
         for p in pins {
+            if empty.contains(&p.instance_id) {
+                continue;
+            }
             if p.role == "base_commit" || p.role == "environment_setup_commit" {
                 needed
                     .entry(p.commit)

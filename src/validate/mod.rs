@@ -291,7 +291,7 @@ fn run_steps(
 
     // The codebase, from the mirror; the lock.
     let t = Instant::now();
-    let record = materialize(ark, instance, work)?;
+    let record = materialize(ark, instance, ctx.empty_submodules, work)?;
     results.describe = record.describe.clone();
     results
         .timings
@@ -367,7 +367,12 @@ fn not_covered(stop: Stop, instance: &Instance, covered: &[String], results: &Re
 /// The codebase at the base commit, from the mirror, written to `work/src` (the procedure
 /// makes it a git work tree from the record of its history: what replay will see from the
 /// bundle); the record.
-fn materialize(ark: &Ark, instance: &Instance, work: &Path) -> Result<crate::vcs::VcsRecord, Stop> {
+fn materialize(
+    ark: &Ark,
+    instance: &Instance,
+    empty_submodules: bool,
+    work: &Path,
+) -> Result<crate::vcs::VcsRecord, Stop> {
     let name = RepoName::parse(&instance.repo).ok_or_else(|| {
         Stop(
             Reason::BadInstance,
@@ -389,9 +394,10 @@ fn materialize(ark: &Ark, instance: &Instance, work: &Path) -> Result<crate::vcs
     // Submodules filled from their mirrors, as pack will carry them. A missing submodule
     // mirror is the archive's to fix (`mirror update`), so not recorded against the instance.
     let (codebase, _) = mirror
-        .codebase_with_submodules(
+        .codebase_for(
             &ark.mirrors_dir(),
             &instance.base_commit,
+            empty_submodules,
             &crate::progress::NoProgress,
         )
         .map_err(|e| match e {

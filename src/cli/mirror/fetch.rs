@@ -10,62 +10,8 @@ use crate::mirror::{self, Mirror, RepoName};
 use crate::store::{self, Ark};
 
 use super::super::Context;
-use super::super::output::human_bytes;
+use super::report::{print_report, submodules};
 use super::{AddArgs, ImportArgs, UpdateArgs, repo_name};
-
-fn print_report(r: &mirror::FetchReport) -> anyhow::Result<()> {
-    let (mut added, mut moved, mut deleted) = (0, 0, 0);
-    for c in &r.changes {
-        match c {
-            mirror::RefChange::Added { .. } => added += 1,
-            mirror::RefChange::Moved { .. } => moved += 1,
-            mirror::RefChange::Deleted { .. } => deleted += 1,
-        }
-        out!("  {c}");
-    }
-    out!(
-        "{} {}: {} refs (+{added} ~{moved} -{deleted}), {} objects, {} received in {:.1} s",
-        if r.created { "mirrored" } else { "updated" },
-        r.name,
-        r.refs,
-        r.received_objects,
-        human_bytes(r.received_bytes as u64),
-        r.seconds
-    );
-    Ok(())
-}
-
-/// Says what mirroring submodules did (the fetches and submodules in text; the notes; each
-/// gitlink that could not be mirrored, on stderr); returns how many could not.
-fn print_submodules(
-    ctx: &Context,
-    done: &store::SubmodulesMirrored,
-    json: bool,
-) -> anyhow::Result<usize> {
-    for note in &done.notes {
-        ctx.note(format!("note: {note}"));
-    }
-    if !json {
-        for r in &done.fetches {
-            print_report(r)?;
-        }
-        for s in &done.submodules {
-            out!(
-                "  submodule {} of {}: {} ({}), {} commit{} pinned",
-                s.path,
-                s.superproject,
-                s.mirror,
-                s.url,
-                s.commits,
-                if s.commits == 1 { "" } else { "s" }
-            );
-        }
-    }
-    for e in &done.problems {
-        eprintln!("swe-ark: error: {e}");
-    }
-    Ok(done.problems.len())
-}
 
 pub(super) fn add(ctx: &Context, args: AddArgs) -> anyhow::Result<ExitCode> {
     if args.name.is_some() && args.sources.len() > 1 {
@@ -106,8 +52,8 @@ pub(super) fn add(ctx: &Context, args: AddArgs) -> anyhow::Result<ExitCode> {
         }
         reports.push(report);
         fetched.insert(source.name.clone());
-        let done = ark.mirror_submodules(&source.name, &base, &mut fetched, progress.as_ref())?;
-        unmirrored += print_submodules(ctx, &done, args.json)?;
+        let done = submodules(ctx, &mut ark, &source.name, &base, &mut fetched, args.json)?;
+        unmirrored += done.problems.len();
         reports.extend(done.fetches);
     }
     if args.json {
@@ -176,9 +122,8 @@ pub(super) fn update(ctx: &Context, args: UpdateArgs) -> anyhow::Result<ExitCode
         .cloned()
         .collect::<Vec<_>>()
     {
-        let progress = ctx.progress();
-        let done = ark.mirror_submodules(&name, &base, &mut fetched, progress.as_ref())?;
-        unmirrored += print_submodules(ctx, &done, args.json)?;
+        let done = submodules(ctx, &mut ark, &name, &base, &mut fetched, args.json)?;
+        unmirrored += done.problems.len();
         reports.extend(done.fetches);
     }
     if args.json {

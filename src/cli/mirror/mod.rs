@@ -2,6 +2,7 @@
 //! `show.rs` lists, verifies, exports them and reads a version.
 
 mod fetch;
+mod report;
 mod show;
 
 use std::path::PathBuf;
