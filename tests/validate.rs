@@ -1164,12 +1164,8 @@ fn a_test_that_needs_what_only_conda_provides_is_named_and_graded_without() {
     );
     w.ok(&t, &["replay", "--gold", "--run-id", "g"]);
     let runs = t.ark().join("runs/g");
-    let model = std::fs::read_dir(&runs)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.is_file() && p.extension().is_some_and(|x| x == "json"))
-        .unwrap();
+    // The run report, `<model>.<run-id>.json` (beside it, swebench's run.json).
+    let model = runs.join("gold.g.json");
     let summary: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&model).unwrap()).unwrap();
     let report_file = std::fs::read_dir(&runs)
