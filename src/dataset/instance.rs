@@ -73,7 +73,7 @@ pub struct RowHarness<'a> {
     pub image: Option<&'a str>,
 }
 
-const STRING_FIELDS: [&str; 10] = [
+pub(crate) const STRING_FIELDS: [&str; 10] = [
     "instance_id",
     "repo",
     "base_commit",
@@ -85,7 +85,8 @@ const STRING_FIELDS: [&str; 10] = [
     "version",
     "environment_setup_commit",
 ];
-const REQUIRED: [&str; 5] = ["instance_id", "repo", "base_commit", "patch", "test_patch"];
+pub(crate) const REQUIRED: [&str; 5] =
+    ["instance_id", "repo", "base_commit", "patch", "test_patch"];
 
 /// What a JSON value is, for messages: `a string`, `a list`, `null`, …
 pub fn json_type_name(v: &Value) -> &'static str {

@@ -13,23 +13,11 @@ use serde_json::{Number, Value};
 use super::{ParquetError, ValueError};
 use crate::dataset::ordered::OrderedJson;
 
-/// The fields of SWE-bench's records, each a string (the test lists: a string holding a JSON
-/// list, or a list of strings); `version` may be a number.
-const STRING_COLUMNS: [&str; 10] = [
-    "instance_id",
-    "repo",
-    "base_commit",
-    "patch",
-    "test_patch",
-    "problem_statement",
-    "hints_text",
-    "created_at",
-    "version",
-    "environment_setup_commit",
-];
+// SWE-bench's fields that are strings (`version` may be a number) and those a record cannot
+// lack, as an instance reads them; the test lists: a string holding a JSON list, or a list of
+// strings.
+use crate::dataset::instance::{REQUIRED, STRING_FIELDS as STRING_COLUMNS};
 const LIST_COLUMNS: [&str; 2] = ["FAIL_TO_PASS", "PASS_TO_PASS"];
-/// The columns a file of SWE-bench records cannot lack.
-const REQUIRED: [&str; 5] = ["instance_id", "repo", "base_commit", "patch", "test_patch"];
 
 /// What a column's type is, in words, for messages.
 fn describe(t: &Type) -> String {
