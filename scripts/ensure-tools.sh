@@ -2,7 +2,8 @@
 # Installs, from Debian's packages, the command-line tools that the tests, the demo and the
 # bench use beside cargo; then a pinned uv, from PyPI, in the project's tool folder
 # (.tools/bin/uv, which the Makefile hands to swe-ark as SWE_ARK_UV) and moto's S3 server
-# (.tools/bin/moto_server) and pyarrow (.tools/pyarrow-venv); as root with apt-get,
+# (.tools/bin/moto_server), pyarrow (.tools/pyarrow-venv) and swebench's own task repository
+# code (.tools/swebench-venv); as root with apt-get,
 # Slurm and munge for the Slurm test, when it can (SWE_ARK_SKIP_SLURM=1: not). Does nothing
 # when they are all there.
 set -euo pipefail
@@ -15,6 +16,11 @@ MOTO_VERSION=5.2.5
 # pyarrow, which writes the Parquet files the dataset tests read (as Hugging Face's are
 # written) and reads back the ones swe-ark writes.
 PYARROW_VERSION=26.0.1
+# swebench, whose own task repository code (swebench.task: reading, checks, publishing) the
+# task repository tests check swe-ark's reading and writing against; with PyYAML, all that
+# code imports.
+SWEBENCH_VERSION=5.0.2
+PYYAML_VERSION=6.0.3
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 tools="$root/.tools"
@@ -73,6 +79,18 @@ if [ "$("$tools/pyarrow-venv/bin/python" -c 'import pyarrow; print(pyarrow.__ver
   python3 -m venv "$tools/pyarrow-venv"
   "$tools/pyarrow-venv/bin/python" -m pip install -q --disable-pip-version-check \
     "pyarrow==$PYARROW_VERSION"
+fi
+
+# swebench, pinned, without the dependencies its harness needs (docker, datasets, …): its
+# swebench.task modules need only PyYAML (tests/taskrepo.rs runs its python).
+if [ "$("$tools/swebench-venv/bin/python" -c 'import swebench, yaml; print(swebench.__version__, yaml.__version__)' 2>/dev/null)" != "$SWEBENCH_VERSION $PYYAML_VERSION" ]; then
+  echo "ensure-tools: installing swebench $SWEBENCH_VERSION (its task repository code) in $tools (from PyPI)" >&2
+  rm -rf "$tools/swebench-venv"
+  python3 -m venv "$tools/swebench-venv"
+  "$tools/swebench-venv/bin/python" -m pip install -q --disable-pip-version-check \
+    "PyYAML==$PYYAML_VERSION"
+  "$tools/swebench-venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps \
+    "swebench==$SWEBENCH_VERSION"
 fi
 
 # Slurm and munge, for the Slurm test (scripts/slurm-local.sh runs a one-node cluster on this

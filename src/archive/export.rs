@@ -172,6 +172,7 @@ fn gather_others(
         let instance = ark.index().instance(id)?.ok_or_else(|| {
             export_error(snap, format!("the archive does not hold instance {id}"))
         })?;
+        add_task_files(ark, snap, &instance, g)?;
         g.slice.instances.push(instance.to_value());
         if let Some(v) = validations.get(*id) {
             add_validation(ark, snap, id, v, g)?;
@@ -183,6 +184,31 @@ fn gather_others(
     g.slice
         .validations
         .sort_by(|a, b| a.instance_id.cmp(&b.instance_id));
+    Ok(())
+}
+
+/// The files of the task repository an instance was imported from (its `test_assets`, its
+/// `Dockerfile`, the repository's `sweb.yaml`, …), kept as objects: they travel with it.
+fn add_task_files(
+    ark: &Ark,
+    snap: &Snapshot,
+    instance: &Instance,
+    g: &mut Gathered,
+) -> Result<(), ArchiveError> {
+    let Some(record) = crate::dataset::TaskRecord::of(instance) else {
+        return Ok(());
+    };
+    let store = ark.objects();
+    let id = &instance.instance_id;
+    for (path, kept) in record.files.iter().chain(&record.repo_files) {
+        if !store.has(&kept.sha256) {
+            let o = kept.sha256;
+            let detail = format!("the task file `{path}` of {id} is object {o}, which is missing");
+            return Err(export_error(snap, detail));
+        }
+        g.objects.entry(kept.sha256).or_insert("task-file");
+        g.brings.entry(id.clone()).or_default().insert(kept.sha256);
+    }
     Ok(())
 }
 
@@ -241,6 +267,7 @@ fn gather_instance(
         )));
     }
     let instance = instance_of_bundle(ark, snap, id, &row, &manifest)?;
+    add_task_files(ark, snap, &instance, g)?;
     g.repos.insert(instance.repo.clone());
     g.slice.instances.push(instance.to_value());
     g.slice.bundles.push(SliceBundle::from(&row));

@@ -102,10 +102,11 @@ pub enum Command {
     Mirror(mirror::MirrorArgs),
     /// Task instances from a repository's merged pull requests, through the GitHub REST API.
     Collect(collect::CollectArgs),
-    /// Import a SWE-bench or Multi-SWE-bench dataset file (JSON list or JSON Lines) into the
-    /// index.
+    /// Import SWE-bench or Multi-SWE-bench datasets (JSON, JSON Lines, Parquet, or a swebench
+    /// 5 task repository) into the index.
     Import(dataset::ImportArgs),
-    /// Write the archive's instances as a dataset file (SWE-bench or Multi-SWE-bench rows).
+    /// Write the archive's instances as a dataset file (SWE-bench or Multi-SWE-bench rows), or
+    /// as a swebench 5 task repository.
     ExportDataset(dataset::ExportArgs),
     /// Locked, offline-installable environments: lock, build, ls, show.
     Env(env::EnvArgs),
@@ -150,6 +151,7 @@ fn writes_objects(command: &Command) -> bool {
             | Command::ImportArchive(_)
             | Command::Merge(_)
             | Command::Collect(_)
+            | Command::Import(_)
     )
 }
 

@@ -79,6 +79,14 @@ pub fn dataset_profile(name: &str) -> Option<&'static DatasetProfile> {
     })
 }
 
+/// The name swebench gives a dataset swe-ark knows (its Hugging Face repository,
+/// `SWE-bench/SWE-bench_Lite`); any other name as it is.
+pub fn published_name(name: &str) -> String {
+    dataset_profile(name)
+        .and_then(|p| p.aliases.iter().find(|a| a.contains('/')))
+        .map_or_else(|| name.to_string(), |a| a.to_string())
+}
+
 /// The names of [`DATASET_PROFILES`], for messages.
 pub fn dataset_names() -> Vec<&'static str> {
     DATASET_PROFILES.iter().map(|p| p.name).collect()

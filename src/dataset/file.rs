@@ -13,6 +13,7 @@ use super::instance::{Instance, InstanceError};
 use super::msb::{self, MsbExportError, RowForm};
 use super::ordered::OrderedJson;
 use super::parquet::{self, ParquetError};
+use super::taskrepo::{self, SourceFile, TaskRepoError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DatasetError {
@@ -44,6 +45,8 @@ pub enum DatasetError {
     },
     #[error(transparent)]
     Parquet(#[from] ParquetError),
+    #[error(transparent)]
+    TaskRepo(#[from] TaskRepoError),
     #[error("`{path}` holds no dataset file{which} (`*.parquet`, `*.json`, `*.jsonl`)")]
     EmptyFolder { path: PathBuf, which: String },
 }
@@ -211,6 +214,11 @@ impl Reading {
             place: place.clone(),
             source,
         })?;
+        self.add(path, named, inst)
+    }
+
+    /// Adds `inst`, read from `path` at `named`, unless its id was read already.
+    fn add(&mut self, path: &Path, named: String, inst: Instance) -> Result<(), DatasetError> {
         if let Some(first) = self.seen.insert(inst.instance_id.clone(), named.clone()) {
             return Err(DatasetError::Duplicate {
                 path: path.to_path_buf(),
@@ -315,26 +323,69 @@ fn data_files(dir: &Path, split: Option<&str>) -> Result<Vec<PathBuf>, DatasetEr
     Ok(found)
 }
 
+/// What [`read_datasets`] read.
+#[derive(Debug, Default)]
+pub struct DatasetsRead {
+    /// Every instance, with where it was (`line 7`, `row 12 of `a.parquet``, `tasks/<id>`).
+    pub instances: Vec<(String, Instance)>,
+    /// The files of task repositories the instances keep, to be stored as objects.
+    pub files: Vec<SourceFile>,
+    /// The datasets the task repositories publish, in their `sweb.yaml`'s order.
+    pub published: Vec<String>,
+    /// What the reader says without refusing: tasks left out, swebench's warnings.
+    pub notes: Vec<String>,
+}
+
 /// Reads every instance of the dataset files `paths`, as [`read_dataset`] reads one. A folder
-/// stands for the data files under it (a Hugging Face download: `data/*.parquet`), only those
-/// of `split` when one is named. An id may appear once in all of them together.
-pub fn read_datasets(
-    paths: &[PathBuf],
-    split: Option<&str>,
-) -> Result<Vec<(String, Instance)>, DatasetError> {
-    let mut files = Vec::new();
+/// with a `sweb.yaml` is a swebench 5 task repository (its published tasks, or those of
+/// `split`); any other folder stands for the data files under it (a Hugging Face download:
+/// `data/*.parquet`), only those of `split` when one is named. An id may appear once in all of
+/// them together.
+pub fn read_datasets(paths: &[PathBuf], split: Option<&str>) -> Result<DatasetsRead, DatasetError> {
+    // In the order given: a task repository, or data files.
+    let mut sources: Vec<(PathBuf, bool)> = Vec::new();
     for p in paths {
-        if p.is_dir() {
-            files.extend(data_files(p, split)?);
+        if p.is_dir() && taskrepo::is_task_repo(p) {
+            sources.push((p.clone(), true));
+        } else if p.is_dir() {
+            sources.extend(data_files(p, split)?.into_iter().map(|f| (f, false)));
         } else {
-            files.push(p.clone());
+            sources.push((p.clone(), false));
         }
     }
+    let several = sources.len() > 1;
     let mut reading = Reading::default();
-    for f in &files {
-        reading.file(f, files.len() > 1)?;
+    let mut out = DatasetsRead::default();
+    for (path, is_repo) in &sources {
+        if !is_repo {
+            reading.file(path, several)?;
+            continue;
+        }
+        let repo = taskrepo::read_task_repo(path, split)?;
+        for (place, inst) in repo.instances {
+            let named = match several {
+                true => format!("{place} of `{}`", path.display()),
+                false => place,
+            };
+            reading.add(path, named, inst)?;
+        }
+        out.files.extend(repo.files);
+        for d in repo.datasets {
+            if !out.published.contains(&d) {
+                out.published.push(d);
+            }
+        }
+        for (s, n) in repo.left_out {
+            out.notes.push(format!(
+                "`{}`: left out {n} task(s) of split `{s}`, which its sweb.yaml does not \
+                 publish (--split {s} imports them)",
+                path.display()
+            ));
+        }
+        out.notes.extend(repo.warnings);
     }
-    Ok(reading.out)
+    out.instances = reading.out;
+    Ok(out)
 }
 
 /// Writes JSON as Python's `json.dumps` does (`", "` and `": "` between items). SWE-bench's
@@ -465,13 +516,15 @@ pub enum ExportFormat {
     /// SWE-bench records in a Parquet file, as Hugging Face publishes them (also what an
     /// output named `*.parquet` gets with `as-imported` or `swe-bench`).
     Parquet,
+    /// A swebench 5 task repository: a folder, not a file (`sweb.yaml`, `tasks/<id>/…`).
+    TaskRepo,
 }
 
 /// `inst` as a SWE-bench record. The layout of a Multi-SWE-bench row is left out: it describes
 /// that row's bytes, and a record read back is a SWE-bench row.
 fn swe_bench_record(inst: &Instance, tests: TestListForm) -> Vec<(String, Value)> {
     let mut fields = record_fields(inst, tests);
-    fields.retain(|(k, _)| k != msb::LAYOUT_KEY);
+    fields.retain(|(k, _)| k != msb::LAYOUT_KEY && k != taskrepo::TASK_KEY);
     fields
 }
 
@@ -487,6 +540,8 @@ pub enum ExportError {
          written as JSON (`.jsonl` or `.json`)"
     )]
     MultiSweBenchAsParquet(PathBuf),
+    #[error("a task repository is a folder of files, not the bytes of one file (`{0}`)")]
+    TaskRepoIsAFolder(PathBuf),
 }
 
 /// The bytes of a dataset file of `instances` written as `format`: Parquet for `parquet` or an
@@ -498,6 +553,9 @@ pub fn export_bytes(
     format: ExportFormat,
     tests: TestListForm,
 ) -> Result<Vec<u8>, ExportError> {
+    if format == ExportFormat::TaskRepo {
+        return Err(ExportError::TaskRepoIsAFolder(path.to_path_buf()));
+    }
     let parquet_named = path.extension().is_some_and(|e| e == "parquet");
     if parquet_named && format == ExportFormat::MultiSweBench {
         return Err(ExportError::MultiSweBenchAsParquet(path.to_path_buf()));

@@ -4,20 +4,10 @@
 
 use std::path::{Path, PathBuf};
 
-use serde_json::json;
-
 use crate::fsutil;
 
 /// swebench's `LOG_RUN_METADATA`.
 pub const RUN_METADATA: &str = "run.json";
-
-/// The name swebench gives a dataset swe-ark knows (its Hugging Face repository,
-/// `SWE-bench/SWE-bench_Lite`); any other name as it is.
-fn swebench_name(name: &str) -> String {
-    crate::dataset::dataset_profile(name)
-        .and_then(|p| p.aliases.iter().find(|a| a.contains('/')))
-        .map_or_else(|| name.to_string(), |a| a.to_string())
-}
 
 /// Writes `<run dir>/run.json` as swebench 5's `write_run_metadata` does: the dataset and
 /// split the run graded against (null when the run's instances come from several, or the
@@ -35,13 +25,21 @@ pub fn write_run_metadata(
         .map(|v| v["task_repo"].clone())
         .unwrap_or(serde_json::Value::Null);
     let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-    let meta = json!({
-        "dataset": dataset.map(swebench_name),
-        "split": split,
-        "task_repo": task_repo,
+    // In swebench's order (a struct's fields keep theirs; a JSON map would sort them).
+    #[derive(serde::Serialize)]
+    struct RunMetadata {
+        dataset: Option<String>,
+        split: Option<String>,
+        task_repo: serde_json::Value,
+        created_at: String,
+    }
+    let meta = RunMetadata {
+        dataset: dataset.map(crate::dataset::published_name),
+        split: split.map(String::from),
+        task_repo,
         // Python's isoformat(timespec="seconds") of a UTC time.
-        "created_at": now.replace('Z', "+00:00"),
-    });
+        created_at: now.replace('Z', "+00:00"),
+    };
     let mut bytes = serde_json::to_vec_pretty(&meta).unwrap_or_default();
     bytes.push(b'\n');
     std::fs::create_dir_all(run_dir)?;
@@ -93,6 +91,14 @@ mod tests {
         assert_eq!(v["task_repo"], "/data/tasks");
         assert_eq!(v["dataset"], "acme");
         assert_eq!(v["split"], "test");
+        // Its keys in the order swebench writes them.
+        let text = std::fs::read_to_string(&path).unwrap();
+        let at = |k: &str| text.find(&format!("\"{k}\"")).unwrap();
+        assert!(
+            at("dataset") < at("split") && at("split") < at("task_repo"),
+            "{text}"
+        );
+        assert!(at("task_repo") < at("created_at"), "{text}");
     }
 
     #[test]

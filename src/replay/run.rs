@@ -201,7 +201,7 @@ pub fn run(
     let preds = opts.selection.pick(preds, among)?;
     crate::harness::sandbox_ready(&opts.run)?;
     let jobs = match_bundles(ark.as_ref(), &opts.bundles, preds, progress)?;
-    let dataset = run_dataset(ark.as_ref(), &jobs);
+    let (dataset, split) = run_dataset(ark.as_ref(), &jobs);
     let objects = match (&opts.objects, &ark) {
         (Some(store), _) => store.clone(),
         (None, Some(ark)) => ark.objects(),
@@ -254,7 +254,8 @@ pub fn run(
     });
     let summaries = write_summaries(&runs, &run_id, &reports)?;
     let dir = runs.join(&run_id);
-    super::logs::write_run_metadata(&dir, dataset.as_deref(), None).map_err(io(&dir))?;
+    super::logs::write_run_metadata(&dir, dataset.as_deref(), split.as_deref())
+        .map_err(io(&dir))?;
     Ok(RunReport {
         dir,
         run_id,
@@ -265,21 +266,35 @@ pub fn run(
     })
 }
 
-/// The instance directories of a run's directory `dir` (`<model>/<instance>/`), sorted.
 /// The dataset every instance of a run was imported from, when they share one (none from
-/// bundle files alone, or when they mix datasets).
-fn run_dataset(ark: Option<&Ark>, jobs: &[(Prediction, Placed)]) -> Option<String> {
-    let ark = ark?;
+/// bundle files alone, or when they mix datasets), and their split, when they came from a
+/// task repository and share one.
+fn run_dataset(
+    ark: Option<&Ark>,
+    jobs: &[(Prediction, Placed)],
+) -> (Option<String>, Option<String>) {
+    let Some(ark) = ark else {
+        return (None, None);
+    };
     let mut names = std::collections::BTreeSet::new();
+    let mut splits = std::collections::BTreeSet::new();
     for (p, _) in jobs {
-        names.insert(ark.index().dataset_of(&p.instance_id).ok()??.name);
+        let name = ark.index().dataset_of(&p.instance_id).ok().flatten();
+        names.insert(name.map(|d| d.name));
+        let inst = ark.index().instance(&p.instance_id).ok().flatten();
+        splits.insert(
+            inst.and_then(|i| crate::dataset::TaskRecord::of(&i))
+                .map(|r| r.split),
+        );
     }
-    match names.len() {
-        1 => names.pop_first(),
+    let one = |mut set: std::collections::BTreeSet<Option<String>>| match set.len() {
+        1 => set.pop_first().flatten(),
         _ => None,
-    }
+    };
+    (one(names), one(splits))
 }
 
+/// The instance directories of a run's directory `dir` (`<model>/<instance>/`), sorted.
 fn instance_dirs(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     let subdirs = |d: &Path| -> std::io::Result<Vec<PathBuf>> {
         let mut v = Vec::new();

@@ -1,29 +1,34 @@
-use std::collections::HashSet;
+mod export;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::dataset::{self, ExportFormat, RowForm, Selection, TestListForm};
-use crate::fsutil;
+use crate::dataset::{self, RowForm};
 use crate::store::Ark;
 
 use super::Context;
 
+pub use export::{ExportArgs, export};
+
 #[derive(Debug, clap::Args)]
 pub struct ImportArgs {
     /// SWE-bench or Multi-SWE-bench datasets as published: JSON lists, JSON Lines or Parquet
-    /// files (each file's form told by its content, each row's by its fields), or folders of
-    /// them (a Hugging Face download: every `*.parquet`, `*.json`, `*.jsonl` under it). All are
-    /// imported together, or none.
+    /// files (each file's form told by its content, each row's by its fields), folders of
+    /// them (a Hugging Face download: every `*.parquet`, `*.json`, `*.jsonl` under it), or
+    /// swebench 5 task repositories (a folder with a `sweb.yaml`). All are imported together,
+    /// or none.
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
     /// In a folder, only the files of this split (`test-00000-of-00001.parquet`,
-    /// `dev.jsonl`, or any file in a folder named `test`).
+    /// `dev.jsonl`, or any file in a folder named `test`); in a task repository, only its
+    /// tasks of this split (published or not: `deprecated`).
     #[arg(long, value_name = "NAME")]
     pub split: Option<String>,
     /// The dataset the file is (swe-bench, swe-bench-lite, swe-bench-verified,
-    /// multi-swe-bench, or a name of your own with --environments-as-of): its environments'
-    /// date is what `env lock` resolves as of. Default: multi-swe-bench when every row is
-    /// Multi-SWE-bench's, else swe-bench.
+    /// multi-swe-bench, their aliases such as `verified` or `SWE-bench/SWE-bench_Verified`, or
+    /// a name of your own with --environments-as-of): its environments' date is what `env
+    /// lock` resolves as of. Default: multi-swe-bench when every row is Multi-SWE-bench's, the
+    /// first dataset a task repository's sweb.yaml publishes, else swe-bench.
     #[arg(long, value_name = "NAME")]
     pub dataset: Option<String>,
     /// When the dataset's environments were built (YYYY-MM-DD or RFC 3339), overriding the
@@ -35,38 +40,21 @@ pub struct ImportArgs {
     pub json: bool,
 }
 
-#[derive(Debug, clap::Args)]
-pub struct ExportArgs {
-    /// Where to write: `.parquet` gives Parquet, `.jsonl` JSON Lines, anything else a JSON list.
-    #[arg(short, long, value_name = "FILE")]
-    pub output: PathBuf,
-    /// Only these instances (default: all, in the order they entered the archive).
-    #[arg(long, num_args = 1.., value_name = "ID")]
-    pub instance_ids: Vec<String>,
-    /// The rows' form: each instance as it came in, SWE-bench records, Multi-SWE-bench rows
-    /// (refused for an instance that did not come from one), or SWE-bench records in Parquet.
-    #[arg(long, value_enum, default_value_t = ExportFormat::AsImported)]
-    pub format: ExportFormat,
-    /// How SWE-bench records write FAIL_TO_PASS / PASS_TO_PASS.
-    #[arg(long, value_enum, default_value_t = TestListForm::Strings)]
-    pub tests_as: TestListForm,
-    /// Only the instances that validation kept (proven by running their tests).
-    #[arg(long)]
-    pub validated_only: bool,
-}
-
 pub fn import(ctx: &Context, args: ImportArgs) -> anyhow::Result<ExitCode> {
-    let records = dataset::read_datasets(&args.files, args.split.as_deref())?;
-    let mut instances: Vec<_> = records.into_iter().map(|(_, i)| i).collect();
+    let read = dataset::read_datasets(&args.files, args.split.as_deref())?;
+    for note in &read.notes {
+        ctx.note(note.clone());
+    }
+    let mut instances: Vec<_> = read.instances.into_iter().map(|(_, i)| i).collect();
     let all_msb = !instances.is_empty()
         && instances
             .iter()
             .all(|i| dataset::row_form(i) == RowForm::MultiSweBench);
     let name = args.dataset.clone().unwrap_or_else(|| {
-        if all_msb {
-            "multi-swe-bench"
-        } else {
-            dataset::DEFAULT_DATASET
+        match read.published.first() {
+            _ if all_msb => "multi-swe-bench",
+            Some(first) => first,
+            None => dataset::DEFAULT_DATASET,
         }
         .to_string()
     });
@@ -95,6 +83,16 @@ pub fn import(ctx: &Context, args: ImportArgs) -> anyhow::Result<ExitCode> {
         std::time::SystemTime::now(),
     )?;
     let mut ark = Ark::create(&ctx.ark)?;
+    // A task repository's files first, as objects: what the instances name is there before
+    // they are; an import that stops later leaves only objects nothing names.
+    let objects = ark.objects();
+    for f in &read.files {
+        let mut file = std::fs::File::open(&f.path)
+            .map_err(|e| anyhow::anyhow!("cannot read `{}`: {e}", f.path.display()))?;
+        objects
+            .put_checked(&mut file, Some(&f.sha256))
+            .map_err(|e| anyhow::anyhow!("cannot keep `{}` as an object: {e}", f.path.display()))?;
+    }
     let new = ark
         .index_mut()
         .import_instances(&instances, Some(&dataset))?;
@@ -129,37 +127,5 @@ pub fn import(ctx: &Context, args: ImportArgs) -> anyhow::Result<ExitCode> {
             ),
         });
     }
-    Ok(ExitCode::SUCCESS)
-}
-
-pub fn export(ctx: &Context, args: ExportArgs) -> anyhow::Result<ExitCode> {
-    let ark = Ark::open(&ctx.ark)?;
-    let mut instances = Selection::ids(args.instance_ids)
-        .pick(ark.index().all_instances()?, "not in the archive")?;
-    if args.validated_only {
-        let kept: HashSet<String> = ark
-            .index()
-            .validations()?
-            .into_iter()
-            .filter(|v| v.verdict == crate::verdict::Verdict::Kept)
-            .map(|v| v.instance_id)
-            .collect();
-        let before = instances.len();
-        instances.retain(|i| kept.contains(&i.instance_id));
-        if before > instances.len() {
-            ctx.note(format!(
-                "left out {} instance(s) that validation did not keep (see `swe-ark ls --validated`)",
-                before - instances.len()
-            ));
-        }
-    }
-    let bytes = dataset::export_bytes(&args.output, &instances, args.format, args.tests_as)?;
-    fsutil::write_atomic(&args.output, &bytes)
-        .map_err(|e| anyhow::anyhow!("cannot write `{}`: {e}", args.output.display()))?;
-    ctx.note(format!(
-        "exported {} instances to {}",
-        instances.len(),
-        args.output.display()
-    ));
     Ok(ExitCode::SUCCESS)
 }
