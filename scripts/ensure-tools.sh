@@ -60,38 +60,42 @@ if [ "$("$tools/bin/uv" --version 2>/dev/null | awk '{print $2}')" != "$UV_VERSI
   fi
 fi
 
-# moto's S3 server, pinned, in its own virtual environment: the real S3 API on 127.0.0.1 the
-# S3 tests and the bench talk to (.tools/bin/moto_server links to it).
-if [ "$("$tools/moto-venv/bin/python" -c 'import moto; print(moto.__version__)' 2>/dev/null)" != "$MOTO_VERSION" ]; then
-  echo "ensure-tools: installing moto $MOTO_VERSION (its S3 server) in $tools (from PyPI)" >&2
-  rm -rf "$tools/moto-venv"
-  python3 -m venv "$tools/moto-venv"
-  "$tools/moto-venv/bin/python" -m pip install -q --disable-pip-version-check \
-    "moto[server]==$MOTO_VERSION"
-  mkdir -p "$tools/bin"
-  ln -sfn ../moto-venv/bin/moto_server "$tools/bin/moto_server"
-fi
+# A pinned Python tool in a virtual environment of its own, .tools/NAME-venv: made anew unless
+# `python -c CHECK` there prints WANT. Then each further argument is one `pip install` (its
+# words split: options and requirements).
+pinned_venv() {
+  local name=$1 check=$2 want=$3
+  shift 3
+  local venv="$tools/$name-venv"
+  if [ "$("$venv/bin/python" -c "$check" 2>/dev/null)" = "$want" ]; then
+    return
+  fi
+  echo "ensure-tools: installing $name ($want) in $venv (from PyPI)" >&2
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  local install
+  for install in "$@"; do
+    # shellcheck disable=SC2086 # an install's words are meant to split
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check $install
+  done
+}
 
-# pyarrow, pinned, in its own virtual environment (tests/dataset.rs runs its python).
-if [ "$("$tools/pyarrow-venv/bin/python" -c 'import pyarrow; print(pyarrow.__version__)' 2>/dev/null)" != "$PYARROW_VERSION" ]; then
-  echo "ensure-tools: installing pyarrow $PYARROW_VERSION in $tools (from PyPI)" >&2
-  rm -rf "$tools/pyarrow-venv"
-  python3 -m venv "$tools/pyarrow-venv"
-  "$tools/pyarrow-venv/bin/python" -m pip install -q --disable-pip-version-check \
-    "pyarrow==$PYARROW_VERSION"
-fi
+# moto's S3 server: the real S3 API on 127.0.0.1 the S3 tests and the bench talk to
+# (.tools/bin/moto_server links to it).
+pinned_venv moto 'import moto; print(moto.__version__)' "$MOTO_VERSION" \
+  "moto[server]==$MOTO_VERSION"
+mkdir -p "$tools/bin"
+ln -sfn ../moto-venv/bin/moto_server "$tools/bin/moto_server"
 
-# swebench, pinned, without the dependencies its harness needs (docker, datasets, …): its
+# pyarrow (tests/dataset.rs runs its python).
+pinned_venv pyarrow 'import pyarrow; print(pyarrow.__version__)' "$PYARROW_VERSION" \
+  "pyarrow==$PYARROW_VERSION"
+
+# swebench, without the dependencies its harness needs (docker, datasets, …): its
 # swebench.task modules need only PyYAML (tests/taskrepo.rs runs its python).
-if [ "$("$tools/swebench-venv/bin/python" -c 'import swebench, yaml; print(swebench.__version__, yaml.__version__)' 2>/dev/null)" != "$SWEBENCH_VERSION $PYYAML_VERSION" ]; then
-  echo "ensure-tools: installing swebench $SWEBENCH_VERSION (its task repository code) in $tools (from PyPI)" >&2
-  rm -rf "$tools/swebench-venv"
-  python3 -m venv "$tools/swebench-venv"
-  "$tools/swebench-venv/bin/python" -m pip install -q --disable-pip-version-check \
-    "PyYAML==$PYYAML_VERSION"
-  "$tools/swebench-venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps \
-    "swebench==$SWEBENCH_VERSION"
-fi
+pinned_venv swebench 'import swebench, yaml; print(swebench.__version__, yaml.__version__)' \
+  "$SWEBENCH_VERSION $PYYAML_VERSION" "PyYAML==$PYYAML_VERSION" \
+  "--no-deps swebench==$SWEBENCH_VERSION"
 
 # Slurm and munge, for the Slurm test (scripts/slurm-local.sh runs a one-node cluster on this
 # machine). Optional: only as root with apt-get, never fatal; SWE_ARK_SKIP_SLURM=1 skips it.

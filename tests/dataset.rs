@@ -198,32 +198,14 @@ fn a_list_or_json_lines_is_told_by_the_content_whatever_the_name() {
     );
 }
 
-/// pyarrow's python (`.tools/pyarrow-venv`, which `make tools` installs), or `None`, saying so.
+/// pyarrow's python, or `None`, saying so.
 fn pyarrow() -> Option<std::path::PathBuf> {
-    let py =
-        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".tools/pyarrow-venv/bin/python");
-    if py.is_file() {
-        Some(py)
-    } else {
-        eprintln!("skipped: no .tools/pyarrow-venv (`make tools` installs pyarrow)");
-        None
-    }
+    tool_python("pyarrow", "pyarrow")
 }
 
 /// Runs `script` with pyarrow's python in `t`'s directory; its stdout.
 fn python(t: &TestContext, py: &std::path::Path, script: &str) -> String {
-    let out = std::process::Command::new(py)
-        .arg("-c")
-        .arg(script)
-        .current_dir(t.path("."))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    run_python(t, py, script, &[])
 }
 
 /// Writes `rows.jsonl`'s records as Hugging Face writes SWE-bench Verified: every column a

@@ -14,30 +14,11 @@ use serde_json::{Value, json};
 
 /// swebench's python, or `None`, saying so.
 fn swebench() -> Option<PathBuf> {
-    let py = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".tools/swebench-venv/bin/python");
-    if py.is_file() {
-        Some(py)
-    } else {
-        eprintln!("skipped: no .tools/swebench-venv (`make tools` installs swebench 5.0.2)");
-        None
-    }
+    tool_python("swebench", "swebench 5.0.2")
 }
 
-/// Runs `script` with swebench's python in `t`'s directory, `args` after it; its stdout.
 fn python(t: &TestContext, py: &Path, script: &str, args: &[&str]) -> String {
-    let out = std::process::Command::new(py)
-        .arg("-c")
-        .arg(script)
-        .args(args)
-        .current_dir(t.path("."))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    run_python(t, py, script, args)
 }
 
 /// Writes the task repository `argv[2]` from the tasks in `argv[1]` (JSON: rows with `split`

@@ -558,3 +558,34 @@ pub fn nobody_with_namespaces_unavailable() -> Option<&'static str> {
         .is_ok_and(|s| s.success());
     (!allowed).then_some("unprivileged user namespaces are not allowed here")
 }
+
+/// The python of `.tools/NAME-venv` (which `make tools` installs, with `what`), or `None`,
+/// saying so.
+pub fn tool_python(name: &str, what: &str) -> Option<PathBuf> {
+    let py =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!(".tools/{name}-venv/bin/python"));
+    if py.is_file() {
+        Some(py)
+    } else {
+        eprintln!("skipped: no .tools/{name}-venv (`make tools` installs {what})");
+        None
+    }
+}
+
+/// Runs `script` with the python `py` in `t`'s directory, `args` after it; it must succeed;
+/// its stdout.
+pub fn run_python(t: &TestContext, py: &Path, script: &str, args: &[&str]) -> String {
+    let out = Command::new(py)
+        .arg("-c")
+        .arg(script)
+        .args(args)
+        .current_dir(t.path("."))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
