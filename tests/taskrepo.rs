@@ -372,25 +372,33 @@ fn a_bad_task_repository_is_refused_naming_the_file_task_and_field() {
     );
 }
 
-/// A task's files are objects of the archive: they go into a release file with its instance,
-/// and the archive that imports the file writes the task back byte for byte.
+/// A task's files are objects of the archive: its `image_assets` are in the work tree when its
+/// tests run (a PASS_TO_PASS test reads one), and they go into a release file with its
+/// instance, whose importer writes the task back byte for byte.
 #[test]
 fn a_tasks_files_travel_with_its_instance_through_a_release_file() {
     let Some(py) = swebench() else { return };
     let t = TestContext::new();
     let Some(w) = Widget::new(&t) else { return };
     let base = w.base.clone();
+    // A test that reads a binary file only the task's assets hold.
+    let asset_test = "\n\ndef test_asset():\n    with open('tests/data.bin', 'rb') as f:\n        assert f.read() == bytes(range(10))\n";
     let mut row = instance(
         1,
-        &test_patch(ADD_TEST),
+        &test_patch(&format!("{ADD_TEST}{asset_test}")),
         GOLD,
-        &["tests/test_core.py::test_add"],
-        &["tests/test_core.py::test_sub"],
+        &[],
+        &[],
         &base,
     );
     let test_patch = row["test_patch"].as_str().unwrap().to_string();
     row["FAIL_TO_PASS"] = json!(["tests/test_core.py::test_add"]);
-    row["PASS_TO_PASS"] = json!(["tests/test_core.py::test_sub"]);
+    row["PASS_TO_PASS"] = json!([
+        "tests/test_core.py::test_asset",
+        "tests/test_core.py::test_sub"
+    ]);
+    row["image_assets"] =
+        json!({"test_patch": [{"path": "tests/data.bin", "url": ""}], "patch": []});
     row["eval_script"] = format!(
         "#!/bin/bash\nset -uxo pipefail\nsource /opt/miniconda3/bin/activate\nconda activate testbed\n\
          cd /testbed\npython -m pip install -e .\ngit checkout {base} tests/test_core.py\n\
@@ -419,6 +427,10 @@ fn a_tasks_files_travel_with_its_instance_through_a_release_file() {
         "--runs",
         "1",
     ]);
+    // Kept exactly: test_asset passed before and after the gold patch, its file staged.
+    let rows: Vec<Value> = serde_json::from_str(&ok(&["ls", "--validated", "--json"])).unwrap();
+    assert_eq!(rows[0]["verdict"], "kept", "{rows:?}");
+    assert_eq!(rows[0]["reason_kind"], "", "{rows:?}");
     ok(&["pack", "--all-validated"]);
     let snapshot = t.path("release.json");
     ok(&["release", "create", "r1", "-o", snapshot.to_str().unwrap()]);

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use super::runner::Runner;
-use super::{Reason, RunOptions, Stop, eval_script, fresh, patch, paths, tail};
+use super::{Reason, RunOptions, Stop, assets, eval_script, fresh, patch, paths, tail};
 use crate::context::{self, Lock, TestCommand};
 use crate::dataset::Instance as Row;
 use crate::logparse::{self, Grading, StatusMap};
@@ -192,10 +192,19 @@ impl<'a> Instance<'a> {
         runner.timings.insert("environment".into(), env_seconds);
         // Side by side: their wall time.
         runner.timings.insert("worktree+environment".into(), both);
-        let eval_script = row
-            .harness()
-            .eval_script
-            .map(|s| eval_script::adapt(s, &row.base_commit));
+        let eval_script = row.harness().eval_script.map(|s| {
+            let adapted = eval_script::adapt(s, &row.base_commit);
+            // The binary files the row's `image_assets` names, written where swebench's
+            // harness puts them.
+            let staged = assets::stage(&row, &objects);
+            for (path, why) in &staged.missing {
+                tracing::warn!(
+                    "{}: image asset `{path}` not staged: {why}",
+                    row.instance_id
+                );
+            }
+            assets::inject(&adapted, &staged.lines)
+        });
         Ok(Instance {
             test: kind.test_command(&ctx, &row.test_patch),
             parser,

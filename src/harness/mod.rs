@@ -12,6 +12,7 @@
 //! - [`eval_script`]: a version-5 row's own evaluation script, made to run here;
 //! - `services`: the context's services in the test runs (stand-ins for hosts, TLS).
 
+mod assets;
 pub mod eval_script;
 mod fresh;
 pub mod instance;
