@@ -100,7 +100,7 @@ pub struct TaskRecord {
 
 impl TaskRecord {
     /// The record of `inst`, when it came from a task repository.
-    pub fn of(inst: &super::Instance) -> Option<TaskRecord> {
+    pub fn of(inst: &crate::dataset::instance::Instance) -> Option<TaskRecord> {
         serde_json::from_value(inst.extra.get(TASK_KEY)?.clone()).ok()
     }
 }

@@ -13,7 +13,7 @@ use super::{
     REQUIRED_FILES, REQUIRED_KEYS, SourceFile, TASK_FILE, TASK_KEY, TASKS_DIR, TEST_KEYS,
     TESTS_FILE, TaskRecord, expected_image,
 };
-use crate::dataset::Instance;
+use crate::dataset::instance::Instance;
 use crate::dataset::instance::json_type_name;
 use crate::digest::Sha256Digest;
 

@@ -14,8 +14,8 @@ use super::{
     AS_FILE, CONFIG_FILE, DEPRECATED_SPLIT, HINTS, TASK_FILE, TASK_KEY, TASKS_DIR, TEST_KEYS,
     TESTS_FILE, TaskRecord, expected_image,
 };
-use crate::dataset::msb::LAYOUT_KEY;
-use crate::dataset::{Instance, RowForm, row_form};
+use crate::dataset::instance::Instance;
+use crate::dataset::msb::{LAYOUT_KEY, RowForm, row_form};
 use crate::digest::Sha256Digest;
 use crate::fsutil;
 
