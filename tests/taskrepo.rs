@@ -352,6 +352,9 @@ fn a_bad_task_repository_is_refused_naming_the_file_task_and_field() {
     )
     .unwrap();
     refused(&t, &["sweb.yaml: names split `train`, which no task"]);
+    // No sweb.yaml at all: not taken for a folder of data files.
+    fs::remove_file(&config).unwrap();
+    refused(&t, &["has a `tasks/` folder but no `sweb.yaml`"]);
     fs::write(&config, good).unwrap();
 
     // A task folder's name and its instance_id disagree; a required file is missing; a link.

@@ -49,6 +49,11 @@ pub enum DatasetError {
     TaskRepo(#[from] TaskRepoError),
     #[error("`{path}` holds no dataset file{which} (`*.parquet`, `*.json`, `*.jsonl`)")]
     EmptyFolder { path: PathBuf, which: String },
+    #[error(
+        "`{path}` has a `tasks/` folder but no `sweb.yaml`: a swebench 5 task repository says \
+         in its `sweb.yaml` which datasets and splits it publishes"
+    )]
+    TaskRepoWithoutConfig { path: PathBuf },
 }
 
 /// How FAIL_TO_PASS / PASS_TO_PASS are written out.
@@ -347,6 +352,9 @@ pub fn read_datasets(paths: &[PathBuf], split: Option<&str>) -> Result<DatasetsR
     for p in paths {
         if p.is_dir() && taskrepo::is_task_repo(p) {
             sources.push((p.clone(), true));
+        } else if p.is_dir() && taskrepo::has_tasks(p) {
+            // Its tests.json files are no dataset files.
+            return Err(DatasetError::TaskRepoWithoutConfig { path: p.clone() });
         } else if p.is_dir() {
             sources.extend(data_files(p, split)?.into_iter().map(|f| (f, false)));
         } else {

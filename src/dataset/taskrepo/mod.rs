@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::digest::Sha256Digest;
 
-pub use read::{Problem, TaskRepoError, is_task_repo, read_task_repo};
+pub use read::{Problem, TaskRepoError, has_tasks, is_task_repo, read_task_repo};
 pub use write::{
     Content, TaskFile, TaskRepoExportError, ToWrite, task_repo_files, write_task_repo,
 };

@@ -97,6 +97,13 @@ pub fn is_task_repo(dir: &Path) -> bool {
     dir.join(CONFIG_FILE).is_file()
 }
 
+/// Whether `dir` has task folders (`tasks/<id>/task.yaml`), whatever else it has.
+pub fn has_tasks(dir: &Path) -> bool {
+    std::fs::read_dir(dir.join(TASKS_DIR))
+        .map(|rd| rd.flatten().any(|e| e.path().join(TASK_FILE).is_file()))
+        .unwrap_or(false)
+}
+
 /// The repository's `sweb.yaml`.
 struct Config {
     datasets: Vec<String>,
