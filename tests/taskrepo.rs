@@ -122,14 +122,18 @@ fn write_repo_as(t: &TestContext, py: &Path, root: &str, tasks: &[Value], config
     );
 }
 
-/// Two in test of both datasets, one in dev of Lite, one deprecated.
+/// Two in test of both datasets, one in dev of Lite, one deprecated, one in Verified alone.
 fn four_tasks() -> Vec<Value> {
     let both = ["SWE-bench/SWE-bench_Lite", "SWE-bench/SWE-bench_Verified"];
+    let mut verified_only = task(5, "test", &["SWE-bench/SWE-bench_Verified"]);
+    // After Lite's environments were built, before Verified's.
+    verified_only["created_at"] = "2024-05-01T00:00:00Z".into();
     vec![
         task(1, "test", &both),
         task(2, "test", &both),
         task(3, "dev", &["SWE-bench/SWE-bench_Lite"]),
         task(4, "deprecated", &[]),
+        verified_only,
     ]
 }
 
@@ -151,7 +155,7 @@ fn a_task_repository_imports_comes_back_byte_for_byte_and_reads_the_same_in_sweb
 
     let out = t.run_expect(&["import", "repo"], 0);
     assert!(
-        stdout(&out).contains("imported 3 instances"),
+        stdout(&out).contains("imported 4 instances"),
         "{}",
         stdout(&out)
     );
@@ -161,8 +165,16 @@ fn a_task_repository_imports_comes_back_byte_for_byte_and_reads_the_same_in_sweb
             && err.contains("--split deprecated"),
         "{err}"
     );
-    // Recorded as the first dataset sweb.yaml publishes, by swe-ark's name for it.
-    assert!(err.contains("dataset swe-bench-lite"), "{err}");
+    // Each recorded as the first of its datasets in sweb.yaml's order, by swe-ark's name for
+    // it: the task of Verified alone, created after Lite's environments, as Verified.
+    assert!(
+        err.contains("dataset swe-bench-lite (3 instances)"),
+        "{err}"
+    );
+    assert!(
+        err.contains("dataset swe-bench-verified (1 instances)"),
+        "{err}"
+    );
     let out = t.run_expect(&["import", "repo", "--split", "deprecated"], 0);
     assert!(
         stdout(&out).contains("imported 1 instances"),

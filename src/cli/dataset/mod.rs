@@ -27,8 +27,8 @@ pub struct ImportArgs {
     /// The dataset the file is (swe-bench, swe-bench-lite, swe-bench-verified,
     /// multi-swe-bench, their aliases such as `verified` or `SWE-bench/SWE-bench_Verified`, or
     /// a name of your own with --environments-as-of): its environments' date is what `env
-    /// lock` resolves as of. Default: multi-swe-bench when every row is Multi-SWE-bench's, the
-    /// first dataset a task repository's sweb.yaml publishes, else swe-bench.
+    /// lock` resolves as of. Default: a task's first dataset in its repository's sweb.yaml
+    /// order; multi-swe-bench when every row is Multi-SWE-bench's; else swe-bench.
     #[arg(long, value_name = "NAME")]
     pub dataset: Option<String>,
     /// When the dataset's environments were built (YYYY-MM-DD or RFC 3339), overriding the
@@ -46,18 +46,6 @@ pub fn import(ctx: &Context, args: ImportArgs) -> anyhow::Result<ExitCode> {
         ctx.note(note.clone());
     }
     let mut instances: Vec<_> = read.instances.into_iter().map(|(_, i)| i).collect();
-    let all_msb = !instances.is_empty()
-        && instances
-            .iter()
-            .all(|i| dataset::row_form(i) == RowForm::MultiSweBench);
-    let name = args.dataset.clone().unwrap_or_else(|| {
-        match read.published.first() {
-            _ if all_msb => "multi-swe-bench",
-            Some(first) => first,
-            None => dataset::DEFAULT_DATASET,
-        }
-        .to_string()
-    });
     // Rows that name no version (Multi-SWE-bench's) take the one their manifest gives them.
     let unversioned = ctx.manifests()?.assign_versions(&mut instances);
     if !unversioned.is_empty() {
@@ -76,12 +64,16 @@ pub fn import(ctx: &Context, args: ImportArgs) -> anyhow::Result<ExitCode> {
             repos.join(", ")
         ));
     }
-    let dataset = dataset::environments_date(
-        &name,
-        args.environments_as_of.as_deref(),
-        &instances,
-        std::time::SystemTime::now(),
-    )?;
+    let mut groups: Vec<(dataset::DatasetDate, Vec<dataset::Instance>)> = Vec::new();
+    for (name, members) in by_dataset(&args, &read.published, instances) {
+        let date = dataset::environments_date(
+            &name,
+            args.environments_as_of.as_deref(),
+            &members,
+            std::time::SystemTime::now(),
+        )?;
+        groups.push((date, members));
+    }
     let mut ark = Ark::create(&ctx.ark)?;
     // A task repository's files first, as objects: what the instances name is there before
     // they are; an import that stops later leaves only objects nothing names.
@@ -93,39 +85,103 @@ pub fn import(ctx: &Context, args: ImportArgs) -> anyhow::Result<ExitCode> {
             .put_checked(&mut file, Some(&f.sha256))
             .map_err(|e| anyhow::anyhow!("cannot keep `{}` as an object: {e}", f.path.display()))?;
     }
-    let new = ark
-        .index_mut()
-        .import_instances(&instances, Some(&dataset))?;
+    let rows: Vec<_> = groups
+        .iter()
+        .map(|(d, i)| (Some(d), i.as_slice()))
+        .collect();
+    let new = ark.index_mut().import_by_dataset(&rows)?;
+    report(ctx, &args, &groups, new)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The instances by the dataset each is recorded as, in the order first met: `--dataset`
+/// for all; else a task's first dataset in its `sweb.yaml`'s order (`published`); else
+/// multi-swe-bench when every row is Multi-SWE-bench's, else swe-bench.
+fn by_dataset(
+    args: &ImportArgs,
+    published: &[String],
+    instances: Vec<dataset::Instance>,
+) -> Vec<(String, Vec<dataset::Instance>)> {
+    let all_msb = !instances.is_empty()
+        && instances
+            .iter()
+            .all(|i| dataset::row_form(i) == RowForm::MultiSweBench);
+    let fallback = match all_msb {
+        true => "multi-swe-bench",
+        false => dataset::DEFAULT_DATASET,
+    };
+    let mut groups: Vec<(String, Vec<dataset::Instance>)> = Vec::new();
+    for inst in instances {
+        let own = dataset::TaskRecord::of(&inst)
+            .and_then(|r| published.iter().find(|p| r.datasets.contains(p)).cloned());
+        let name = args
+            .dataset
+            .clone()
+            .or(own)
+            .unwrap_or_else(|| fallback.into());
+        match groups.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, members)) => members.push(inst),
+            None => groups.push((name, vec![inst])),
+        }
+    }
+    groups
+}
+
+/// What `import` says it did: the instances, and each dataset with its environments' date.
+fn report(
+    ctx: &Context,
+    args: &ImportArgs,
+    groups: &[(dataset::DatasetDate, Vec<dataset::Instance>)],
+    new: usize,
+) -> std::io::Result<()> {
+    let total: usize = groups.iter().map(|(_, i)| i.len()).sum();
     if args.json {
+        let datasets: Vec<serde_json::Value> = groups
+            .iter()
+            .map(|(d, i)| {
+                serde_json::json!({
+                    "dataset": d.name, "environments_as_of": d.environments_as_of,
+                    "rule": d.rule, "instances": i.len(),
+                })
+            })
+            .collect();
+        let first = groups.first().map(|(d, _)| d);
         out!(
             "{}",
             serde_json::json!({
-                "files": args.files, "instances": instances.len(), "new": new,
-                "dataset": dataset.name, "environments_as_of": dataset.environments_as_of,
-                "rule": dataset.rule,
+                "files": args.files, "instances": total, "new": new,
+                "dataset": first.map(|d| &d.name),
+                "environments_as_of": first.and_then(|d| d.environments_as_of.as_ref()),
+                "rule": first.map(|d| &d.rule),
+                "datasets": datasets,
             })
         );
-    } else {
-        let from = match args.files.as_slice() {
-            [one] => one.display().to_string(),
-            many => format!("{} paths", many.len()),
+        return Ok(());
+    }
+    let from = match args.files.as_slice() {
+        [one] => one.display().to_string(),
+        many => format!("{} paths", many.len()),
+    };
+    out!(
+        "imported {total} instances from {from} ({new} new, {} replaced)",
+        total - new
+    );
+    for (d, members) in groups {
+        let of = match groups.len() {
+            1 => String::new(),
+            _ => format!(" ({} instances)", members.len()),
         };
-        out!(
-            "imported {} instances from {from} ({new} new, {} replaced)",
-            instances.len(),
-            instances.len() - new
-        );
-        ctx.note(match &dataset.environments_as_of {
+        ctx.note(match &d.environments_as_of {
             Some(when) => format!(
-                "dataset {}: environments resolve as of {when} ({}); --dataset or \
+                "dataset {}{of}: environments resolve as of {when} ({}); --dataset or \
                  --environments-as-of to change",
-                dataset.name, dataset.rule
+                d.name, d.rule
             ),
             None => format!(
-                "dataset {}: each environment resolves as of its environment setup commit",
-                dataset.name
+                "dataset {}{of}: each environment resolves as of its environment setup commit",
+                d.name
             ),
         });
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }

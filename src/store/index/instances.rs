@@ -52,32 +52,43 @@ impl Index {
         instances: &[Instance],
         dataset: Option<&DatasetDate>,
     ) -> Result<usize, IndexError> {
+        self.import_by_dataset(&[(dataset, instances)])
+    }
+
+    /// [`Index::import_instances`] of several groups, each of its own dataset, in one
+    /// transaction.
+    pub fn import_by_dataset(
+        &mut self,
+        groups: &[(Option<&DatasetDate>, &[Instance])],
+    ) -> Result<usize, IndexError> {
         self.write(|tx, t| {
-            if let Some(d) = dataset {
-                tx.execute(
-                    "INSERT INTO datasets (name, environments_as_of, rule, added_at, updated_at)
-                     VALUES (?1, ?2, ?3, ?4, ?4)
-                     ON CONFLICT(name) DO UPDATE SET environments_as_of = ?2, rule = ?3,
-                         updated_at = ?4",
-                    params![d.name, d.environments_as_of, d.rule, t],
-                )?;
-            }
             let mut new = 0;
-            for inst in instances {
-                let exists: bool = tx.query_row(
-                    "SELECT EXISTS(SELECT 1 FROM instances WHERE instance_id = ?1)",
-                    [&inst.instance_id],
-                    |r| r.get(0),
-                )?;
-                if !exists {
-                    new += 1;
-                }
-                upsert_instance(tx, inst, t)?;
+            for (dataset, instances) in groups {
                 if let Some(d) = dataset {
                     tx.execute(
-                        "UPDATE instances SET dataset = ?2 WHERE instance_id = ?1",
-                        params![inst.instance_id, d.name],
+                        "INSERT INTO datasets (name, environments_as_of, rule, added_at, updated_at)
+                         VALUES (?1, ?2, ?3, ?4, ?4)
+                         ON CONFLICT(name) DO UPDATE SET environments_as_of = ?2, rule = ?3,
+                             updated_at = ?4",
+                        params![d.name, d.environments_as_of, d.rule, t],
                     )?;
+                }
+                for inst in *instances {
+                    let exists: bool = tx.query_row(
+                        "SELECT EXISTS(SELECT 1 FROM instances WHERE instance_id = ?1)",
+                        [&inst.instance_id],
+                        |r| r.get(0),
+                    )?;
+                    if !exists {
+                        new += 1;
+                    }
+                    upsert_instance(tx, inst, t)?;
+                    if let Some(d) = dataset {
+                        tx.execute(
+                            "UPDATE instances SET dataset = ?2 WHERE instance_id = ?1",
+                            params![inst.instance_id, d.name],
+                        )?;
+                    }
                 }
             }
             Ok(new)
