@@ -6,6 +6,7 @@
 mod common;
 
 use std::fs;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use common::widget::{ADD_TEST, GOLD, Widget, instance, test_patch};
@@ -377,12 +378,16 @@ fn a_bad_task_repository_is_refused_naming_the_file_task_and_field() {
     .unwrap();
     fs::remove_file(t.path("repo/tasks/acme__widgets-2/eval.sh")).unwrap();
     std::os::unix::fs::symlink("/etc/passwd", t.path("repo/tasks/acme__widgets-1/passwd")).unwrap();
+    // A file whose name is not UTF-8: kept by name, it would come back as another.
+    let latin1 = std::ffi::OsStr::from_bytes(b"caf\xe9.txt");
+    fs::write(t.path("repo/tasks/acme__widgets-5").join(latin1), "x").unwrap();
     refused(
         &t,
         &[
             "tasks/acme__widgets-9/task.yaml: `instance_id` is \"acme__widgets-3\"",
             "tasks/acme__widgets-2: missing eval.sh",
             "tasks/acme__widgets-1/passwd: is a symbolic link",
+            "tasks/acme__widgets-5/caf\u{FFFD}.txt: has a name that is not UTF-8",
         ],
     );
 }

@@ -196,13 +196,18 @@ fn files_under(dir: &Path) -> (Vec<(String, PathBuf)>, Vec<(String, String)>) {
             }
         };
         for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
+            let lossy = entry.file_name().to_string_lossy().into_owned();
             let path = entry.path();
             let rel_path = if rel.is_empty() {
-                name
+                lossy
             } else {
-                format!("{rel}/{name}")
+                format!("{rel}/{lossy}")
             };
+            // Kept by its name as text: a name that is not UTF-8 would come back as another.
+            if entry.file_name().to_str().is_none() {
+                wrong.push((rel_path, "has a name that is not UTF-8".into()));
+                continue;
+            }
             match entry.file_type() {
                 Ok(t) if t.is_dir() => stack.push((rel_path, path)),
                 Ok(t) if t.is_file() => out.push((rel_path, path)),
