@@ -361,6 +361,16 @@ fn replay_in_shards(t: &TestContext, w: &Widget, seed: &Path) {
     };
     let dist = summary(&rmerged, "dist");
     assert_eq!(dist, summary(seed, "one"));
+    // swebench's run.json beside the merged run's reports, as beside the one run on one machine.
+    let meta = |ark: &Path, run: &str| -> serde_json::Value {
+        serde_json::from_slice(&fs::read(ark.join(format!("runs/{run}/run.json"))).unwrap())
+            .unwrap()
+    };
+    let (one, merged_meta) = (meta(seed, "one"), meta(&rmerged, "dist"));
+    assert!(merged_meta["created_at"].is_string(), "{merged_meta}");
+    for k in ["dataset", "split", "task_repo"] {
+        assert_eq!(one[k], merged_meta[k], "{k}: {one} {merged_meta}");
+    }
     assert_eq!(dist["resolved_instances"], 3, "{dist}");
     assert_eq!(dist["submitted_instances"], 4, "{dist}");
     // Again: nothing added, the same report.

@@ -469,6 +469,12 @@ fn a_tasks_files_travel_with_its_instance_through_a_release_file() {
         serde_json::from_slice(&fs::read(t.ark().join("runs/g/run.json")).unwrap()).unwrap();
     assert_eq!(meta["dataset"], "SWE-bench/SWE-bench_Lite", "{meta}");
     assert_eq!(meta["split"], "test", "{meta}");
+    // Graded again from its saved outputs: the same.
+    ok(&["replay", "--rewrite-reports", "--run-id", "g"]);
+    let again: Value =
+        serde_json::from_slice(&fs::read(t.ark().join("runs/g/run.json")).unwrap()).unwrap();
+    assert_eq!(again["split"], "test", "{again}");
+    assert_eq!(again["dataset"], meta["dataset"], "{again}");
 
     let other = t.path("other-ark");
     let run = |args: &[&str]| {

@@ -201,7 +201,10 @@ pub fn run(
     let preds = opts.selection.pick(preds, among)?;
     crate::harness::sandbox_ready(&opts.run)?;
     let jobs = match_bundles(ark.as_ref(), &opts.bundles, preds, progress)?;
-    let (dataset, split) = run_dataset(ark.as_ref(), &jobs);
+    let (dataset, split) = run_dataset(
+        ark.as_ref(),
+        jobs.iter().map(|(p, _)| p.instance_id.as_str()),
+    );
     let objects = match (&opts.objects, &ark) {
         (Some(store), _) => store.clone(),
         (None, Some(ark)) => ark.objects(),
@@ -269,19 +272,19 @@ pub fn run(
 /// The dataset every instance of a run was imported from, when they share one (none from
 /// bundle files alone, or when they mix datasets), and their split, when they came from a
 /// task repository and share one.
-fn run_dataset(
+fn run_dataset<'a>(
     ark: Option<&Ark>,
-    jobs: &[(Prediction, Placed)],
+    ids: impl Iterator<Item = &'a str>,
 ) -> (Option<String>, Option<String>) {
     let Some(ark) = ark else {
         return (None, None);
     };
     let mut names = std::collections::BTreeSet::new();
     let mut splits = std::collections::BTreeSet::new();
-    for (p, _) in jobs {
-        let name = ark.index().dataset_of(&p.instance_id).ok().flatten();
+    for id in ids {
+        let name = ark.index().dataset_of(id).ok().flatten();
         names.insert(name.map(|d| d.name));
-        let inst = ark.index().instance(&p.instance_id).ok().flatten();
+        let inst = ark.index().instance(id).ok().flatten();
         splits.insert(
             inst.and_then(|i| crate::dataset::TaskRecord::of(&i))
                 .map(|r| r.split),
@@ -729,6 +732,7 @@ pub fn rewrite_reports(
         }
     }
     let summaries = write_summaries(&runs, run_id, &reports)?;
+    write_run_json(root, &dir, &reports)?;
     Ok(RunReport {
         run_id: run_id.to_string(),
         dir,
@@ -754,7 +758,19 @@ pub fn summarize_run(
     reports.sort_by(|a, b| {
         (&a.instance_id, &a.model_name_or_path).cmp(&(&b.instance_id, &b.model_name_or_path))
     });
-    write_summaries(&runs, run_id, &reports)
+    let summaries = write_summaries(&runs, run_id, &reports)?;
+    write_run_json(root, &runs.join(run_id), &reports)?;
+    Ok(summaries)
+}
+
+/// The run's `run.json` written again for all its instances' reports: the dataset and split
+/// they share, as the archive at `root` records them.
+fn write_run_json(root: &Path, dir: &Path, reports: &[InstanceReport]) -> Result<(), ReplayError> {
+    let ark = Ark::open(root).ok();
+    let ids = reports.iter().map(|r| r.instance_id.as_str());
+    let (dataset, split) = run_dataset(ark.as_ref(), ids);
+    super::logs::write_run_metadata(dir, dataset.as_deref(), split.as_deref()).map_err(io(dir))?;
+    Ok(())
 }
 
 /// A model's score two ways: over every instance of the run (an instance that could not run
