@@ -323,6 +323,19 @@ fn version5_rows_become_a_task_repository_swebench_reads_back_as_them() {
         "{err}"
     );
     assert!(!t3.path("repo").exists());
+
+    // An id that would climb out of the repository's folder: refused, nothing written.
+    let t4 = TestContext::new();
+    let mut evil = rows[0].clone();
+    evil["instance_id"] = "../../escaped".into();
+    fs::write(t4.path("evil.jsonl"), format!("{evil}\n")).unwrap();
+    t4.run_expect(&["import", "evil.jsonl", "--dataset", "verified"], 0);
+    let out = t4.run_expect(
+        &["export-dataset", "--format", "task-repo", "-o", "sub/repo"],
+        2,
+    );
+    assert!(stderr(&out).contains("`../../escaped`"), "{}", stderr(&out));
+    assert!(!t4.path("sub/repo").exists() && !t4.path("escaped").exists());
 }
 
 /// Imports `repo`, expecting a refusal that says all of `says`; nothing is imported.

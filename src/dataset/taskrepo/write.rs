@@ -3,6 +3,7 @@
 //! `load_task` reads back as the same row.
 
 use std::collections::BTreeSet;
+use std::io::Write as _;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
@@ -64,6 +65,11 @@ pub enum TaskRepoExportError {
         #[source]
         source: std::io::Error,
     },
+    #[error(
+        "instance `{id}` would write `{path}`, which is not a plain relative path (no `..`, no \
+         leading `/`): nothing is written"
+    )]
+    UnsafePath { id: String, path: String },
     #[error("`{}` exists and is not an empty folder: a task repository is written anew", .0.display())]
     Exists(PathBuf),
     #[error("cannot write `{}`: {source}", .path.display())]
@@ -110,7 +116,11 @@ pub fn write_task_repo(
         };
         let dir = fsutil::parent_dir(&path);
         std::fs::create_dir_all(dir).map_err(io(dir))?;
-        std::fs::write(&path, &bytes).map_err(io(&path))?;
+        // On disk before the folder is renamed into place.
+        let mut file = std::fs::File::create(&path).map_err(io(&path))?;
+        file.write_all(&bytes)
+            .and_then(|()| file.sync_all())
+            .map_err(io(&path))?;
         let mode = if f.executable { 0o755 } else { 0o644 };
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))
             .map_err(io(&path))?;
@@ -162,6 +172,19 @@ pub fn task_repo_files(
         .iter()
         .map(|w| TaskRecord::of(w.instance))
         .collect();
+    // Every path stays inside the repository, whatever an archive's instance says.
+    for (w, r) in instances.iter().zip(&records) {
+        let id = &w.instance.instance_id;
+        let kept = r
+            .iter()
+            .flat_map(|r| r.files.keys().chain(r.repo_files.keys()));
+        if let Some(bad) = std::iter::once(id).chain(kept).find(|p| !is_plain_path(p)) {
+            return Err(TaskRepoExportError::UnsafePath {
+                id: id.clone(),
+                path: bad.clone(),
+            });
+        }
+    }
     let mut lacking = Vec::new();
     let mut fields = BTreeSet::new();
     let mut no_dataset = Vec::new();
@@ -378,5 +401,32 @@ fn generated_config(published: &[(String, Vec<String>)]) -> TaskFile {
         path: CONFIG_FILE.into(),
         content: Content::Bytes(yaml::emit(&map).into_bytes()),
         executable: false,
+    }
+}
+
+/// Whether `p` is a relative path of plain names (`a/b.png`): no `..`, `.`, empty part or root.
+fn is_plain_path(p: &str) -> bool {
+    !p.is_empty()
+        && p.split('/')
+            .all(|c| !c.is_empty() && c != "." && c != ".." && !c.contains('\0'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_plain_relative_paths_are_written() {
+        for ok in [
+            "tasks",
+            "test_assets/a/b.png",
+            "acme__widgets-1",
+            ".gitkeep",
+        ] {
+            assert!(is_plain_path(ok), "{ok}");
+        }
+        for bad in ["", "/etc/passwd", "../x", "a/../../x", "a//b", "./a", "a/"] {
+            assert!(!is_plain_path(bad), "{bad}");
+        }
     }
 }
