@@ -652,3 +652,88 @@ fn helper_confined_nobody() {
     assert_eq!(made.uid(), 65534);
     eprintln!("helper_confined_nobody: ok");
 }
+
+/// A directory shared by every instance (a lock's environment) shown under a private layer:
+/// runs given the layer in turn see each other's changes (a file appended, one removed, a
+/// directory made), the shared directory never changes, and when the layer is dropped what
+/// it holds is the caller's again. Without confinement, or over a directory of another
+/// owner, a layer is refused by name.
+#[test]
+fn a_private_layer_takes_every_change_and_the_shared_directory_none() {
+    if !confinement_or_skip() {
+        return;
+    }
+    let w = World::new();
+    let top = w.work.parent().unwrap().to_path_buf();
+    if let Err(why) = sandbox::layers_available(&top) {
+        eprintln!("skipped: no private layers here: {why}");
+        return;
+    }
+    let shared = top.join("shared");
+    std::fs::create_dir_all(shared.join("lib")).unwrap();
+    std::fs::write(shared.join("lib/a.py"), "a = 1\n").unwrap();
+    std::fs::write(shared.join("lib/gone.py"), "gone\n").unwrap();
+    sandbox::give_to_layer_owner(&shared, sandbox::layer_owner()).unwrap();
+    let before = fingerprint(&shared);
+    let layer_dir = top.join("layer");
+    let layer = sandbox::Layer::prepare(&layer_dir).unwrap();
+    let at = Path::new("/env");
+    let with_layer = |script: &str| {
+        let mut spec = w.spec(script);
+        spec.mounts = vec![Mount::layered(&shared, at, layer.path())];
+        spec
+    };
+    let first = "echo 'b = 2' >> /env/lib/a.py && rm /env/lib/gone.py && mkdir /env/new \
+                 && echo made > /env/new/f";
+    let out = run(&w, &with_layer(first));
+    assert!(out.success(), "{out:?}\n{}", w.text());
+    let second = "cat /env/lib/a.py /env/new/f; test -e /env/lib/gone.py || echo gone";
+    let out = run(&w, &with_layer(second));
+    assert!(out.success(), "{out:?}\n{}", w.text());
+    assert_eq!(w.text(), "a = 1\nb = 2\nmade\ngone\n");
+    assert_eq!(fingerprint(&shared), before, "the shared directory changed");
+    let upper = layer.upper();
+    assert_eq!(
+        std::fs::read_to_string(upper.join("lib/a.py")).unwrap(),
+        "a = 1\nb = 2\n"
+    );
+    drop(layer);
+    // SAFETY: geteuid cannot fail.
+    let me = unsafe { libc::geteuid() };
+    for p in walk_all(&layer_dir) {
+        let m = std::fs::symlink_metadata(&p).unwrap();
+        assert_eq!(m.uid(), me, "{} is uid {}'s", p.display(), m.uid());
+    }
+
+    // Refused: a layer without confinement, and a shared directory of another owner.
+    let layer = sandbox::Layer::prepare(&top.join("layer-2")).unwrap();
+    let mut spec = w.spec("true");
+    spec.confine = None;
+    spec.mounts = vec![Mount::layered(&shared, at, layer.path())];
+    let err = sandbox::run(&spec).unwrap_err().to_string();
+    assert!(err.contains("layers are for confined runs only"), "{err}");
+    if me == 0 {
+        let foreign = top.join("foreign");
+        std::fs::create_dir(&foreign).unwrap();
+        let mut spec = w.spec("true");
+        spec.mounts = vec![Mount::layered(&foreign, at, layer.path())];
+        let err = sandbox::run(&spec).unwrap_err().to_string();
+        assert!(
+            err.contains(&format!("it is uid 0's, not {}'s", sandbox::layer_owner())),
+            "{err}"
+        );
+    }
+}
+
+/// Every path below `dir`, itself included, links not followed.
+fn walk_all(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(p) = stack.pop() {
+        if std::fs::symlink_metadata(&p).is_ok_and(|m| m.is_dir()) {
+            stack.extend(std::fs::read_dir(&p).unwrap().map(|e| e.unwrap().path()));
+        }
+        out.push(p);
+    }
+    out
+}

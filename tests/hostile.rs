@@ -580,6 +580,21 @@ fn check_cases(runs: &BTreeMap<&str, CaseRun>, token: &str, replayer: Replayer, 
     assert_eq!(w.result("writes", "tmp"), "ok");
     assert_eq!(w.result("writes", "home"), "ok");
     assert_eq!(w.result("writes", "root"), "ok");
+    assert_eq!(w.result("writes", "environment"), "ok");
+    // The environment was given under a private layer wherever this machine has them, and
+    // the report says which way it went.
+    let expected_mount = match sandbox::layers_available(&ark.join("tmp")) {
+        Ok(()) => "overlay",
+        Err(_) => "copy",
+    };
+    for case in CASES {
+        assert_eq!(
+            r(case).report["environment_mount"].as_str(),
+            Some(expected_mount),
+            "{case}: {}",
+            r(case).report
+        );
+    }
     // Where the archive's path lies under /tmp or /root (a clone there), the run may make
     // directories of that name in its own /tmp or HOME: its own, not the archive (the
     // fingerprints say so, and no part of the path existed for it: `host-paths-seen`).

@@ -374,6 +374,65 @@ pub fn instance_copy(built: &BuiltEnv, dest: &Path, seen_at: &Path) -> Result<Ve
     })
 }
 
+/// A built environment and its services' as the fixed layout shows them: each a copy whose
+/// files name the place a run mounts it at, owned by `owner` (who a confined run is outside,
+/// so that it can be the shared layer under an instance's own).
+#[derive(Debug, Clone)]
+pub struct AtLayout {
+    pub venv: PathBuf,
+    pub services: BTreeMap<String, PathBuf>,
+}
+
+/// [`AtLayout`] of `built` for runs that see it at `env_at` and its services at
+/// `services_at/<name>`: made once per owner in the build's directory (`layout-<owner>/`,
+/// staged and renamed into place, so a reader sees it whole or not at all) and shared by
+/// every instance of the lock.
+pub fn at_layout(
+    built: &BuiltEnv,
+    env_at: &Path,
+    services_at: &Path,
+    owner: u32,
+) -> Result<AtLayout, EnvError> {
+    let dir = built.dir.join(format!("layout-{owner}"));
+    let of = |root: &Path| AtLayout {
+        venv: root.join("venv"),
+        services: built
+            .services
+            .keys()
+            .map(|name| (name.clone(), root.join("services").join(name)))
+            .collect(),
+    };
+    if dir.is_dir() {
+        return Ok(of(&dir));
+    }
+    let staged = tempfile::Builder::new()
+        .prefix(crate::fsutil::TEMP_PREFIX)
+        .tempdir_in(&built.dir)
+        .map_err(io_err(&built.dir))?;
+    let made = of(staged.path());
+    venv::copy_venv(&built.venv, &made.venv, env_at)?;
+    for (name, src) in &built.services {
+        let dest = &made.services[name];
+        copy_environment(src, dest, &services_at.join(name))?;
+    }
+    crate::sandbox::give_to_layer_owner(staged.path(), owner).map_err(|e| EnvError::Io {
+        path: staged.path().to_path_buf(),
+        source: std::io::Error::other(e.to_string()),
+    })?;
+    // Another process may have put its own in place first: the same files, kept.
+    let staged = staged.keep();
+    if let Err(e) = std::fs::rename(&staged, &dir) {
+        let _ = crate::fsutil::remove_tree(&staged);
+        if !dir.is_dir() {
+            return Err(EnvError::Io {
+                path: dir.clone(),
+                source: e,
+            });
+        }
+    }
+    Ok(of(&dir))
+}
+
 /// A copy at `dest` of the environment `src` (a service's), for commands that see it at
 /// `seen_at`.
 pub fn copy_environment(src: &Path, dest: &Path, seen_at: &Path) -> Result<(), EnvError> {

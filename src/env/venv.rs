@@ -446,21 +446,9 @@ fn copy_tree(
     Ok(())
 }
 
-/// Copies one file (copy_file_range underneath: a reflink where the file system has them),
-/// keeping its permissions and modification time — a .pyc is valid only for its source's
-/// mtime, and a copy that lost them would recompile every module on first import.
+/// Copies one file, keeping its permissions and modification time ([`crate::fsutil::copy_file`]).
 fn copy_file(from: &Path, to: &Path, meta: Option<std::fs::Metadata>) -> Result<(), EnvError> {
-    let mut src = std::fs::File::open(from).map_err(io_err(from))?;
-    let mut dst = std::fs::File::create(to).map_err(io_err(to))?;
-    std::io::copy(&mut src, &mut dst).map_err(io_err(to))?;
-    if let Some(m) = meta {
-        dst.set_permissions(m.permissions()).map_err(io_err(to))?;
-        // Best effort: only costs a compile.
-        if let Ok(t) = m.modified() {
-            let _ = dst.set_modified(t);
-        }
-    }
-    Ok(())
+    crate::fsutil::copy_file(from, to, meta).map_err(io_err(to))
 }
 
 /// `python -m venv [EXTRA] DIR` in a clean environment, with pip (ensurepip, offline) unless

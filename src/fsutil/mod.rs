@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 
 use tempfile::NamedTempFile;
 
+mod copy;
 pub mod workdir;
+pub use copy::{copy_file, copy_tree};
 pub use workdir::WorkDir;
 
 /// The prefix of every temporary file swe-ark writes; readers of a directory skip these names.

@@ -92,6 +92,9 @@ pub struct RunRecord {
     pub timings: std::collections::BTreeMap<String, f64>,
     pub network: String,
     pub confinement: String,
+    /// How the environment was given to the runs: `overlay` (a private layer over the
+    /// lock's shared copy), `copy`, or empty (a kind with nothing to layer).
+    pub environment_mount: String,
     pub services: Vec<String>,
 }
 
@@ -455,6 +458,7 @@ impl<'a> Instance<'a> {
             timings: self.runner.timings,
             network: self.runner.network.to_string(),
             confinement,
+            environment_mount: self.runner.env_mount.to_string(),
             services: self.runner.services.described,
         }
     }

@@ -15,6 +15,49 @@ use crate::context::{RunEnvironment, layout};
 use crate::manifest::{Context, is_system_command};
 use crate::sandbox::{self, Mount, Network, Spec};
 
+/// Layered mounts as the instance's runs can have them: the shared directory under a private
+/// layer of the instance's own where confined runs here can have one (`overlay`), else a copy
+/// of it in the layer's place, writable (`copy`: unconfined runs, or a kernel or filesystem
+/// without overlays in user namespaces). Returns the mounts, the layers, and which it was.
+fn settle_layers(
+    mounts: Vec<Mount>,
+    confined: bool,
+    work: &Path,
+) -> Result<(Vec<Mount>, Vec<sandbox::Layer>, &'static str), Stop> {
+    let mut settled = Vec::new();
+    let mut layers = Vec::new();
+    let mut how = "";
+    for m in mounts {
+        let Some(layer) = m.layer.clone() else {
+            settled.push(m);
+            continue;
+        };
+        let available = match confined {
+            true => sandbox::layers_available(crate::fsutil::parent_dir(work)),
+            false => Err(sandbox::NoLayers("the runs are unconfined".into())),
+        };
+        if available.is_ok() {
+            layers.push(
+                sandbox::Layer::prepare(&layer)
+                    .map_err(|e| Stop(Reason::Sandbox, e.to_string()))?,
+            );
+            settled.push(m);
+            how = "overlay";
+        } else {
+            let copy = layer.join("copy");
+            crate::fsutil::copy_tree(&m.host, &copy).map_err(|e| {
+                Stop(
+                    Reason::EnvBuildFailed,
+                    format!("copying the environment: {e}"),
+                )
+            })?;
+            settled.push(Mount::new(copy, m.at, true));
+            how = "copy";
+        }
+    }
+    Ok((settled, layers, how))
+}
+
 /// RLIMIT_FSIZE of a confined command: 16 GiB.
 const FILE_SIZE_LIMIT: u64 = 16 << 30;
 
@@ -79,6 +122,10 @@ pub(crate) struct Runner<'a> {
     /// The tmpfs on `tmp` for the instance's lifetime (confined, as root), unmounted when the
     /// runner is dropped.
     _tmpfs: Option<sandbox::InstanceTmp>,
+    /// The private layers of the layered mounts, for the instance's lifetime.
+    _layers: Vec<sandbox::Layer>,
+    /// How a layered mount (the environment) was given: `overlay`, `copy`, or empty.
+    pub(crate) env_mount: &'static str,
 }
 
 impl<'a> Runner<'a> {
@@ -108,6 +155,7 @@ impl<'a> Runner<'a> {
         if let Some(dir) = &services.dir {
             mounts.push(Mount::new(dir, layout::SERVICES, true));
         }
+        let (mounts, layers, env_mount) = settle_layers(mounts, !opts.unconfined, work)?;
         let confine = (!opts.unconfined).then(|| {
             let mut c = sandbox::Confine::new();
             // A file is bounded (a runaway test writing one endless file stops at SIGXFSZ).
@@ -137,6 +185,8 @@ impl<'a> Runner<'a> {
             tmp,
             confine,
             _tmpfs: tmpfs,
+            _layers: layers,
+            env_mount,
         })
     }
 

@@ -67,6 +67,11 @@ pub struct InstanceReport {
     /// confinement, and when the instance never ran.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub confinement: String,
+    /// How the environment was given to the commands: `overlay` (a private writable layer
+    /// over the lock's shared copy) or `copy` (docs/SANDBOX.md, "Layers"); empty for kinds
+    /// with nothing to layer, and in reports from before layers.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub environment_mount: String,
     /// The services the tests ran with (stand-ins for hosts of the internet among them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub services: Vec<String>,
@@ -251,6 +256,7 @@ pub fn blank_report(p: &Prediction, bundle: &str) -> InstanceReport {
         lock: String::new(),
         network: String::new(),
         confinement: String::new(),
+        environment_mount: String::new(),
         services: Vec::new(),
         test_seconds: 0.0,
         overhead_seconds: 0.0,
@@ -463,6 +469,7 @@ fn run_steps(
     report.test_seconds = report.timings.get("test").copied().unwrap_or(0.0);
     report.network = record.network;
     report.confinement = record.confinement;
+    report.environment_mount = record.environment_mount;
     report.patch_successfully_applied = evaluated.applied_with.is_some();
     report.applied_with = evaluated.applied_with.unwrap_or_default().to_string();
     report.reset_paths = evaluated.reset_paths;

@@ -15,6 +15,9 @@ pub(super) fn check(spec: &Spec) -> Result<(), SandboxError> {
     }
     for m in &spec.mounts {
         check_mount(m)?;
+        if let Some(layer) = &m.layer {
+            super::layer::check(&m.host, layer, spec.confine.is_some())?;
+        }
     }
     if let Some(tmp) = &spec.tmp
         && (!tmp.is_absolute() || !tmp.is_dir())

@@ -22,6 +22,7 @@ mod check;
 mod child;
 mod confine;
 mod idmap;
+mod layer;
 mod output;
 mod plan;
 mod report;
@@ -29,6 +30,7 @@ mod root;
 mod tmpfs;
 
 pub use confine::{Confine, DEFAULT_TMPFS_SIZE, SANDBOX_ID};
+pub use layer::{Layer, NoLayers, give_to_layer_owner, layer_owner, layers_available};
 pub use root::RUN_HOME;
 pub use tmpfs::InstanceTmp;
 
@@ -88,6 +90,12 @@ pub struct Mount {
     /// Where the run sees it: absolute, not `/`, not under `/proc`, `/dev`, `/sys` or `/tmp`.
     pub at: PathBuf,
     pub writable: bool,
+    /// A private writable layer over `host` (confined runs only): the run sees `host`
+    /// through an overlay whose changes go to `layer/upper` (`layer/work` is the overlay's
+    /// own), and `host` itself is never written. Made by [`Layer::prepare`]; several runs
+    /// given one layer in turn see what the earlier ones changed (an instance's install,
+    /// then its tests).
+    pub layer: Option<PathBuf>,
 }
 
 impl Mount {
@@ -96,6 +104,21 @@ impl Mount {
             host: host.into(),
             at: at.into(),
             writable,
+            layer: None,
+        }
+    }
+
+    /// `host`, read-only, under the private writable layer `layer` ([`Mount::layer`]).
+    pub fn layered(
+        host: impl Into<PathBuf>,
+        at: impl Into<PathBuf>,
+        layer: impl Into<PathBuf>,
+    ) -> Mount {
+        Mount {
+            host: host.into(),
+            at: at.into(),
+            writable: true,
+            layer: Some(layer.into()),
         }
     }
 }
@@ -437,7 +460,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, SandboxError> {
             dirs.extend(
                 spec.mounts
                     .iter()
-                    .filter(|m| m.writable)
+                    .filter(|m| m.writable && m.layer.is_none())
                     .map(|m| m.host.clone()),
             );
             dirs.extend(spec.tmp.clone());

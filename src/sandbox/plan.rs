@@ -225,13 +225,19 @@ pub(super) fn root_plan(
     };
     match &spec.confine {
         Some(confine) => {
-            plan.ops = root::confined_ops(&root, confine, &inputs)?;
+            let built = root::confined_ops(&root, confine, &inputs)?;
+            plan.ops = built.ops;
+            plan.held = built.held;
             plan.filters = confine::seccomp_filters()?;
             plan.file_size_limit = confine.file_size_limit;
             plan.cpu_limit = confine.cpu_limit;
             plan.become_root = sandbox_ids();
         }
-        None => plan.ops = root::view_ops(&root, &inputs)?,
+        None => {
+            let built = root::view_ops(&root, &inputs)?;
+            plan.ops = built.ops;
+            plan.held = built.held;
+        }
     }
     Ok(Some(plan))
 }

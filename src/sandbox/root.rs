@@ -11,7 +11,8 @@
 use std::collections::BTreeSet;
 use std::ffi::CString;
 use std::fs;
-use std::os::fd::{OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
 
 use seccompiler::BpfProgram;
@@ -90,6 +91,16 @@ pub(super) enum RootOp {
     },
     /// A tmpfs with these options.
     Tmpfs { to: CString, options: CString },
+    /// An overlay of a [`Mount`] with a layer ([`Mount::layer`]): its options name the layers
+    /// by descriptor (`/proc/self/fd/N`). swe-ark holds each number open (in [`RootPlan::held`])
+    /// for B, which opens the layer's path again in its own mount namespace (overlayfs takes
+    /// layers of the mounter's namespace only) on that number, before it takes the
+    /// namespace's uid, which may not reach the path.
+    Overlay {
+        to: CString,
+        options: CString,
+        layers: Vec<(CString, libc::c_int)>,
+    },
     /// `proc` of the run's PID namespace.
     Proc(CString),
     /// A `devpts` instance of the run's own (best effort: a failure is a note).
@@ -116,6 +127,9 @@ impl RootOp {
                 if *read_only { " read-only" } else { "" }
             ),
             RootOp::Tmpfs { to, .. } => format!("mounting a tmpfs at {}", p(to)),
+            RootOp::Overlay { to, options, .. } => {
+                format!("mounting an overlay at {} ({})", p(to), p(options))
+            }
             RootOp::Proc(path) => format!("mounting /proc at {}", p(path)),
             RootOp::Devpts(path) => format!("mounting devpts at {}", p(path)),
         }
@@ -165,6 +179,8 @@ pub(super) struct RootBuilder {
     bound: Vec<(PathBuf, PathBuf)>,
     /// Host sources opened early so far.
     slots: usize,
+    /// The layers of overlays, opened here (B names them by descriptor).
+    held: Vec<OwnedFd>,
 }
 
 impl RootBuilder {
@@ -175,6 +191,7 @@ impl RootBuilder {
             made: BTreeSet::new(),
             bound: Vec::new(),
             slots: 0,
+            held: Vec::new(),
         }
     }
 
@@ -265,6 +282,40 @@ impl RootBuilder {
         Ok(())
     }
 
+    /// `lower` (read-only) under the private writable layer `layer` (its `upper/` and
+    /// `work/`), an overlay at `path`.
+    fn overlay(&mut self, lower: &Path, layer: &Path, path: &Path) -> Result<(), SandboxError> {
+        self.dirs(path)?;
+        let mut layers = Vec::new();
+        for dir in [lower.to_path_buf(), layer.join("upper"), layer.join("work")] {
+            let opened = fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+                .open(&dir)
+                .map_err(|e| prepare(&format!("opening {}", dir.display()), e))?;
+            let fd = OwnedFd::from(opened);
+            layers.push((c_path(&dir)?, fd.as_raw_fd()));
+            self.held.push(fd);
+        }
+        let name = |i: usize| format!("/proc/self/fd/{}", layers[i].1);
+        let options = format!(
+            "userxattr,lowerdir={},upperdir={},workdir={}",
+            name(0),
+            name(1),
+            name(2)
+        );
+        let to = self.inside(path)?;
+        let options = CString::new(options)
+            .map_err(|_| SandboxError::InvalidSpec("overlay options with a NUL byte".into()))?;
+        self.ops.push(RootOp::Overlay {
+            to,
+            options,
+            layers,
+        });
+        self.bound.push((path.to_path_buf(), lower.to_path_buf()));
+        Ok(())
+    }
+
     fn tmpfs(&mut self, path: &Path, options: String) -> Result<(), SandboxError> {
         self.dirs(path)?;
         let to = self.inside(path)?;
@@ -289,12 +340,19 @@ pub(super) struct RootInputs<'a> {
     pub tmpfs_size: u64,
 }
 
+/// The steps that make a run's root, and the descriptors they name (held open until the fork
+/// has copied them).
+pub(super) struct BuiltRoot {
+    pub ops: Vec<RootOp>,
+    pub held: Vec<OwnedFd>,
+}
+
 /// The steps that make a confined run's root at `root`.
 pub(super) fn confined_ops(
     root: &Path,
     confine: &Confine,
     inputs: &RootInputs<'_>,
-) -> Result<Vec<RootOp>, SandboxError> {
+) -> Result<BuiltRoot, SandboxError> {
     let mut b = RootBuilder::new(root);
     for dir in SYSTEM_DIRS {
         let path = Path::new(dir);
@@ -419,7 +477,7 @@ fn confined_dev(b: &mut RootBuilder, size: u64) -> Result<(), SandboxError> {
 /// entry of `/` bound writable as it is, links as links), its own `/proc`, the host's `/dev`
 /// and `/sys` (cgroups hidden), then `/tmp`, `HOME`, the mounts and the files as a confined
 /// run gets them. Top-level names that a mount or `HOME` takes are not the host's.
-pub(super) fn view_ops(root: &Path, inputs: &RootInputs<'_>) -> Result<Vec<RootOp>, SandboxError> {
+pub(super) fn view_ops(root: &Path, inputs: &RootInputs<'_>) -> Result<BuiltRoot, SandboxError> {
     let mut b = RootBuilder::new(root);
     let mut taken: BTreeSet<PathBuf> = ["proc", "sys", "dev", "tmp"]
         .iter()
@@ -510,11 +568,14 @@ impl RootBuilder {
     }
 
     /// The mounts (parents before children), the file binds, and the check on their number.
-    fn finish(mut self, inputs: &RootInputs<'_>) -> Result<Vec<RootOp>, SandboxError> {
+    fn finish(mut self, inputs: &RootInputs<'_>) -> Result<BuiltRoot, SandboxError> {
         let mut mounts: Vec<&Mount> = inputs.mounts.iter().collect();
         mounts.sort_by(|a, b| a.at.cmp(&b.at));
         for m in mounts {
-            self.bind(&m.host, &m.at, !m.writable, false)?;
+            match &m.layer {
+                Some(layer) => self.overlay(&m.host, layer, &m.at)?,
+                None => self.bind(&m.host, &m.at, !m.writable, false)?,
+            }
         }
         for (from, to) in inputs.binds {
             self.bind(from, to, true, false)?;
@@ -525,6 +586,9 @@ impl RootBuilder {
                 self.slots
             )));
         }
-        Ok(self.ops)
+        Ok(BuiltRoot {
+            ops: self.ops,
+            held: self.held,
+        })
     }
 }

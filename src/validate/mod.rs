@@ -108,6 +108,11 @@ pub struct Results {
     /// host (docs/SANDBOX.md). Empty in results from before confinement.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub confinement: String,
+    /// How the environment was given to the commands: `overlay` (a private writable layer
+    /// over the lock's shared copy) or `copy` (docs/SANDBOX.md, "Layers"); empty for kinds
+    /// with nothing to layer, and in results from before layers.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub environment_mount: String,
     /// The services the tests ran with (stand-ins for hosts of the internet among them), one
     /// sentence each.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -215,6 +220,7 @@ pub fn validate(
         timings: BTreeMap::new(),
         network: String::new(),
         confinement: String::new(),
+        environment_mount: String::new(),
         services: vec![],
         lock: String::new(),
         python: String::new(),
@@ -327,6 +333,7 @@ fn run_steps(
     results.timings.extend(record.timings);
     results.network = record.network;
     results.confinement = record.confinement;
+    results.environment_mount = record.environment_mount;
     outcome
 }
 

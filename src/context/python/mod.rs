@@ -192,25 +192,26 @@ impl Lock for PythonLock {
 struct PythonBuilt(BuiltEnv);
 
 impl Built for PythonBuilt {
-    /// The instance's copy of the environment (`work/venv`, at [`layout::ENVIRONMENT`]), a copy
-    /// of each service's (`work/service-envs/NAME`, at [`layout::SERVICE_ENVS`]), the lock's
-    /// artifacts at [`layout::WHEELHOUSE`], and installs that find them there and nothing else.
+    /// The environment at [`layout::ENVIRONMENT`] under the instance's own writable layer
+    /// (`work/env-layer`; the runner copies it where a run cannot have one), each service's
+    /// read-only at [`layout::SERVICE_ENVS`] — both from the lock's copy made for the fixed
+    /// layout once — the lock's artifacts at [`layout::WHEELHOUSE`], and installs that find
+    /// them there and nothing else.
     fn for_run(&self, work: &Path, _base_commit: &str) -> Result<RunEnvironment, ContextError> {
         let built = &self.0;
         let env_at = Path::new(layout::ENVIRONMENT);
         let wheelhouse_at = Path::new(layout::WHEELHOUSE);
-        let venv = build::instance_copy(built, &work.join("venv"), env_at)?;
+        let services_at = Path::new(layout::SERVICE_ENVS);
+        let shared = build::at_layout(built, env_at, services_at, crate::sandbox::layer_owner())?;
         let mut mounts = vec![
-            Mount::new(&venv.dir, env_at, true),
+            Mount::layered(&shared.venv, env_at, work.join("env-layer")),
             Mount::new(&built.wheelhouse, wheelhouse_at, false),
         ];
         let mut service_envs = BTreeMap::new();
-        for (name, dir) in &built.services {
-            let copy = work.join("service-envs").join(name);
-            let at = Path::new(layout::SERVICE_ENVS).join(name);
-            build::copy_environment(dir, &copy, &at)?;
-            mounts.push(Mount::new(&copy, &at, false));
-            service_envs.insert(name.clone(), (copy, at));
+        for (name, dir) in &shared.services {
+            let at = services_at.join(name);
+            mounts.push(Mount::new(dir, &at, false));
+            service_envs.insert(name.clone(), (dir.clone(), at));
         }
         let mut vars = build::offline_install_env(wheelhouse_at);
         vars.insert("PIP_CONFIG_FILE".into(), "/dev/null".into());

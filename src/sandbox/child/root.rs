@@ -57,6 +57,14 @@ pub(super) fn enter_root(plan: &Plan, root: &RootPlan) -> Result<(), (i32, i32)>
                 }
             }
         }
+        if let RootOp::Overlay { layers, .. } = op {
+            for (path, number) in layers {
+                if let Err(e) = reopen_on(path, *number) {
+                    report(fd, REC_ROOT_OP, index, e);
+                    return Err((STEP_ROOT_OP, e));
+                }
+            }
+        }
         index = index.saturating_add(1);
     }
     // Then the namespace's own root (as root, SANDBOX_ID outside) owns what is made: an inode
@@ -153,6 +161,27 @@ pub(in crate::sandbox) fn open_tree(path: &CStr) -> Result<c_int, i32> {
     c_int::try_from(fd).map_err(|_| libc::EBADF)
 }
 
+/// Opens the directory `path` (`O_PATH`) in this mount namespace on descriptor `number`.
+fn reopen_on(path: &CStr, number: c_int) -> Result<(), i32> {
+    // SAFETY: open, dup3 and close with a C string made before the fork and integers.
+    unsafe {
+        let opened = libc::open(
+            path.as_ptr(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        );
+        if opened < 0 {
+            return Err(errno());
+        }
+        let moved = libc::dup3(opened, number, libc::O_CLOEXEC);
+        let e = errno();
+        close(opened);
+        if moved < 0 {
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
 /// One step of the new root; the errno when it failed.
 fn root_op(op: &RootOp, fds: &mut [c_int; MAX_BINDS]) -> Result<(), i32> {
     let ok = |r: c_int| if r == 0 { Ok(()) } else { Err(errno()) };
@@ -240,6 +269,16 @@ fn root_op(op: &RootOp, fds: &mut [c_int; MAX_BINDS]) -> Result<(), i32> {
                 c"tmpfs".as_ptr(),
                 to.as_ptr(),
                 c"tmpfs".as_ptr(),
+                libc::MS_NOSUID | libc::MS_NODEV,
+                options.as_ptr().cast(),
+            )
+        }),
+        // The layers are named by descriptor (reopen_on).
+        RootOp::Overlay { to, options, .. } => ok(unsafe {
+            libc::mount(
+                c"overlay".as_ptr(),
+                to.as_ptr(),
+                c"overlay".as_ptr(),
                 libc::MS_NOSUID | libc::MS_NODEV,
                 options.as_ptr().cast(),
             )

@@ -1,0 +1,56 @@
+//! Copies of directory trees that keep what a reader of them relies on: modes, modification
+//! times (a `.pyc` is valid only for its source's mtime), links as links.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// Copies the tree `src` to `dest` (created): directories, files (their modes and times)
+/// and symbolic links (as they are), in a stable order.
+pub fn copy_tree(src: &Path, dest: &Path) -> io::Result<()> {
+    let at = |p: &Path, e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", p.display()));
+    fs::create_dir_all(dest).map_err(|e| at(dest, e))?;
+    let mut stack = vec![PathBuf::new()];
+    while let Some(rel) = stack.pop() {
+        let dir = src.join(&rel);
+        let mut entries: Vec<_> = fs::read_dir(&dir)
+            .and_then(|rd| rd.collect::<io::Result<Vec<_>>>())
+            .map_err(|e| at(&dir, e))?;
+        entries.sort_by_key(|e| e.file_name());
+        for e in entries {
+            let r = rel.join(e.file_name());
+            let (from, to) = (src.join(&r), dest.join(&r));
+            let ft = e.file_type().map_err(|e| at(&from, e))?;
+            if ft.is_symlink() {
+                let target = fs::read_link(&from).map_err(|e| at(&from, e))?;
+                std::os::unix::fs::symlink(&target, &to).map_err(|e| at(&to, e))?;
+            } else if ft.is_dir() {
+                fs::create_dir_all(&to).map_err(|e| at(&to, e))?;
+                let mode = e.metadata().map_err(|e| at(&from, e))?.permissions();
+                fs::set_permissions(&to, mode).map_err(|e| at(&to, e))?;
+                stack.push(r);
+            } else if ft.is_file() {
+                copy_file(&from, &to, e.metadata().ok())?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Copies one file (copy_file_range underneath: a reflink where the file system has them),
+/// keeping its permissions and modification time when `meta` (the source's) is given.
+pub fn copy_file(from: &Path, to: &Path, meta: Option<fs::Metadata>) -> io::Result<()> {
+    let at = |p: &Path, e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", p.display()));
+    let mut src = fs::File::open(from).map_err(|e| at(from, e))?;
+    let mut dst = fs::File::create(to).map_err(|e| at(to, e))?;
+    io::copy(&mut src, &mut dst).map_err(|e| at(to, e))?;
+    if let Some(m) = meta {
+        dst.set_permissions(m.permissions())
+            .map_err(|e| at(to, e))?;
+        // Best effort: only costs a compile.
+        if let Ok(t) = m.modified() {
+            let _ = dst.set_modified(t);
+        }
+    }
+    Ok(())
+}
