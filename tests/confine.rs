@@ -669,11 +669,16 @@ fn a_private_layer_takes_every_change_and_the_shared_directory_none() {
         eprintln!("skipped: no private layers here: {why}");
         return;
     }
-    let shared = top.join("shared");
+    let shared = top.join("shared").join("env");
     std::fs::create_dir_all(shared.join("lib")).unwrap();
     std::fs::write(shared.join("lib/a.py"), "a = 1\n").unwrap();
     std::fs::write(shared.join("lib/gone.py"), "gone\n").unwrap();
-    sandbox::give_to_layer_owner(&shared, sandbox::layer_owner()).unwrap();
+    sandbox::give_to_layer_owner(&top.join("shared"), sandbox::layer_owner()).unwrap();
+    // Closed to everyone but the caller: a run reaches it all the same.
+    assert_eq!(
+        std::fs::metadata(top.join("shared")).unwrap().mode() & 0o777,
+        0o700
+    );
     let before = fingerprint(&shared);
     let layer_dir = top.join("layer");
     let layer = sandbox::Layer::prepare(&layer_dir).unwrap();

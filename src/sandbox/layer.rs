@@ -27,13 +27,21 @@ pub fn layer_owner() -> u32 {
     }
 }
 
-/// Gives what the caller owns in the tree `dir` to `owner` ([`layer_owner`]), links not
-/// followed: a directory to be shown under layers. Nothing to do when they are one.
+/// Gives what the caller owns below `dir` to `owner` ([`layer_owner`]), links not followed:
+/// directories to be shown under layers. `dir` itself stays the caller's, mode 0700: no
+/// process of `owner`'s outside a run (65534 is `nobody`, which other daemons may be) can
+/// reach what every instance's runs are shown; a run reaches it by a descriptor swe-ark
+/// opened. Nothing to do when the caller is `owner`.
 pub fn give_to_layer_owner(dir: &Path, owner: u32) -> Result<(), SandboxError> {
+    fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
+        .map_err(|e| prepare(&format!("closing {}", dir.display()), e))?;
     if owner == euid() {
         return Ok(());
     }
-    hand_over(&[dir.to_path_buf()], euid(), owner)
+    let below: Vec<PathBuf> = fs::read_dir(dir)
+        .and_then(|rd| rd.map(|e| e.map(|e| e.path())).collect())
+        .map_err(|e| prepare(&format!("listing {}", dir.display()), e))?;
+    hand_over(&below, euid(), owner)
 }
 
 /// A private writable layer: `dir/upper` holds what the runs changed, `dir/work` is the
@@ -155,17 +163,13 @@ fn try_layer(scratch: &Path) -> Result<(), NoLayers> {
         .prefix(".tmp-layer-probe-")
         .tempdir_in(scratch)
         .map_err(|e| NoLayers(format!("{}: {e}", scratch.display())))?;
-    let lower = dir.path().join("lower");
+    let shared = dir.path().join("shared");
+    let lower = shared.join("lower");
     let file = lower.join("file");
     let io = |p: &Path, e: std::io::Error| NoLayers(format!("{}: {e}", p.display()));
-    fs::create_dir(&lower).map_err(|e| io(&lower, e))?;
+    fs::create_dir_all(&lower).map_err(|e| io(&lower, e))?;
     fs::write(&file, "lower\n").map_err(|e| io(&file, e))?;
-    let owner = layer_owner();
-    if owner != euid() {
-        for p in [&lower, &file] {
-            lchown(p, Some(owner), Some(owner)).map_err(|e| io(p, e))?;
-        }
-    }
+    give_to_layer_owner(&shared, layer_owner()).map_err(|e| NoLayers(e.to_string()))?;
     let layer = Layer::prepare(&dir.path().join("layer")).map_err(|e| NoLayers(e.to_string()))?;
     let at = Path::new("/swe-ark/layer-probe");
     let mut spec = Spec::new("/bin/sh", at, dir.path().join("out"));
