@@ -903,11 +903,12 @@ fn two_archives_validate_the_same_instance_into_the_same_bundle_and_release() {
     let again = revalidate(0);
     assert_eq!(again["rebuilt"].as_str(), Some(id_a.as_str()), "{again}");
     // Behind the archive's back, the cached environment makes test_sub fail (a pytest plugin
-    // dropped into its site-packages): the rebuild differs, and says which test, both ways.
+    // dropped into its site-packages, the build's and the copy every instance's layer is
+    // over): the rebuild differs, and says which test, both ways.
     let sites: Vec<_> = std::fs::read_dir(ark.join("envs"))
         .unwrap()
         .flatten()
-        .flat_map(|e| glob_site_packages(&e.path().join("venv")))
+        .flat_map(|e| glob_site_packages(&e.path()))
         .collect();
     assert!(!sites.is_empty(), "no built environment under {ark:?}/envs");
     for site in sites {
