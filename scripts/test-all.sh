@@ -7,12 +7,20 @@
 set -uo pipefail
 
 log=$(mktemp "${TMPDIR:-/tmp}/swe-ark-test.XXXXXX")
-trap 'rm -f "$log"' EXIT
+free=$(mktemp "${TMPDIR:-/tmp}/swe-ark-free.XXXXXX")
+# The least free space, every 2 s, of the filesystems the tests write (the target directory,
+# the temporary directories): a run that fails with ENOSPC says how close it came.
+places=(target "${TMPDIR:-/tmp}" /var/tmp)
+mkdir -p target
+( while :; do df -P -B1M "${places[@]}" 2>/dev/null | awk 'NR > 1 { print $6, $4, $2 }' >>"$free"; sleep 2; done ) &
+sampler=$!
+trap 'kill "$sampler" 2>/dev/null; rm -f "$log" "$free"' EXIT
 
 # cargo writes "Running …" on stderr and the binaries their results on stdout: one stream,
 # in order, to the terminal and the log.
 "${CARGO:-cargo}" test --locked --no-fail-fast "$@" 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
+kill "$sampler" 2>/dev/null
 
 # One line per binary: "ok" or "FAILED", its name, its counts and the tests that failed. A
 # binary with no "test result" line died before it could report (a crash, a signal).
@@ -57,4 +65,7 @@ awk -v rc="$rc" '
     else printf "== all %d test binaries passed\n", n
   }
 ' "$log"
+# Least free MiB per filesystem (by mount point) over the run.
+awk '!($1 in least) || $2 < least[$1] { least[$1] = $2; size[$1] = $3 }
+  END { for (m in least) printf "== disk: at least %d MiB of %d free on %s during the run\n", least[m], size[m], m }' "$free"
 exit "$rc"
