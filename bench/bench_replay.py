@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Per-instance overhead of `swe-ark replay` with a warm environment cache, on a codebase of
 more than 5,000 files: everything but the test command itself (unpacking and checking the
-bundle, the git work tree, the environment copy, applying the patch, the context's install,
-the test patch, parsing), printed beside the test command's own time. Target: at most 2 s.
+bundle, the git work tree, the environment (under a private layer, or a copy), applying the
+patch, the context's install, the test patch, parsing), printed beside the test command's own
+time. Target: at most 2 s.
 
 The fixture is generated: a Python project built with the `tinybuild` backend
 (tests/fixtures/mkdists.py) with FILES generated modules, a buggy function, a test file of 40
@@ -336,6 +337,13 @@ def main():
     print(f"confinement, median of {args.runs} runs each, interleaved confined/unconfined, "
           f"same warm cache:")
     print(f"  swe-ark ran as {who}")
+    # Confined, the environment is under a private layer where the machine has overlays in
+    # user namespaces; unconfined it is always a copy (docs/SANDBOX.md, "Layers"): the install
+    # step's writes go to the layer in one mode and to the copy in the other.
+    mounts = {mode: sorted({r.get("environment_mount", "") for r in runs[mode]})
+              for mode, _ in modes}
+    print(f"  environment: confined {'/'.join(mounts['confined'])}, "
+          f"unconfined {'/'.join(mounts['unconfined'])}")
     print(f"  {'':<18}  {'confined':>9}  {'unconfined':>10}  {'difference':>10}")
     for name in figures:
         c, u = medians["confined"][name], medians["unconfined"][name]
