@@ -1,5 +1,5 @@
 //! A context's services at test time: started in the background inside each test run's own
-//! sandbox (so in its network namespace), from their own environments (the instance's copies,
+//! sandbox (so in its network namespace), from their own environments (the lock's, read-only
 //! at `/swe-ark/service-envs/<name>`), waited for until every port accepts connections, and
 //! given to the tests: the host names they stand in for resolve to 127.0.0.1 (the run's
 //! private /etc/hosts), TLS ports get a certificate for those names signed by a CA made for
