@@ -380,6 +380,28 @@ fn hostile_suite(replayer: Replayer) -> bool {
         })
         .collect();
 
+    // A gold replay first, as the replayer: the installed state validation kept gets its
+    // environment (a cache beside the lock's shared copy, made once per owner), which every
+    // hostile run is then shown read-only under its own layer: the fingerprints below prove
+    // that none of them changed it.
+    let mut warm = w.cmd(&t);
+    warm.env("HOME", &home)
+        .args(["replay", "--gold", "--run-id", "warm"]);
+    let warm = as_replayer(warm, replayer).output().unwrap();
+    assert!(warm.status.success(), "{}{}", stdout(&warm), stderr(&warm));
+    let farms: Vec<PathBuf> = walk(&ark.join("envs"))
+        .into_iter()
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("installed-"))
+        })
+        .collect();
+    assert_eq!(
+        farms.len(),
+        1,
+        "one installed state's environment: {farms:?}"
+    );
+
     // Fingerprints: the archive but the run's own outputs (runs/: its reports, written by
     // design; tmp/: its work directories, the work trees the hostile code may wreck), the
     // caller's HOME, and the host's /tmp marker.

@@ -1197,3 +1197,145 @@ fn a_test_that_needs_what_only_conda_provides_is_named_and_graded_without() {
         "{summary}"
     );
 }
+
+/// `git diff` of the fixture repository after `edit`, the repository put back after.
+fn diff_after(repo: &Path, edit: impl FnOnce()) -> String {
+    edit();
+    let out = std::process::Command::new("git")
+        .args(["diff"])
+        .current_dir(repo)
+        .output()
+        .unwrap();
+    let reset = std::process::Command::new("git")
+        .args(["checkout", "--", "."])
+        .current_dir(repo)
+        .status()
+        .unwrap();
+    assert!(out.status.success() && reset.success());
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The installed state (docs/REPLAY.md): the first run at a base commit installs there and
+/// keeps what the install did, once for every instance of that commit; later runs (validation,
+/// replays) start from it without installing. A patch that changes what the install reads (the
+/// build's own configuration here, whose version a test checks) installs again — skipped, the
+/// test would see the old version — and a state that went bad is made again.
+#[test]
+fn an_installed_state_is_made_once_kept_and_installed_over_when_a_patch_changes_the_build() {
+    let t = TestContext::new();
+    let Some(w) = Widget::new(&t) else { return };
+    w.add_mirror(&t);
+    w.ok(
+        &t,
+        &["env", "lock", "acme/widget", "1.0", "--commit", &w.base],
+    );
+    let (add, sub) = (
+        "tests/test_core.py::test_add",
+        "tests/test_core.py::test_sub",
+    );
+    let version_test = "tests/test_core.py::test_version";
+    let bump = diff_after(&w.repo, || {
+        let config = w.repo.join("tinybuild.json");
+        let text = std::fs::read_to_string(&config).unwrap();
+        assert!(text.contains("\"1.0\""), "{text}");
+        std::fs::write(&config, text.replace("\"1.0\"", "\"2.0\"")).unwrap();
+    });
+    let checks_version = "\n\ndef test_version():\n    import importlib.metadata as m\n    assert m.version('widget') == '2.0'\n";
+    let rows = [
+        instance(1, &test_patch(ADD_TEST), GOLD, &[add], &[sub], &w.base),
+        instance(
+            2,
+            &test_patch(checks_version),
+            &bump,
+            &[version_test],
+            &[sub],
+            &w.base,
+        ),
+    ];
+    let file = t.path("instances.jsonl");
+    std::fs::write(
+        &file,
+        rows.iter().map(|r| format!("{r}\n")).collect::<String>(),
+    )
+    .unwrap();
+    w.ok(&t, &["import", file.to_str().unwrap()]);
+
+    // Validation: one state for the commit, made by the first instance; the second starts
+    // from it, and its gold patch (the build's configuration) installs again.
+    let out = w.ok(&t, &["validate", "--json", "--runs", "1"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    for r in v["validated"].as_array().unwrap() {
+        assert_eq!(r["verdict"], "kept", "{r}");
+    }
+    let index = swe_ark::store::Index::open(&t.ark().join("index.sqlite")).unwrap();
+    let states = index.installed_states().unwrap();
+    assert_eq!(states.len(), 1, "{states:?}");
+    let state = states[0].clone();
+    assert_eq!(state.instance_id, "acme__widget-1");
+    assert!(state.editable && state.env_entries > 0, "{state:?}");
+    drop(index);
+    w.ok(&t, &["pack", "--all-validated"]);
+
+    // Replays start from it: no install for a patch to the sources, one for the build's.
+    let report = |run: &str, model: &str, n: u32| {
+        let path = t
+            .ark()
+            .join(format!("runs/{run}/{model}/acme__widget-{n}/report.json"));
+        read_json(&path)[format!("acme__widget-{n}")].clone()
+    };
+    w.ok(&t, &["replay", "--gold", "--run-id", "g1"]);
+    let (one, two) = (report("g1", "gold", 1), report("g1", "gold", 2));
+    for r in [&one, &two] {
+        assert_eq!(r["resolved"].as_bool(), Some(true), "{r}");
+        assert_eq!(r["installed_state"]["how"], "kept", "{r}");
+        assert_eq!(
+            r["installed_state"]["object"],
+            state.object.hex().as_str(),
+            "{r}"
+        );
+    }
+    assert!(one["installed_state"].get("reinstalled").is_none(), "{one}");
+    let timings = one["timings"].as_object().unwrap();
+    assert!(
+        !timings
+            .keys()
+            .any(|k| k.contains("install") && !k.starts_with("installed")),
+        "{one}"
+    );
+    let why = two["installed_state"]["reinstalled"].as_str().unwrap();
+    assert!(why.contains("tinybuild.json"), "{why}");
+    assert!(two["timings"]["reinstall"].is_number(), "{two}");
+
+    // The state's object gone bad: the run installs at the base commit again and keeps what
+    // it did in its place; the verdict is the same.
+    let object = t.ark().join(format!(
+        "objects/sha256/{}/{}",
+        &state.object.hex()[..2],
+        &state.object.hex()[2..]
+    ));
+    assert!(object.is_file(), "{}", object.display());
+    let mut bytes = std::fs::read(&object).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(&object, bytes).unwrap();
+    w.ok(
+        &t,
+        &[
+            "replay",
+            "--gold",
+            "--run-id",
+            "g2",
+            "--instance-ids",
+            "acme__widget-1",
+        ],
+    );
+    let again = report("g2", "gold", 1);
+    assert_eq!(again["resolved"].as_bool(), Some(true), "{again}");
+    assert_eq!(again["installed_state"]["how"], "made", "{again}");
+    let index = swe_ark::store::Index::open(&t.ark().join("index.sqlite")).unwrap();
+    let remade = index.installed_state(&state.key).unwrap().unwrap();
+    assert_eq!(
+        remade.object.hex(),
+        again["installed_state"]["object"].as_str().unwrap()
+    );
+}

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use super::runner::Runner;
-use super::{Reason, RunOptions, Stop, assets, eval_script, fresh, patch, paths, tail};
+use super::{Reason, RunOptions, Stop, assets, eval_script, fresh, installed, patch, paths, tail};
 use crate::context::{self, Lock, TestCommand};
 use crate::dataset::Instance as Row;
 use crate::logparse::{self, Grading, StatusMap};
@@ -96,6 +96,23 @@ pub struct RunRecord {
     /// lock's shared copy), `copy`, or empty (a kind with nothing to layer).
     pub environment_mount: String,
     pub services: Vec<String>,
+    /// The installed state the run started from or made (None: none was used).
+    pub installed_state: Option<InstalledUse>,
+}
+
+/// How a run used an installed state (docs/REPLAY.md, "The installed state"), as results and
+/// reports record it.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct InstalledUse {
+    /// `kept`: the archive had it and the run started from it; `made`: the run installed at
+    /// the base commit and kept what that did.
+    pub how: String,
+    /// Its object.
+    pub object: String,
+    /// Why the install ran again after the patch; empty when the state was what it would
+    /// make.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reinstalled: String,
 }
 
 /// What ran the tests: the dataset row's own script, or the context's commands.
@@ -121,6 +138,9 @@ pub struct Instance<'a> {
     /// The tree after the context's setup, when `kept` is some: each later evaluation starts
     /// from it.
     after_setup: Option<fresh::TreeState>,
+    /// The installed state: where it is kept, whether the run is at it (None: the kind or
+    /// the run has none, the install runs after the patch).
+    installed: Option<installed::Plan>,
 }
 
 impl<'a> Instance<'a> {
@@ -185,12 +205,28 @@ impl<'a> Instance<'a> {
             made.map(|()| (tree_seconds, env_seconds, env))
         })?;
         let both = both.elapsed().as_secs_f64();
-        let run_env = run_env?;
+        let mut run_env = run_env?;
         // The tree where the dataset's own harness has it: SWE-bench's /testbed, or
         // Multi-SWE-bench's /home/NAME.
         let work_tree = crate::dataset::harness_work_tree(&row)
             .unwrap_or_else(|| context::layout::WORK_TREE.to_string());
+        let t = Instant::now();
+        let installed = installed_plan(
+            &row,
+            &ctx,
+            lock.id(),
+            &work_tree,
+            &objects,
+            &cache_root,
+            &mut run_env,
+        );
+        let installed_seconds = t.elapsed().as_secs_f64();
         let mut runner = Runner::new(work, &ctx, &run_env, opts, &work_tree)?;
+        if installed.is_some() {
+            runner
+                .timings
+                .insert("installed-environment".into(), installed_seconds);
+        }
         runner.timings.insert("worktree".into(), tree_seconds);
         runner.timings.insert("environment".into(), env_seconds);
         // Side by side: their wall time.
@@ -220,6 +256,7 @@ impl<'a> Instance<'a> {
             prepare: run_env.prepare.clone(),
             kept: kind.kept_between_runs(),
             after_setup: None,
+            installed,
         })
     }
 
@@ -268,12 +305,21 @@ impl<'a> Instance<'a> {
             let t = Instant::now();
             self.runner.setup(&self.ctx, self.record.as_ref())?;
             self.time("setup", t.elapsed().as_secs_f64());
+            if self.eval_script.is_none() {
+                self.installed_at_base(e.install_must_succeed)?;
+            }
             self.after_setup = self.tree_state("after-setup")?;
         } else if let Some(state) = &self.after_setup {
             // As a new container from the image: nothing of the earlier evaluations' runs.
             let state = state.clone();
             self.restore_tree(&state, "restore-tree")?;
         }
+        let touched = match e.patch {
+            None => Vec::new(),
+            Some(PatchIn::Gold(text) | PatchIn::Prediction { text, .. }) => {
+                paths::touched_paths(text)
+            }
+        };
         match e.patch {
             None => {}
             Some(PatchIn::Gold(text)) => self.runner.apply(
@@ -293,12 +339,12 @@ impl<'a> Instance<'a> {
             &paths::touched_paths(&self.row.test_patch),
         );
         if self.eval_script.is_none() {
-            let (install, test_patch) = if again {
-                ("reinstall", "test-patch-again")
+            let test_patch = if again {
+                "test-patch-again"
             } else {
-                ("install", "test-patch")
+                "test-patch"
             };
-            self.install(install, e.install_must_succeed)?;
+            self.install_after_patch(&touched, again, e.install_must_succeed)?;
             let test_patch_text = self.row.test_patch.clone();
             self.runner.apply(
                 test_patch,
@@ -394,10 +440,78 @@ impl<'a> Instance<'a> {
         Ok(())
     }
 
-    /// The context's install, when it has one (after the environment's preparation).
-    fn install(&mut self, step: &str, must_succeed: bool) -> Result<(), Stop> {
-        if self.ctx.install.is_empty() && self.prepare.is_empty() {
+    /// The install at the base commit, before any patch, when the run keeps an installed
+    /// state: the kept one's work tree files written (its environment is mounted already), or
+    /// the install run and what it did kept. An install that fails leaves the run without a
+    /// state: it installs again after the patch, as without one.
+    fn installed_at_base(&mut self, must_succeed: bool) -> Result<(), Stop> {
+        let Some(plan) = &mut self.installed else {
             return Ok(());
+        };
+        let t = Instant::now();
+        match plan.apply_tree(&self.runner.tree) {
+            Ok(true) => {
+                self.time("installed-tree", t.elapsed().as_secs_f64());
+                return Ok(());
+            }
+            Ok(false) => {}
+            Err(e) => return Err(Stop(Reason::Io, e.to_string())),
+        }
+        let t = Instant::now();
+        if !self.install("install", must_succeed)? {
+            return Ok(());
+        }
+        let seconds = t.elapsed().as_secs_f64();
+        let (Some(plan), Some(changes)) = (&mut self.installed, &self.runner.env_changes) else {
+            return Ok(());
+        };
+        let t = Instant::now();
+        match plan.make(changes, &self.runner.tree, self.runner.work(), seconds) {
+            Ok(id) => tracing::debug!(
+                "{}: installed state {} kept",
+                self.row.instance_id,
+                id.short()
+            ),
+            Err(e) => tracing::warn!("{}: {e}", self.row.instance_id),
+        }
+        self.time("installed-state", t.elapsed().as_secs_f64());
+        Ok(())
+    }
+
+    /// The install after the patch: skipped when the run is at its installed state and the
+    /// patch touched nothing the install reads ([`installed::reinstall_reason`]).
+    fn install_after_patch(
+        &mut self,
+        touched: &[String],
+        again: bool,
+        must_succeed: bool,
+    ) -> Result<(), Stop> {
+        let step = match &mut self.installed {
+            Some(plan) if plan.at_base => {
+                let Some(why) = installed::reinstall_reason(touched, plan.editable) else {
+                    return Ok(());
+                };
+                tracing::debug!("{}: the install runs again: {why}", self.row.instance_id);
+                if plan.outcome.reinstalled.is_empty() {
+                    plan.outcome.reinstalled = why;
+                }
+                if again {
+                    "reinstall-again"
+                } else {
+                    "reinstall"
+                }
+            }
+            _ if again => "reinstall",
+            _ => "install",
+        };
+        self.install(step, must_succeed).map(|_| ())
+    }
+
+    /// The context's install, when it has one (after the environment's preparation); whether
+    /// it succeeded (or there was none).
+    fn install(&mut self, step: &str, must_succeed: bool) -> Result<bool, Stop> {
+        if self.ctx.install.is_empty() && self.prepare.is_empty() {
+            return Ok(true);
         }
         let script = format!(
             "{}{}{}\n",
@@ -407,7 +521,7 @@ impl<'a> Instance<'a> {
         );
         let (log, ok) = self.runner.run(step, &script)?;
         if ok || !must_succeed {
-            return Ok(());
+            return Ok(ok);
         }
         Err(Stop(
             Reason::InstallFailed,
@@ -460,6 +574,14 @@ impl<'a> Instance<'a> {
             confinement,
             environment_mount: self.runner.env_mount.to_string(),
             services: self.runner.services.described,
+            installed_state: self.installed.and_then(|p| {
+                let object = p.outcome.object?;
+                Some(InstalledUse {
+                    how: p.outcome.how.to_string(),
+                    object: object.hex(),
+                    reinstalled: p.outcome.reinstalled,
+                })
+            }),
         }
     }
 }
@@ -485,4 +607,42 @@ fn runner_scripts(test_cmd: &str, src: &Path) -> Vec<String> {
         .filter(|w| std::fs::symlink_metadata(src.join(w)).is_ok_and(|m| m.file_type().is_file()))
         .map(str::to_string)
         .collect()
+}
+
+/// The installed-state plan of an instance (None when it has none: no install, a row's own
+/// evaluation script, no layered environment, no archive index), with the environment's
+/// layered mount put on the kept state's environment when the archive has one.
+fn installed_plan(
+    row: &Row,
+    ctx: &Context,
+    lock: crate::digest::Sha256Digest,
+    work_tree: &str,
+    objects: &ObjectStore,
+    cache_root: &Path,
+    run_env: &mut context::RunEnvironment,
+) -> Option<installed::Plan> {
+    if ctx.install.trim().is_empty() || row.harness().eval_script.is_some() {
+        return None;
+    }
+    let mut layered = run_env.mounts.iter_mut().filter(|m| m.layer.is_some());
+    let env = layered.next()?;
+    let id = installed::Identity {
+        lock,
+        repo: &row.repo,
+        instance_id: &row.instance_id,
+        base_commit: &row.base_commit,
+        work_tree,
+        env_at: &env.at,
+    };
+    let mut vars = ctx.env.clone();
+    vars.extend(run_env.vars.clone());
+    vars.insert("PATH".into(), run_env.path.join(":"));
+    let key = installed::key(&id, ctx, &run_env.prepare, &vars);
+    let mut plan = installed::Plan::new(cache_root, objects, &id, key)?;
+    match plan.kept_environment(cache_root, &env.host) {
+        Ok(Some(kept)) => env.host = kept,
+        Ok(None) => {}
+        Err(e) => tracing::warn!("{}: {e}", row.instance_id),
+    }
+    Some(plan)
 }

@@ -10,11 +10,13 @@
 //! - [`patch`]: applying a model's patch the harness's ways, and what it may not change;
 //! - [`paths`]: the files a patch names, put back as the commit has them;
 //! - [`eval_script`]: a version-5 row's own evaluation script, made to run here;
-//! - `services`: the context's services in the test runs (stand-ins for hosts, TLS).
+//! - `services`: the context's services in the test runs (stand-ins for hosts, TLS);
+//! - `installed`: the installed state, kept (made once, then every run starts from it).
 
 mod assets;
 pub mod eval_script;
 mod fresh;
+mod installed;
 pub mod instance;
 pub mod patch;
 pub mod paths;
@@ -28,7 +30,8 @@ use crate::sandbox::{self, Network};
 
 pub use crate::verdict::Reason;
 pub use instance::{
-    CONTEXT, EVAL_SCRIPT, Evaluated, Evaluation, Instance, PatchIn, Prepared, RunRecord, TestRun,
+    CONTEXT, EVAL_SCRIPT, Evaluated, Evaluation, InstalledUse, Instance, PatchIn, Prepared,
+    RunRecord, TestRun,
 };
 
 /// How each command of an instance runs.

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use super::installed::EnvChanges;
 use super::services::Services;
 use super::{OUTPUT_CAP, Reason, RunOptions, Stop, tail};
 use crate::context::{RunEnvironment, layout};
@@ -18,15 +19,13 @@ use crate::sandbox::{self, Mount, Network, Spec};
 /// Layered mounts as the instance's runs can have them: the shared directory under a private
 /// layer of the instance's own where confined runs here can have one (`overlay`), else a copy
 /// of it in the layer's place, writable (`copy`: unconfined runs, or a kernel or filesystem
-/// without overlays in user namespaces). Returns the mounts, the layers, and which it was.
-fn settle_layers(
-    mounts: Vec<Mount>,
-    confined: bool,
-    work: &Path,
-) -> Result<(Vec<Mount>, Vec<sandbox::Layer>, &'static str), Stop> {
+/// without overlays in user namespaces). Returns the mounts, the layers, which it was, and
+/// where the runs' changes to the (first) layered directory go.
+fn settle_layers(mounts: Vec<Mount>, confined: bool, work: &Path) -> Result<Settled, Stop> {
     let mut settled = Vec::new();
     let mut layers = Vec::new();
     let mut how = "";
+    let mut changes = None;
     for m in mounts {
         let Some(layer) = m.layer.clone() else {
             settled.push(m);
@@ -41,6 +40,7 @@ fn settle_layers(
                 sandbox::Layer::prepare(&layer)
                     .map_err(|e| Stop(Reason::Sandbox, e.to_string()))?,
             );
+            changes.get_or_insert(EnvChanges::Upper(layer.join("upper")));
             settled.push(m);
             how = "overlay";
         } else {
@@ -51,11 +51,28 @@ fn settle_layers(
                     format!("copying the environment: {e}"),
                 )
             })?;
+            changes.get_or_insert(EnvChanges::Copy {
+                copy: copy.clone(),
+                original: m.host.clone(),
+            });
             settled.push(Mount::new(copy, m.at, true));
             how = "copy";
         }
     }
-    Ok((settled, layers, how))
+    Ok(Settled {
+        mounts: settled,
+        layers,
+        how,
+        changes,
+    })
+}
+
+/// What [`settle_layers`] made of the mounts.
+struct Settled {
+    mounts: Vec<Mount>,
+    layers: Vec<sandbox::Layer>,
+    how: &'static str,
+    changes: Option<EnvChanges>,
 }
 
 /// RLIMIT_FSIZE of a confined command: 16 GiB.
@@ -126,6 +143,8 @@ pub(crate) struct Runner<'a> {
     _layers: Vec<sandbox::Layer>,
     /// How a layered mount (the environment) was given: `overlay`, `copy`, or empty.
     pub(crate) env_mount: &'static str,
+    /// Where the runs' changes to the environment go (a layered one).
+    pub(crate) env_changes: Option<EnvChanges>,
 }
 
 impl<'a> Runner<'a> {
@@ -155,7 +174,7 @@ impl<'a> Runner<'a> {
         if let Some(dir) = &services.dir {
             mounts.push(Mount::new(dir, layout::SERVICES, true));
         }
-        let (mounts, layers, env_mount) = settle_layers(mounts, !opts.unconfined, work)?;
+        let settled = settle_layers(mounts, !opts.unconfined, work)?;
         let confine = (!opts.unconfined).then(|| {
             let mut c = sandbox::Confine::new();
             // A file is bounded (a runaway test writing one endless file stops at SIGXFSZ).
@@ -180,13 +199,14 @@ impl<'a> Runner<'a> {
             network: "isolated",
             services,
             binds: Vec::new(),
-            mounts,
+            mounts: settled.mounts,
             hidden: hidden_files(&ctx.hidden_programs),
             tmp,
             confine,
             _tmpfs: tmpfs,
-            _layers: layers,
-            env_mount,
+            _layers: settled.layers,
+            env_mount: settled.how,
+            env_changes: settled.changes,
         })
     }
 

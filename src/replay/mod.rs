@@ -72,6 +72,11 @@ pub struct InstanceReport {
     /// with nothing to layer, and in reports from before layers.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub environment_mount: String,
+    /// The installed state the run started from (`kept`) or made (`made`), and why the
+    /// install ran again after the patch (docs/REPLAY.md, "The installed state"); absent when
+    /// none was used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub installed_state: Option<crate::harness::InstalledUse>,
     /// The services the tests ran with (stand-ins for hosts of the internet among them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub services: Vec<String>,
@@ -257,6 +262,7 @@ pub fn blank_report(p: &Prediction, bundle: &str) -> InstanceReport {
         network: String::new(),
         confinement: String::new(),
         environment_mount: String::new(),
+        installed_state: None,
         services: Vec::new(),
         test_seconds: 0.0,
         overhead_seconds: 0.0,
@@ -470,6 +476,7 @@ fn run_steps(
     report.network = record.network;
     report.confinement = record.confinement;
     report.environment_mount = record.environment_mount;
+    report.installed_state = record.installed_state;
     report.patch_successfully_applied = evaluated.applied_with.is_some();
     report.applied_with = evaluated.applied_with.unwrap_or_default().to_string();
     report.reset_paths = evaluated.reset_paths;

@@ -113,6 +113,11 @@ pub struct Results {
     /// with nothing to layer, and in results from before layers.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub environment_mount: String,
+    /// The installed state the run started from (`kept`) or made (`made`), and why the
+    /// install ran again after the patch (docs/REPLAY.md, "The installed state"); absent when
+    /// none was used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub installed_state: Option<crate::harness::InstalledUse>,
     /// The services the tests ran with (stand-ins for hosts of the internet among them), one
     /// sentence each.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -221,6 +226,7 @@ pub fn validate(
         network: String::new(),
         confinement: String::new(),
         environment_mount: String::new(),
+        installed_state: None,
         services: vec![],
         lock: String::new(),
         python: String::new(),
@@ -334,6 +340,7 @@ fn run_steps(
     results.network = record.network;
     results.confinement = record.confinement;
     results.environment_mount = record.environment_mount;
+    results.installed_state = record.installed_state;
     outcome
 }
 

@@ -4,6 +4,7 @@
 mod bundles;
 mod http_cache;
 mod import;
+mod installed;
 mod instances;
 mod mirrors;
 mod objects;
@@ -20,6 +21,7 @@ use crate::digest::Sha256Digest;
 
 pub use bundles::BundleRow;
 pub use import::{ImportRows, ImportedMirror};
+pub use installed::InstalledStateRow;
 pub use instances::InstanceRow;
 pub use mirrors::{MirrorRow, PinRow};
 pub use objects::{LockRow, ObjectRow};

@@ -145,6 +145,24 @@ const MIGRATIONS: &[&str] = &[
         updated_at INTEGER NOT NULL
     );
     ALTER TABLE instances ADD COLUMN dataset TEXT REFERENCES datasets(name);",
+    // 8: installed states (docs/REPLAY.md, "The installed state"): an instance's environment
+    // and work tree as the context's install left them at a base commit, kept as an object
+    // (kind `installed`) under the key of everything that install depends on.
+    "CREATE TABLE installed_states (
+        key TEXT PRIMARY KEY,          -- sha256 of what the install depends on
+        object TEXT NOT NULL,          -- the state's object (a tar.zst of what it changed)
+        lock_id TEXT NOT NULL,
+        repo TEXT NOT NULL,
+        base_commit TEXT NOT NULL,
+        instance_id TEXT NOT NULL,     -- the instance whose run made it
+        editable INTEGER NOT NULL,     -- whether the install left the work tree editable
+        env_entries INTEGER NOT NULL,  -- files, links, directories and removals
+        tree_entries INTEGER NOT NULL,
+        size INTEGER NOT NULL,         -- bytes of the object
+        install_seconds REAL NOT NULL, -- what the install took when it was made
+        made_at INTEGER NOT NULL
+    );
+    CREATE INDEX installed_states_lock ON installed_states(lock_id);",
 ];
 
 /// The schema version this swe-ark writes.
