@@ -1274,6 +1274,11 @@ fn an_installed_state_is_made_once_kept_and_installed_over_when_a_patch_changes_
     assert_eq!(state.instance_id, "acme__widget-1");
     assert!(state.editable && state.env_entries > 0, "{state:?}");
     drop(index);
+    let listed: serde_json::Value =
+        serde_json::from_str(&w.ok(&t, &["ls", "--installed", "--json"])).unwrap();
+    assert_eq!(listed["repos"][0]["repo"], "acme/widget", "{listed}");
+    assert_eq!(listed["repos"][0]["states"], 1, "{listed}");
+    assert_eq!(listed["repos"][0]["bytes"], state.size, "{listed}");
     w.ok(&t, &["pack", "--all-validated"]);
 
     // Replays start from it: no install for a patch to the sources, one for the build's.

@@ -334,10 +334,7 @@ impl<'a> Instance<'a> {
         }
         // The test patch's files as the base commit has them (a file it creates removed): a
         // prediction may have edited them, and the test patch goes on them next.
-        paths::restore(
-            &self.runner.tree,
-            &paths::touched_paths(&self.row.test_patch),
-        );
+        self.restore_test_files();
         if self.eval_script.is_none() {
             let test_patch = if again {
                 "test-patch-again"
@@ -437,7 +434,18 @@ impl<'a> Instance<'a> {
             .zip(&config)
             .map(|(done, (_, why))| format!("{done} ({why})"))
             .collect();
+        let mut changed = paths::touched_paths(text);
+        changed.extend(config_paths);
+        self.runner.stamp(&changed);
         Ok(())
+    }
+
+    /// The test patch's files as the base commit has them (a file it creates removed), dated
+    /// as a change ([`Runner::stamp`]).
+    fn restore_test_files(&mut self) {
+        let files = paths::touched_paths(&self.row.test_patch);
+        paths::restore(&self.runner.tree, &files);
+        self.runner.stamp(&files);
     }
 
     /// The install at the base commit, before any patch, when the run keeps an installed
@@ -538,10 +546,7 @@ impl<'a> Instance<'a> {
     fn run_tests(&mut self, step: &str) -> Result<TestRun, Stop> {
         match self.eval_script.clone() {
             Some(script) => {
-                paths::restore(
-                    &self.runner.tree,
-                    &paths::touched_paths(&self.row.test_patch),
-                );
+                self.restore_test_files();
                 let (log, _) = self.runner.run_tests(step, "", &script)?;
                 eval_script::require_markers(step, &log)?;
                 let exit_code = eval_script::recorded_exit_code(&String::from_utf8_lossy(&log));

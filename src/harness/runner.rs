@@ -145,6 +145,8 @@ pub(crate) struct Runner<'a> {
     pub(crate) env_mount: &'static str,
     /// Where the runs' changes to the environment go (a layered one).
     pub(crate) env_changes: Option<EnvChanges>,
+    /// The last whole second a change to the tree was dated with ([`Runner::stamp`]).
+    clock: u64,
 }
 
 impl<'a> Runner<'a> {
@@ -207,7 +209,30 @@ impl<'a> Runner<'a> {
             _layers: settled.layers,
             env_mount: settled.how,
             env_changes: settled.changes,
+            clock: unix_seconds(),
         })
+    }
+
+    /// Dates the files `paths` of the tree (those that are files; links not followed) one
+    /// whole second after the last change it dated, and never before now. Python trusts a
+    /// `.pyc` whose source has the size and the second it recorded: a patch that changes a
+    /// file within the second its old text was compiled in (`a - b` → `a + b`, the same size)
+    /// would run the old code. SWE-bench's images are built long before a patch goes in; here
+    /// the tests before a patch may end in the same second.
+    pub(crate) fn stamp(&mut self, paths: &[String]) {
+        let t = unix_seconds().max(self.clock + 1);
+        let when = std::time::UNIX_EPOCH + std::time::Duration::from_secs(t);
+        for p in paths {
+            let path = self.tree.join(p);
+            if !std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
+                continue;
+            }
+            // futimens asks for ownership, not write access.
+            if let Err(e) = std::fs::File::open(&path).and_then(|f| f.set_modified(when)) {
+                tracing::debug!("cannot date {}: {e}", path.display());
+            }
+        }
+        self.clock = t;
     }
 
     /// The instance's work directory on the host.
@@ -343,6 +368,7 @@ impl<'a> Runner<'a> {
         self.timings
             .insert(step.to_string(), t.elapsed().as_secs_f64());
         if out.status.success() {
+            self.stamp(&super::paths::touched_paths(patch));
             return Ok(());
         }
         Err(Stop(
@@ -353,4 +379,11 @@ impl<'a> Runner<'a> {
             ),
         ))
     }
+}
+
+/// Now, in whole seconds since the epoch.
+fn unix_seconds() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }

@@ -22,6 +22,11 @@ pub struct LsArgs {
     /// (packs, and whole files kept from before), dedup ratio.
     #[arg(long, conflicts_with = "validated")]
     pub stats: bool,
+    /// The installed states kept instead (docs/REPLAY.md, "The installed state"): per
+    /// repository, how many and their bytes, then each with its base commit, size, entries and
+    /// what its install took.
+    #[arg(long, conflicts_with_all = ["validated", "stats"])]
+    pub installed: bool,
 }
 
 pub fn run(ctx: &Context, args: LsArgs) -> anyhow::Result<ExitCode> {
@@ -31,6 +36,9 @@ pub fn run(ctx: &Context, args: LsArgs) -> anyhow::Result<ExitCode> {
     }
     if args.stats {
         return report::stats(ctx, &ark, args.json);
+    }
+    if args.installed {
+        return report::installed(&ark, args.json);
     }
     let instances = ark.index().instances()?;
     let bundles = ark.bundles_by_instance()?;

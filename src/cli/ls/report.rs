@@ -1,4 +1,5 @@
-//! `ls --stats` (storage per repository) and `ls --validated` (the verdicts).
+//! `ls --stats` (storage per repository), `ls --validated` (the verdicts) and `ls --installed`
+//! (the installed states kept).
 
 use std::process::ExitCode;
 
@@ -113,6 +114,57 @@ pub(super) fn validated(ctx: &Context, ark: &Ark, json: bool) -> anyhow::Result<
             r.instance_id, r.verdict, r.fail_to_pass, r.pass_to_pass, r.flaky, r.seconds, reason
         );
         out!("{}", line.trim_end());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `ls --installed`: what the installed states cost, per repository, then each.
+pub(super) fn installed(ark: &Ark, json: bool) -> anyhow::Result<ExitCode> {
+    let states = ark.index().installed_states()?;
+    let mut per_repo: std::collections::BTreeMap<&str, (u64, u64, f64)> = Default::default();
+    for s in &states {
+        let r = per_repo.entry(&s.repo).or_default();
+        *r = (r.0 + 1, r.1 + s.size, r.2 + s.install_seconds);
+    }
+    if json {
+        let repos: Vec<_> = per_repo
+            .iter()
+            .map(|(repo, (n, bytes, seconds))| {
+                serde_json::json!({"repo": repo, "states": n, "bytes": bytes,
+                                   "install_seconds": seconds})
+            })
+            .collect();
+        let v = serde_json::json!({"repos": repos, "states": states});
+        out!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let width = column_width(per_repo.keys().map(|r| r.len()), 5);
+    out!(
+        "{:<width$}  {:>6}  {:>10}  INSTALLS TOOK",
+        "REPO",
+        "STATES",
+        "BYTES"
+    );
+    for (repo, (n, bytes, seconds)) in &per_repo {
+        out!(
+            "{repo:<width$}  {n:>6}  {:>10}  {seconds:.1} s",
+            human_bytes(*bytes)
+        );
+    }
+    out!("");
+    out!("KEY           BASE COMMIT   BYTES       ENV  TREE  EDITABLE  INSTALL  MADE BY");
+    for s in &states {
+        out!(
+            "{:<12}  {:<12}  {:>10}  {:>4}  {:>4}  {:<8}  {:>5.1} s  {}",
+            s.key.short(),
+            &s.base_commit[..s.base_commit.len().min(12)],
+            human_bytes(s.size),
+            s.env_entries,
+            s.tree_entries,
+            if s.editable { "yes" } else { "no" },
+            s.install_seconds,
+            s.instance_id
+        );
     }
     Ok(ExitCode::SUCCESS)
 }
