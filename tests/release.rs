@@ -2,7 +2,7 @@
 //! root recomputed by the documented Python script, exports that are the same bytes for the
 //! same release, and a real release (locked, validated, packed) exported, refused when cut
 //! short or altered, imported into an empty archive and replayed there with no network, and
-//! rebuilt from its mirror.
+//! rebuilt from its mirror; installed states carried only when asked, and started from there.
 
 mod common;
 
@@ -727,6 +727,9 @@ fn a_release_crosses_the_air_gap_and_replays_there_with_no_network() {
         ],
     );
     ok(&["validate", "--jobs", "2", "--runs", "1", "--timeout", "120"]);
+    // Validation kept the installed state of the instances' base commit.
+    let states = installed_states(&t.ark());
+    assert!(!states.is_empty(), "validation kept no installed state");
     ok(&["pack", "--all-validated"]);
     let snap_path = t.path("e2e.json");
     let snap = snap_path.to_str().unwrap();
@@ -857,37 +860,87 @@ fn a_release_crosses_the_air_gap_and_replays_there_with_no_network() {
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(last_line(&out.stdout), root);
+    // Without --installed-states the file carries none: the first run there makes one.
+    assert_eq!(installed_states(&other), vec![]);
     let there = |args: &[&str]| w.run_at(&t, &other, args);
     assert_eq!(there(&["verify"]).status.code(), Some(0));
     let rv = there(&["release", "verify", snap]);
     assert_eq!(rv.status.code(), Some(0), "{}", stdout(&rv));
-    let mut c = if common::can_unshare() {
-        offline_swe_ark(&w.python, &home)
-    } else {
-        eprintln!("note: unshare -n is not available; the replay there keeps the network");
-        let mut c = Command::new(env!("CARGO_BIN_EXE_swe-ark"));
-        c.env_clear()
-            .env("HOME", &home)
-            .env(
-                "PATH",
-                format!("{}:/usr/bin:/bin", w.python.parent().unwrap().display()),
-            )
-            .arg("--no-progress");
-        c
+    // The gold replay in `ark`, with no network where it can be had; how each instance got
+    // its installed state.
+    let replay_offline = |ark: &Path| -> Vec<String> {
+        let mut c = if common::can_unshare() {
+            offline_swe_ark(&w.python, &home)
+        } else {
+            eprintln!("note: unshare -n is not available; the replay there keeps the network");
+            let mut c = Command::new(env!("CARGO_BIN_EXE_swe-ark"));
+            c.env_clear()
+                .env("HOME", &home)
+                .env(
+                    "PATH",
+                    format!("{}:/usr/bin:/bin", w.python.parent().unwrap().display()),
+                )
+                .arg("--no-progress");
+            c
+        };
+        c.arg("--ark")
+            .arg(ark)
+            .args(["replay", "--gold", "--run-id", "gold"]);
+        let out = c.output().unwrap();
+        assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+        let mut how = Vec::new();
+        for id in ["acme__widget-1", "acme__widget-2"] {
+            let rel = format!("runs/gold/gold/{id}/report.json");
+            let here = read_report(t.ark().join(&rel), id);
+            let there = read_report(ark.join(&rel), id);
+            assert_eq!(there["resolved"].as_bool(), Some(true), "{there}");
+            assert_eq!(there["tests_status"], here["tests_status"], "{id}");
+            assert_eq!(there["bundle"], here["bundle"], "{id}");
+            how.push(
+                there["installed_state"]["how"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string(),
+            );
+        }
+        how
     };
-    c.arg("--ark")
-        .arg(&other)
-        .args(["replay", "--gold", "--run-id", "gold"]);
-    let out = c.output().unwrap();
-    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
-    for id in ["acme__widget-1", "acme__widget-2"] {
-        let rel = format!("runs/gold/gold/{id}/report.json");
-        let here = read_report(t.ark().join(&rel), id);
-        let there = read_report(other.join(&rel), id);
-        assert_eq!(there["resolved"].as_bool(), Some(true), "{there}");
-        assert_eq!(there["tests_status"], here["tests_status"], "{id}");
-        assert_eq!(there["bundle"], here["bundle"], "{id}");
-    }
+    let how = replay_offline(&other);
+    assert!(how.iter().any(|h| h == "made"), "{how:?}");
+
+    // With --installed-states the archive's states go too, and the runs there start from them.
+    let s = t.path("s.ark");
+    let exported = ok(&[
+        "export",
+        "--release",
+        snap,
+        "-o",
+        s.to_str().unwrap(),
+        "--installed-states",
+        "--json",
+    ]);
+    let exported: serde_json::Value = serde_json::from_str(&exported).unwrap();
+    let states = installed_states(&t.ark());
+    assert_eq!(
+        exported["installed_states"].as_u64(),
+        Some(states.len() as u64),
+        "{exported}"
+    );
+    let carried = t.path("carried");
+    let out = w
+        .cmd_at(&t, &carried)
+        .env("HOME", &home)
+        .args([
+            "import-archive",
+            s.to_str().unwrap(),
+            "--expect-root",
+            &root,
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(installed_states(&carried), states);
+    assert_eq!(replay_offline(&carried), ["kept", "kept"]);
 
     // With history: the mirror goes too, and the bundles rebuild there bit for bit.
     let h = t.path("h.ark");
@@ -1373,4 +1426,187 @@ fn a_release_file_carries_the_store_and_imports_all_or_nothing() {
         &nobase,
         &[&stranger.hex(), "neither in the file nor in this archive"],
     );
+}
+
+/// The installed states an archive keeps, by key: (key, object).
+fn installed_states(ark: &Path) -> Vec<(String, String)> {
+    Ark::open(ark)
+        .unwrap()
+        .index()
+        .installed_states()
+        .unwrap()
+        .into_iter()
+        .map(|s| (s.key.hex(), s.object.hex()))
+        .collect()
+}
+
+#[test]
+fn installed_states_travel_in_a_release_file_only_when_asked() {
+    let t = TestContext::new();
+    let snapshot = build_fixture_release(&t);
+    let snap = snapshot.to_str().unwrap();
+    let export = |out: &Path, extra: &[&str]| -> serde_json::Value {
+        let mut args = vec!["export", "--release", snap, "-o", out.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        args.push("--json");
+        serde_json::from_slice(&t.run_expect(&args, 0).stdout).unwrap()
+    };
+    let before = t.path("before.ark");
+    export(&before, &[]);
+
+    // Two states: one made at the release's lock and base commit, one at another commit.
+    let state = |ark: &Path, key: &str, bytes: &[u8], base: Option<&str>| {
+        let mut ark = Ark::open(ark).unwrap();
+        let lock = ark.index().locks().unwrap().pop().unwrap();
+        let object = ark.objects().put_bytes(bytes).unwrap();
+        ark.index_mut()
+            .record_installed_state(&swe_ark::store::InstalledStateRow {
+                key: Sha256Digest::of(key.as_bytes()),
+                object,
+                lock_id: lock.id.hex(),
+                repo: lock.repo,
+                base_commit: base.map_or(lock.commit_id, str::to_string),
+                instance_id: "acme__widget-1".into(),
+                editable: true,
+                env_entries: 3,
+                tree_entries: 1,
+                size: bytes.len() as u64,
+                install_seconds: 2.5,
+                made_at: 0,
+            })
+            .unwrap();
+        (Sha256Digest::of(key.as_bytes()).hex(), object.hex())
+    };
+    let kept = state(
+        &t.ark(),
+        "at base",
+        b"the install's changes, as a tar.zst",
+        None,
+    );
+    state(
+        &t.ark(),
+        "elsewhere",
+        b"another commit's",
+        Some(&"0".repeat(40)),
+    );
+
+    // Without the flag: the same bytes as before the archive had states.
+    let plain = t.path("plain.ark");
+    let report = export(&plain, &[]);
+    assert_eq!(report["installed_states"].as_u64(), Some(0), "{report}");
+    assert!(fs::read(&plain).unwrap() == fs::read(&before).unwrap());
+
+    // With it: the state at the release's base commit and its object, the same bytes twice.
+    let with = t.path("with.ark");
+    let report = export(&with, &["--installed-states"]);
+    assert_eq!(report["installed_states"].as_u64(), Some(1), "{report}");
+    assert_eq!(
+        report["installed_state_bytes"].as_u64(),
+        Some(35),
+        "{report}"
+    );
+    let again = t.path("again.ark");
+    export(&again, &["--installed-states"]);
+    assert!(fs::read(&with).unwrap() == fs::read(&again).unwrap());
+    let out = t.run_expect(
+        &[
+            "export",
+            "--release",
+            snap,
+            "-o",
+            again.to_str().unwrap(),
+            "--installed-states",
+        ],
+        0,
+    );
+    assert!(
+        stderr(&out).contains("1 installed state(s)"),
+        "{}",
+        stderr(&out)
+    );
+    // An incremental file carries those of the instances it carries.
+    let old = t.path("old.json");
+    let old = old.to_str().unwrap();
+    t.run_expect(
+        &[
+            "release",
+            "create",
+            "old",
+            "--instance-ids",
+            "acme__widget-1",
+            "-o",
+            old,
+        ],
+        0,
+    );
+    let inc = t.path("inc.ark");
+    let report = export(
+        &inc,
+        &["--incremental", "--since", old, "--installed-states"],
+    );
+    assert_eq!(report["instances"].as_u64(), Some(2), "{report}");
+    assert_eq!(report["bundles"].as_u64(), Some(1), "{report}");
+    assert_eq!(report["installed_states"].as_u64(), Some(1), "{report}");
+
+    // Imported: the state is there, under its key; without the flag, none.
+    let x = t.path("x");
+    let out = t.run_expect_at(&x, &["import-archive", with.to_str().unwrap(), "--json"], 0);
+    let imported: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(imported["installed_states_added"].as_u64(), Some(1));
+    assert_eq!(installed_states(&x), vec![kept.clone()]);
+    t.run_expect_at(&x, &["verify"], 0);
+    let y = t.path("y");
+    t.run_expect_at(&y, &["import-archive", plain.to_str().unwrap()], 0);
+    assert_eq!(installed_states(&y), vec![]);
+    // Into an archive with its own state under the key: its own is kept.
+    let mine = state(&y, "at base", b"this archive's own", None);
+    let out = t.run_expect_at(&y, &["import-archive", with.to_str().unwrap()], 0);
+    assert!(
+        stderr(&out).contains("installed states 0 new, 1 already here"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(installed_states(&y), vec![mine]);
+
+    // A state whose object the file lacks, or made at a commit no instance has: refused,
+    // naming it, nothing made.
+    let refused = |members: &[(String, Vec<u8>)], want: &[&str]| {
+        let file = t.path("damaged.ark");
+        write_consistent(members, &file);
+        let target = t.path("target");
+        let out = t
+            .cmd_at(&target)
+            .arg("import-archive")
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        for w in want {
+            assert!(stderr(&out).contains(w), "{w}: {}", stderr(&out));
+        }
+        assert!(!target.exists());
+    };
+    let members = members_of(&with);
+    let slice_of = |members: &[(String, Vec<u8>)]| -> serde_json::Value {
+        serde_json::from_slice(&members.iter().find(|(p, _)| p == "index.json").unwrap().1).unwrap()
+    };
+    let with_slice = |members: &mut Vec<(String, Vec<u8>)>, slice: &serde_json::Value| {
+        let m = members.iter_mut().find(|(p, _)| p == "index.json").unwrap();
+        m.1 = serde_json::to_vec_pretty(slice).unwrap();
+    };
+    let (key, object) = &kept;
+    let mut lacking = members.clone();
+    lacking.retain(|(p, _)| p != &format!("objects/sha256/{}/{}", &object[..2], &object[2..]));
+    let mut slice = slice_of(&lacking);
+    slice["objects"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|o| o["id"].as_str() != Some(object));
+    with_slice(&mut lacking, &slice);
+    refused(&lacking, &[key, object, "does not hold"]);
+    let mut elsewhere = members.clone();
+    let mut slice = slice_of(&elsewhere);
+    slice["installed_states"][0]["base_commit"] = "0".repeat(40).into();
+    with_slice(&mut elsewhere, &slice);
+    refused(&elsewhere, &[key, "no instance the file carries"]);
 }

@@ -2,6 +2,9 @@
 //! release from the same archive gives the same bytes: fixed member order, fixed tar
 //! metadata, no times.
 
+mod incremental;
+mod installed;
+
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::io::{self, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -22,6 +25,7 @@ use super::{
     ArchiveError, ArchiveManifest, ArchiveMember, BaseRelease, FORMAT, Part,
     SELF_CONTAINED_VERSION, VERSION, io_err,
 };
+use incremental::{Held, held_by_base, narrow_to_new};
 
 #[derive(Debug, Clone, Default)]
 pub struct ExportOptions {
@@ -34,6 +38,8 @@ pub struct ExportOptions {
     /// Write a shard file: the stamp goes into the manifest, and the index slice also carries
     /// the instances it lists as not kept or not run, with their validations.
     pub shard: Option<super::ShardStamp>,
+    /// Also carry the installed states of the instances the file carries (not in shard files).
+    pub installed_states: bool,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -57,6 +63,9 @@ pub struct ExportReport {
     pub pieces: usize,
     pub objects: usize,
     pub mirrors: usize,
+    /// The installed states carried (`--installed-states`), and their objects' bytes.
+    pub installed_states: usize,
+    pub installed_state_bytes: u64,
     /// What the other side should know (a lock without a packed interpreter, say).
     pub notes: Vec<String>,
 }
@@ -114,6 +123,8 @@ struct Gathered {
     rows: BTreeMap<Sha256Digest, BundleRow>,
     /// The objects each instance brings (its lock's needs, the lock, its validation's).
     brings: BTreeMap<String, BTreeSet<Sha256Digest>>,
+    /// Each instance's lock, when its bundle has one.
+    locks_of: BTreeMap<String, Sha256Digest>,
 }
 
 /// The index's rows the instances refer to: locks by id, validations by instance.
@@ -323,6 +334,7 @@ fn lock_objects(
         return Ok(needed);
     };
     let lock_id = bundle_lock.id;
+    g.locks_of.insert(id.to_string(), lock_id);
     let lock = bundle_lock
         .kind
         .read_lock(lock_id, &bundle_lock.bytes)
@@ -441,76 +453,6 @@ fn export_mirrors(
         mirror_files.push((name, file));
     }
     Ok(mirror_files)
-}
-
-/// What a receiver that imported the base release of an incremental file holds: its
-/// bundles, their pieces, and the objects their locks need.
-struct Held {
-    release: String,
-    root: Sha256Digest,
-    bundles: HashSet<Sha256Digest>,
-    pieces: HashSet<Sha256Digest>,
-    objects: HashSet<Sha256Digest>,
-}
-
-fn held_by_base(ark: &Ark, old: &Snapshot) -> Result<Held, ArchiveError> {
-    let fail = |detail: String| ArchiveError::Export {
-        release: old.name.clone(),
-        detail: format!("as the base of an incremental file: {detail}"),
-    };
-    let computed = old.computed_root();
-    if computed != old.root {
-        return Err(fail(format!(
-            "the snapshot states root {} but its instances hash to {computed}",
-            old.root
-        )));
-    }
-    let g = gather(ark, old)?;
-    let rows: Vec<BundleRow> = g.rows.values().cloned().collect();
-    let pieces = ark.bundle_pieces(&rows)?.into_values().flatten().collect();
-    Ok(Held {
-        release: old.name.clone(),
-        root: old.root,
-        bundles: g.rows.keys().copied().collect(),
-        pieces,
-        // Validations' results and logs may have changed since: those of the instances the
-        // file carries are carried.
-        objects: g
-            .objects
-            .iter()
-            .filter(|(_, kind)| !matches!(**kind, "results" | "log"))
-            .map(|(id, _)| *id)
-            .collect(),
-    })
-}
-
-/// Keeps in `g` only what the receiver of an incremental file lacks: the rows of the
-/// instances whose bundle the base does not hold, and the objects they bring that the base's
-/// locks do not.
-fn narrow_to_new(g: &mut Gathered, held: &Held) {
-    let new: BTreeSet<String> = g
-        .rows
-        .values()
-        .filter(|r| !held.bundles.contains(&r.id))
-        .map(|r| r.instance_id.clone())
-        .collect();
-    g.rows.retain(|id, _| !held.bundles.contains(id));
-    g.slice.bundles.retain(|b| !held.bundles.contains(&b.id));
-    g.slice.instances.retain(|v| {
-        v.get("instance_id")
-            .and_then(|i| i.as_str())
-            .is_some_and(|i| new.contains(i))
-    });
-    g.slice.validations.retain(|v| new.contains(&v.instance_id));
-    let carried: BTreeSet<Sha256Digest> = new
-        .iter()
-        .filter_map(|i| g.brings.get(i))
-        .flatten()
-        .filter(|o| !held.objects.contains(o))
-        .copied()
-        .collect();
-    g.objects.retain(|id, _| carried.contains(id));
-    g.slice.locks.retain(|l| carried.contains(&l.id));
 }
 
 /// The plan's first members: the snapshot, and the index slice (its bytes to come).
@@ -838,6 +780,9 @@ pub fn export(
 ) -> Result<ExportReport, ArchiveError> {
     let store = ark.objects();
     let (mut g, held) = gather_release(ark, snap, opts)?;
+    if opts.installed_states && opts.shard.is_none() {
+        installed::gather(ark, &mut g)?;
+    }
 
     // Mirrors, as git bundles, written to scratch space first.
     let tmp = ark.tmp_dir();
@@ -895,6 +840,8 @@ pub fn export(
         pieces: carried.as_ref().map_or(0, |c| c.pieces.len()),
         objects: g.objects.len(),
         mirrors: g.slice.mirrors.len(),
+        installed_states: g.slice.installed_states.len(),
+        installed_state_bytes: g.slice.installed_states.iter().map(|s| s.size).sum(),
         notes: g.notes.into_iter().collect(),
     })
 }

@@ -1,12 +1,12 @@
 //! `index.json`: the rows of the index a release needs on the other side (instances, bundles,
-//! objects, locks, validations, and with history mirrors and pins), without the times the
-//! index keeps (the importing archive stamps its own), sorted, so the same release gives the
-//! same bytes.
+//! objects, locks, validations, with history mirrors and pins, with `--installed-states`
+//! installed states), without the times the index keeps (the importing archive stamps its
+//! own), sorted, so the same release gives the same bytes.
 
 use serde::{Deserialize, Serialize};
 
 use crate::digest::{GitOid, Sha256Digest};
-use crate::store::{BundleRow, LockRow, PinRow, ValidationRow};
+use crate::store::{BundleRow, InstalledStateRow, LockRow, PinRow, ValidationRow};
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -21,6 +21,10 @@ pub struct IndexSlice {
     pub mirrors: Vec<SliceMirror>,
     #[serde(default)]
     pub pins: Vec<SlicePin>,
+    /// With `export --installed-states`, by key: absent otherwise, so that a file without
+    /// them is what it was before they could travel.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub installed_states: Vec<SliceInstalledState>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -97,6 +101,24 @@ pub struct SlicePin {
     pub role: String,
 }
 
+/// An installed state (docs/REPLAY.md, "The installed state"): made by some machine's run,
+/// so not covered by the release's root.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SliceInstalledState {
+    pub key: Sha256Digest,
+    pub object: Sha256Digest,
+    pub lock_id: String,
+    pub repo: String,
+    pub base_commit: String,
+    pub instance_id: String,
+    pub editable: bool,
+    pub env_entries: u64,
+    pub tree_entries: u64,
+    pub size: u64,
+    pub install_seconds: f64,
+}
+
 impl IndexSlice {
     pub fn to_bytes(&self) -> Vec<u8> {
         super::json_member(self)
@@ -151,4 +173,13 @@ both_ways!(
     PinRow,
     [mirror, reference, commit, instance_id, role],
     {}
+);
+both_ways!(
+    SliceInstalledState,
+    InstalledStateRow,
+    [
+        key, object, lock_id, repo, base_commit, instance_id, editable, env_entries,
+        tree_entries, size, install_seconds,
+    ],
+    {made_at: 0}
 );

@@ -31,6 +31,11 @@ pub struct ExportArgs {
     /// The release snapshot the receiver imported before (with --incremental).
     #[arg(long, value_name = "OLD.json", requires = "incremental")]
     pub since: Option<PathBuf>,
+    /// Also carry the installed states made at the instances' locks and base commits, so that
+    /// the other side's first runs start from them (docs/REPLAY.md). They are this machine's:
+    /// the file is then not the same bytes as another archive's export of the release.
+    #[arg(long)]
+    pub installed_states: bool,
     #[arg(long)]
     pub json: bool,
 }
@@ -60,6 +65,7 @@ pub fn export(ctx: &Context, args: ExportArgs) -> anyhow::Result<ExitCode> {
             self_contained: args.self_contained,
             since,
             shard: None,
+            installed_states: args.installed_states,
         },
         progress.as_ref(),
     )?;
@@ -81,9 +87,16 @@ pub fn export(ctx: &Context, args: ExportArgs) -> anyhow::Result<ExitCode> {
                 report.bundles, report.packs, report.packs_cut, report.pieces
             ),
         };
+        let states = match report.installed_states {
+            0 => String::new(),
+            n => format!(
+                ", {n} installed state(s) ({})",
+                human_bytes(report.installed_state_bytes)
+            ),
+        };
         ctx.note(format!(
             "exported release {} (root {}): {} instance(s), {form}, {} object(s), {} \
-             mirror(s); {} ({} in its parts)",
+             mirror(s){states}; {} ({} in its parts)",
             report.release,
             report.root,
             report.instances,
@@ -124,9 +137,18 @@ pub fn import(ctx: &Context, args: ImportArchiveArgs) -> anyhow::Result<ExitCode
             .as_ref()
             .map(|b| format!(" on top of release {b}"))
             .unwrap_or_default();
+        let states = match (
+            report.installed_states_added,
+            report.installed_states_present,
+        ) {
+            (0, 0) => String::new(),
+            (added, present) => {
+                format!("; installed states {added} new, {present} already here (kept)")
+            }
+        };
         ctx.note(format!(
             "imported release {}{on} (root {}): {} instance(s); {packs}bundles {} new, {} \
-             already here; objects {} new, {} already here{}",
+             already here; objects {} new, {} already here{}{states}",
             report.release,
             report.root,
             report.instances,

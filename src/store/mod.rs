@@ -41,9 +41,9 @@ pub use config::{ConfigError, git_base, set_store_flag, store_url};
 pub use gc::{GcReport, release_names};
 pub use incoming::{Incoming, IncomingError, IncomingPack, sketch_of};
 pub use index::{
-    AddedPack, BundleRow, BundleSketch, ImportRows, ImportedMirror, Index, IndexError,
-    InstalledStateRow, InstanceRow, LockRow, MirrorRow, ObjectRow, PackRow, PieceLoc, PinRow,
-    RepoStorage, SCHEMA_VERSION, ValidationRow,
+    AddedPack, BundleRow, BundleSketch, INSTALLED_KIND, ImportRows, ImportedMirror, Index,
+    IndexError, InstalledStateRow, InstanceRow, LockRow, MirrorRow, ObjectRow, PackRow, PieceLoc,
+    PinRow, RepoStorage, SCHEMA_VERSION, ValidationRow,
 };
 pub use layout::Layout;
 pub use lock::StoreLock;

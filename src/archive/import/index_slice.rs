@@ -1,5 +1,6 @@
 //! The index slice (`index.json`) checked against the release: exactly its bundles,
-//! instances and objects, as the bundles themselves say.
+//! instances and objects, as the bundles themselves say, and installed states of its
+//! instances only.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -56,6 +57,22 @@ pub(super) enum SliceMismatch {
     },
     #[error("{INDEX} holds pin {reference} of mirror {mirror}, which the file does not carry")]
     PinNotCarried { reference: String, mirror: String },
+    #[error("{INDEX} holds installed state {0} twice")]
+    StateTwice(Sha256Digest),
+    #[error("installed state {key} names object {object}, which the file does not hold")]
+    StateObjectMissing {
+        key: Sha256Digest,
+        object: Sha256Digest,
+    },
+    #[error(
+        "installed state {key} is of lock {lock} at commit {base_commit}, which no instance the \
+         file carries has"
+    )]
+    StateNotCarried {
+        key: Sha256Digest,
+        lock: String,
+        base_commit: String,
+    },
 }
 
 /// The slice's objects: exactly those in the file, each once, sizes as staged.
@@ -119,6 +136,52 @@ fn check_slice_bundles(
             && b.codebase_files == codebase_files;
         if !ok {
             return Err(SliceMismatch::BundleRow(b.id));
+        }
+    }
+    Ok(())
+}
+
+/// The slice's installed states: each once, its object in the file, made at the lock and base
+/// commit of an instance whose bundle the file carries (as the bundle and the slice's
+/// instance, checked before, say).
+fn check_slice_states(
+    slice: &IndexSlice,
+    bundles: &BTreeMap<Sha256Digest, BundleCheck>,
+    objects: &BTreeMap<Sha256Digest, (PathBuf, u64)>,
+) -> Result<(), SliceMismatch> {
+    let base_of: BTreeMap<&str, &str> = slice
+        .instances
+        .iter()
+        .filter_map(|v| {
+            let id = v.get("instance_id")?.as_str()?;
+            Some((id, v.get("base_commit")?.as_str()?))
+        })
+        .collect();
+    let carried: BTreeSet<(String, &str)> = bundles
+        .values()
+        .filter_map(|c| {
+            let (_, lock) = c.lock.as_ref()?;
+            let base = base_of.get(c.manifest.instance_id.as_str())?;
+            Some((Sha256Digest::of(lock).hex(), *base))
+        })
+        .collect();
+    let mut keys = BTreeSet::new();
+    for s in &slice.installed_states {
+        if !keys.insert(s.key) {
+            return Err(SliceMismatch::StateTwice(s.key));
+        }
+        if !objects.contains_key(&s.object) {
+            return Err(SliceMismatch::StateObjectMissing {
+                key: s.key,
+                object: s.object,
+            });
+        }
+        if !carried.contains(&(s.lock_id.clone(), s.base_commit.as_str())) {
+            return Err(SliceMismatch::StateNotCarried {
+                key: s.key,
+                lock: s.lock_id.clone(),
+                base_commit: s.base_commit.clone(),
+            });
         }
     }
     Ok(())
@@ -214,5 +277,5 @@ pub(super) fn check_slice(
             });
         }
     }
-    Ok(())
+    check_slice_states(slice, bundles, objects)
 }

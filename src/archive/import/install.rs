@@ -13,8 +13,8 @@ use crate::fsutil;
 use crate::progress::Progress;
 use crate::release::Snapshot;
 use crate::store::{
-    AddedPack, Ark, BundleRow, ImportRows, ImportedMirror, Incoming, LockRow, PinRow,
-    ValidationRow, sketch_of,
+    AddedPack, Ark, BundleRow, ImportRows, ImportedMirror, Incoming, InstalledStateRow, LockRow,
+    PinRow, ValidationRow, sketch_of,
 };
 
 use super::mirrors::install_mirrors;
@@ -78,7 +78,13 @@ pub(super) fn install(
     // names what they moved.
     fsutil::sync_filesystem(root).map_err(io_err(root))?;
     failpoint::hit("import.before-index");
-    let rows = index_rows(root, &staged, bundles, mirror_rows)?;
+    let mut rows = index_rows(root, &staged, bundles, mirror_rows)?;
+    // The archive's own state under a key is kept (the transaction keeps it too).
+    for s in &staged.slice.installed_states {
+        if ark.index().installed_state(&s.key)?.is_none() {
+            rows.installed_states.push(InstalledStateRow::from(s));
+        }
+    }
     if !staged.shard {
         ark.register_release(&staged.snapshot.name, &staged.snapshot.to_bytes())?;
     }
@@ -186,6 +192,7 @@ fn index_rows(
         validations: slice.validations.iter().map(ValidationRow::from).collect(),
         mirrors,
         pins: slice.pins.iter().map(PinRow::from).collect(),
+        installed_states: Vec::new(),
     })
 }
 
@@ -222,6 +229,8 @@ fn report(
         objects_added,
         objects_present: staged.objects.len() - objects_added,
         mirrors: staged.mirrors.keys().map(|m| m.to_string()).collect(),
+        installed_states_added: rows.installed_states.len(),
+        installed_states_present: staged.slice.installed_states.len() - rows.installed_states.len(),
         bytes: staged.bytes,
     }
 }

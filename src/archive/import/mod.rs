@@ -67,6 +67,10 @@ pub struct ImportReport {
     pub objects_added: usize,
     pub objects_present: usize,
     pub mirrors: Vec<String>,
+    /// The installed states the file carries that the archive lacked, and those it had (its
+    /// own kept).
+    pub installed_states_added: usize,
+    pub installed_states_present: usize,
     /// The file's size.
     pub bytes: u64,
 }

@@ -7,6 +7,7 @@ use crate::digest::Sha256Digest;
 use crate::failpoint;
 
 use super::bundles::{BundleRow, insert_stored_bundle};
+use super::installed::{InstalledStateRow, insert_installed_state};
 use super::instances::upsert_instance;
 use super::mirrors::{PinRow, upsert_mirror, upsert_pin};
 use super::objects::{LockRow, insert_lock, insert_object};
@@ -41,12 +42,14 @@ pub struct ImportRows {
     pub validations: Vec<ValidationRow>,
     pub mirrors: Vec<ImportedMirror>,
     pub pins: Vec<PinRow>,
+    /// Installed states (`export --installed-states`), their objects among `objects`.
+    pub installed_states: Vec<InstalledStateRow>,
 }
 
 impl Index {
     /// Records what an imported archive brings, all in one transaction: either every row is
-    /// in, or none. Objects and locks already present are kept; instances, bundles,
-    /// validations, mirrors and pins are added or replaced.
+    /// in, or none. Objects, locks and installed states already present are kept; instances,
+    /// bundles, validations, mirrors and pins are added or replaced.
     pub fn import_rows(&mut self, rows: &ImportRows) -> Result<(), IndexError> {
         self.write(|tx, t| {
             for p in &rows.packs {
@@ -74,6 +77,9 @@ impl Index {
             }
             for pin in &rows.pins {
                 upsert_pin(tx, pin, t)?;
+            }
+            for state in &rows.installed_states {
+                insert_installed_state(tx, state, t)?;
             }
             Ok(())
         })

@@ -2,7 +2,7 @@
 //! them at a base commit, kept as an object under the key of what that install depends on
 //! (docs/REPLAY.md, "The installed state").
 
-use rusqlite::{OptionalExtension, params};
+use rusqlite::{Connection, params};
 
 use crate::digest::Sha256Digest;
 
@@ -60,42 +60,45 @@ impl Index {
     pub fn record_installed_state(&mut self, row: &InstalledStateRow) -> Result<(), IndexError> {
         self.write(|tx, t| {
             insert_object(tx, &row.object, row.size, INSTALLED_KIND, t)?;
-            let existed: Option<String> = tx
-                .query_row(
-                    "SELECT object FROM installed_states WHERE key = ?1",
-                    [row.key.hex()],
-                    |r| r.get(0),
-                )
-                .optional()?;
-            if existed.is_some() {
-                tx.execute(
-                    "DELETE FROM installed_states WHERE key = ?1",
-                    [row.key.hex()],
-                )?;
-            }
             tx.execute(
-                &format!(
-                    "INSERT INTO installed_states ({COLUMNS})
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
-                ),
-                params![
-                    row.key.hex(),
-                    row.object.hex(),
-                    row.lock_id,
-                    row.repo,
-                    row.base_commit,
-                    row.instance_id,
-                    row.editable,
-                    row.env_entries as i64,
-                    row.tree_entries as i64,
-                    row.size as i64,
-                    row.install_seconds,
-                    t
-                ],
+                "DELETE FROM installed_states WHERE key = ?1",
+                [row.key.hex()],
             )?;
+            insert_installed_state(tx, row, t)?;
             Ok(())
         })
     }
+}
+
+/// An installed state's row, stamped `t`; one already kept under its key is kept (an
+/// imported release file's rows go in this way). Returns whether it was added.
+pub(super) fn insert_installed_state(
+    conn: &Connection,
+    row: &InstalledStateRow,
+    t: i64,
+) -> rusqlite::Result<bool> {
+    let added = conn.execute(
+        &format!(
+            "INSERT INTO installed_states ({COLUMNS})
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+             ON CONFLICT(key) DO NOTHING"
+        ),
+        params![
+            row.key.hex(),
+            row.object.hex(),
+            row.lock_id,
+            row.repo,
+            row.base_commit,
+            row.instance_id,
+            row.editable,
+            row.env_entries as i64,
+            row.tree_entries as i64,
+            row.size as i64,
+            row.install_seconds,
+            t
+        ],
+    )?;
+    Ok(added > 0)
 }
 
 fn read_row(c: &super::Cols) -> Result<InstalledStateRow, IndexError> {

@@ -21,7 +21,7 @@ use crate::digest::Sha256Digest;
 
 pub use bundles::BundleRow;
 pub use import::{ImportRows, ImportedMirror};
-pub use installed::InstalledStateRow;
+pub use installed::{INSTALLED_KIND, InstalledStateRow};
 pub use instances::InstanceRow;
 pub use mirrors::{MirrorRow, PinRow};
 pub use objects::{LockRow, ObjectRow};
