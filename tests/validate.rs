@@ -1310,6 +1310,14 @@ fn an_installed_state_is_made_once_kept_and_installed_over_when_a_patch_changes_
     let why = two["installed_state"]["reinstalled"].as_str().unwrap();
     assert!(why.contains("tinybuild.json"), "{why}");
     assert!(two["timings"]["reinstall"].is_number(), "{two}");
+    // Without the states: the install after the patch, as before them.
+    w.ok(&t, &["replay", "--gold", "--run-id", "plain", "--no-installed-states"]);
+    for n in [1, 2] {
+        let r = report("plain", "gold", n);
+        assert_eq!(r["resolved"].as_bool(), Some(true), "{r}");
+        assert!(r.get("installed_state").is_none(), "{r}");
+        assert!(r["timings"]["install"].is_number(), "{r}");
+    }
 
     // The state's object gone bad: the run installs at the base commit again and keeps what
     // it did in its place; the verdict is the same.

@@ -48,6 +48,10 @@ pub struct RunArgs {
     /// filesystem (each instance's results or report record it). docs/SANDBOX.md.
     #[arg(long)]
     pub unconfined: bool,
+    /// Neither start from nor keep installed states: every instance installs after its patch,
+    /// as before there were any (docs/REPLAY.md, "The installed state").
+    #[arg(long)]
+    pub no_installed_states: bool,
 }
 
 impl RunArgs {
@@ -58,6 +62,7 @@ impl RunArgs {
             memory_limit: None,
             keep_workdir: self.keep_workdir,
             unconfined: self.unconfined,
+            installed_states: !self.no_installed_states,
         }
     }
 }

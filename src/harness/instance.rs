@@ -211,15 +211,20 @@ impl<'a> Instance<'a> {
         let work_tree = crate::dataset::harness_work_tree(&row)
             .unwrap_or_else(|| context::layout::WORK_TREE.to_string());
         let t = Instant::now();
-        let installed = installed_plan(
-            &row,
-            &ctx,
-            lock.id(),
-            &work_tree,
-            &objects,
-            &cache_root,
-            &mut run_env,
-        );
+        let installed = opts
+            .installed_states
+            .then(|| {
+                installed_plan(
+                    &row,
+                    &ctx,
+                    lock.id(),
+                    &work_tree,
+                    &objects,
+                    &cache_root,
+                    &mut run_env,
+                )
+            })
+            .flatten();
         let installed_seconds = t.elapsed().as_secs_f64();
         let mut runner = Runner::new(work, &ctx, &run_env, opts, &work_tree)?;
         if installed.is_some() {

@@ -48,6 +48,9 @@ pub struct RunOptions {
     /// filesystem with the caller's rights (the instance's own places still at the fixed
     /// layout).
     pub unconfined: bool,
+    /// Start from the archive's installed states and keep new ones (docs/REPLAY.md, "The
+    /// installed state"); off, the install runs after the patch at every run.
+    pub installed_states: bool,
 }
 
 impl Default for RunOptions {
@@ -58,6 +61,7 @@ impl Default for RunOptions {
             memory_limit: None,
             keep_workdir: false,
             unconfined: false,
+            installed_states: true,
         }
     }
 }
