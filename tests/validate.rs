@@ -1311,7 +1311,16 @@ fn an_installed_state_is_made_once_kept_and_installed_over_when_a_patch_changes_
     assert!(why.contains("tinybuild.json"), "{why}");
     assert!(two["timings"]["reinstall"].is_number(), "{two}");
     // Without the states: the install after the patch, as before them.
-    w.ok(&t, &["replay", "--gold", "--run-id", "plain", "--no-installed-states"]);
+    w.ok(
+        &t,
+        &[
+            "replay",
+            "--gold",
+            "--run-id",
+            "plain",
+            "--no-installed-states",
+        ],
+    );
     for n in [1, 2] {
         let r = report("plain", "gold", n);
         assert_eq!(r["resolved"].as_bool(), Some(true), "{r}");

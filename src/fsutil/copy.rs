@@ -8,6 +8,26 @@ use std::path::{Path, PathBuf};
 /// Copies the tree `src` to `dest` (created): directories, files (their modes and times)
 /// and symbolic links (as they are), in a stable order.
 pub fn copy_tree(src: &Path, dest: &Path) -> io::Result<()> {
+    walk_into(src, dest, &|from, to, meta| copy_file(from, to, Some(meta)))
+}
+
+/// [`copy_tree`], but each file hard-linked rather than copied (copied where a link cannot
+/// be made: another filesystem). Whoever changes a file of `dest` must replace it, never write
+/// through it: it is `src`'s.
+pub fn link_tree(src: &Path, dest: &Path) -> io::Result<()> {
+    walk_into(src, dest, &|from, to, meta| match fs::hard_link(from, to) {
+        Ok(()) => Ok(()),
+        Err(_) => copy_file(from, to, Some(meta)),
+    })
+}
+
+/// `src`'s directories and links made again under `dest`, and `file` called for each of
+/// its regular files (with the source's metadata).
+fn walk_into(
+    src: &Path,
+    dest: &Path,
+    file: &dyn Fn(&Path, &Path, fs::Metadata) -> io::Result<()>,
+) -> io::Result<()> {
     let at = |p: &Path, e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", p.display()));
     fs::create_dir_all(dest).map_err(|e| at(dest, e))?;
     let mut stack = vec![PathBuf::new()];
@@ -30,7 +50,7 @@ pub fn copy_tree(src: &Path, dest: &Path) -> io::Result<()> {
                 fs::set_permissions(&to, mode).map_err(|e| at(&to, e))?;
                 stack.push(r);
             } else if ft.is_file() {
-                copy_file(&from, &to, e.metadata().ok())?;
+                file(&from, &to, e.metadata().map_err(|e| at(&from, e))?)?;
             }
         }
     }

@@ -10,7 +10,7 @@ use tempfile::NamedTempFile;
 
 mod copy;
 pub mod workdir;
-pub use copy::{copy_file, copy_tree};
+pub use copy::{copy_file, copy_tree, link_tree};
 pub use workdir::WorkDir;
 
 /// The prefix of every temporary file swe-ark writes; readers of a directory skip these names.

@@ -244,7 +244,8 @@ impl Plan {
             .tempdir_in(envs)
             .map_err(self.io("staging its environment"))?;
         let env = staged.path().join("env");
-        state::farm(shared, &env).map_err(self.io("linking the shared environment"))?;
+        crate::fsutil::link_tree(shared, &env)
+            .map_err(self.io("linking the shared environment"))?;
         let targets = state::Targets {
             env: Some(&env),
             tree: None,

@@ -314,36 +314,6 @@ fn bad(what: &str) -> io::Error {
     )
 }
 
-/// A farm of `shared` at `dest` (created): its directories made, its files hard-linked (the
-/// state's changes replace links, never write through them), its links copied. Where a link
-/// cannot be made (another filesystem), the file is copied.
-pub(super) fn farm(shared: &Path, dest: &Path) -> io::Result<()> {
-    let at = |p: &Path, e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", p.display()));
-    fs::create_dir_all(dest).map_err(|e| at(dest, e))?;
-    let mut stack = vec![PathBuf::new()];
-    while let Some(rel) = stack.pop() {
-        let dir = shared.join(&rel);
-        for e in fs::read_dir(&dir).map_err(|e| at(&dir, e))? {
-            let e = e.map_err(|e| at(&dir, e))?;
-            let r = rel.join(e.file_name());
-            let (from, to) = (shared.join(&r), dest.join(&r));
-            let ft = e.file_type().map_err(|e| at(&from, e))?;
-            if ft.is_symlink() {
-                let target = fs::read_link(&from).map_err(|e| at(&from, e))?;
-                std::os::unix::fs::symlink(&target, &to).map_err(|e| at(&to, e))?;
-            } else if ft.is_dir() {
-                fs::create_dir(&to).map_err(|e| at(&to, e))?;
-                let mode = e.metadata().map_err(|e| at(&from, e))?.permissions();
-                fs::set_permissions(&to, mode).map_err(|e| at(&to, e))?;
-                stack.push(r);
-            } else if ft.is_file() && fs::hard_link(&from, &to).is_err() {
-                crate::fsutil::copy_file(&from, &to, e.metadata().ok())?;
-            }
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::super::delta;
@@ -390,7 +360,7 @@ mod tests {
         assert_eq!(first.id, second.id);
         // Applied: a farm of the shared copy with the changes, the tree's file written.
         let farm_dir = d.join("farm");
-        farm(&shared, &farm_dir).unwrap();
+        crate::fsutil::link_tree(&shared, &farm_dir).unwrap();
         let fresh = d.join("fresh");
         write(&fresh.join("pkg/a.py"), "a");
         let targets = Targets {
