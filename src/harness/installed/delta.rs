@@ -232,17 +232,16 @@ pub(super) fn from_copy(copy: &Path, original: &Path) -> io::Result<Delta> {
     Ok(delta)
 }
 
-/// `git ARGS` in `tree`, its output.
+/// `git ARGS` in `tree` (bytewise, as the tree was built), its output as bytes: the paths of
+/// `-z` lists need not be UTF-8.
 fn git(tree: &Path, args: &[&str]) -> io::Result<Vec<u8>> {
     let out = crate::gitcmd::command_bytewise()
         .args(args)
         .current_dir(tree)
         .output()?;
     if !out.status.success() {
-        return Err(io::Error::other(format!(
-            "git {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
+        return Err(io::Error::other(crate::gitcmd::GitError::of(
+            tree, args, &out,
         )));
     }
     Ok(out.stdout)
