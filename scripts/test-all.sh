@@ -1,25 +1,43 @@
 #!/usr/bin/env bash
-# `make test`: every test binary, even after one fails (cargo test --no-fail-fast), then a
-# summary of each binary's result, the failed tests named. Exit status: cargo's (non-zero when
-# any binary failed or the tests did not build).
+# `make test`: builds every test binary (cargo test --no-run), then runs them all, several at a
+# time and the slowest first (scripts/test-pool.py; SWE_ARK_TEST_JOBS, default the number of
+# CPUs), each even after another failed; then a summary of each binary's result, the failed
+# tests named. Exit status: non-zero when any binary failed or the tests did not build.
 #
-# Usage: scripts/test-all.sh [CARGO TEST ARGS...]   (CARGO: the cargo to run, default cargo)
+# Usage: scripts/test-all.sh [CARGO TEST ARGS...] [-- ARGS FOR EACH BINARY]
+#   (CARGO: the cargo to run, default cargo)
 set -uo pipefail
 
 log=$(mktemp "${TMPDIR:-/tmp}/swe-ark-test.XXXXXX")
 free=$(mktemp "${TMPDIR:-/tmp}/swe-ark-free.XXXXXX")
+artifacts=$(mktemp "${TMPDIR:-/tmp}/swe-ark-artifacts.XXXXXX")
 # The least free space, every 2 s, of the filesystems the tests write (the target directory,
 # the temporary directories): a run that fails with ENOSPC says how close it came.
 places=(target "${TMPDIR:-/tmp}" /var/tmp)
 mkdir -p target
 ( while :; do df -P -B1M "${places[@]}" 2>/dev/null | awk 'NR > 1 { print $6, $4, $2 }' >>"$free"; sleep 2; done ) &
 sampler=$!
-trap 'kill "$sampler" 2>/dev/null; rm -f "$log" "$free"' EXIT
+trap 'kill "$sampler" 2>/dev/null; rm -f "$log" "$free" "$artifacts"' EXIT
 
-# cargo writes "Running …" on stderr and the binaries their results on stdout: one stream,
-# in order, to the terminal and the log.
-"${CARGO:-cargo}" test --locked --no-fail-fast "$@" 2>&1 | tee "$log"
-rc=${PIPESTATUS[0]}
+cargo_args=()
+binary_args=()
+while [ $# -gt 0 ]; do
+  if [ "$1" = "--" ]; then shift; binary_args=("$@"); break; fi
+  cargo_args+=("$1"); shift
+done
+
+started=$SECONDS
+# The build's messages on the terminal (rendered), its artifacts' list for the pool.
+"${CARGO:-cargo}" test --locked --no-run --message-format=json-render-diagnostics \
+  ${cargo_args[@]+"${cargo_args[@]}"} >"$artifacts"
+rc=$?
+if [ "$rc" -eq 0 ]; then
+  echo "== built in $((SECONDS - started)) s"
+  # Each binary's results on stdout, in one stream, to the terminal and the log.
+  python3 scripts/test-pool.py "$artifacts" ${binary_args[@]+-- "${binary_args[@]}"} 2>&1 | tee "$log"
+  rc=${PIPESTATUS[0]}
+  echo "== the tests ran in $((SECONDS - started)) s with the build"
+fi
 kill "$sampler" 2>/dev/null
 
 # One line per binary: "ok" or "FAILED", its name, its counts and the tests that failed. A
@@ -61,7 +79,7 @@ awk -v rc="$rc" '
     for (i = 1; i <= n; i++) printf "%-7s %-32s %s\n", status[i], names[i], detail[i]
     if (n == 0) print "no test binary ran (the build failed?)"
     else if (bad) printf "== %d of %d test binaries failed\n", bad, n
-    else if (rc != 0) printf "== every test binary passed, but cargo exited %d (above)\n", rc
+    else if (rc != 0) printf "== every test binary passed, but the run exited %d (above)\n", rc
     else printf "== all %d test binaries passed\n", n
   }
 ' "$log"
