@@ -19,8 +19,9 @@ build:
 	$(CARGO) build --release --locked
 
 # The validation tests install pytest from a local index: its wheels are fetched once, here.
-# Every test binary runs, even after one failed (cargo test --locked --no-fail-fast), and a
-# summary of each binary's result ends the run (scripts/test-all.sh); it fails if any did.
+# Every test binary runs, even after one failed, as many at a time as the machine has CPUs
+# (at most 4; SWE_ARK_TEST_JOBS), the slowest first, and a summary of each binary's result
+# ends the run (scripts/test-all.sh, scripts/test-pool.py); it fails if any did.
 test: tools
 	@bash scripts/fetch-test-wheels.sh
 	@CARGO="$(CARGO)" bash scripts/test-all.sh

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# `make test`: builds every test binary (cargo test --no-run), then runs them all, several at a
-# time and the slowest first (scripts/test-pool.py; SWE_ARK_TEST_JOBS, default the number of
-# CPUs), each even after another failed; then a summary of each binary's result, the failed
-# tests named. Exit status: non-zero when any binary failed or the tests did not build.
+# `make test`: builds every test binary (cargo test --no-run), then runs them all, several
+# at a time and the slowest first (scripts/test-pool.py; SWE_ARK_TEST_JOBS, default the
+# number of CPUs, at most 4), each even after another failed; then a summary of each
+# binary's result, the failed tests named. Exit status: non-zero when any binary failed or
+# the tests did not build.
 #
 # Usage: scripts/test-all.sh [CARGO TEST ARGS...] [-- ARGS FOR EACH BINARY]
 #   (CARGO: the cargo to run, default cargo)

@@ -2,12 +2,12 @@
 """Runs cargo's test binaries several at a time, the slowest first (`make test`).
 
 Most of the suite's binaries spend their time waiting on the processes they start (pip, uv,
-git, pytest in a sandbox), one after another: one binary at a time leaves the machine's cores
-idle about half the time. This runs JOBS binaries side by side (SWE_ARK_TEST_JOBS, default the
-number of CPUs), each as `cargo test` runs it (from the package root, its own threads), and
-prints each binary's whole output when it ends, after the line cargo prints before it
-("     Running tests/x.rs (target/debug/deps/x-…)"), so that the output reads as cargo's and
-scripts/test-all.sh's summary reads it alike.
+git, pytest in a sandbox), one after another: one binary at a time left the machine's cores
+idle about half the time. This runs JOBS binaries side by side (SWE_ARK_TEST_JOBS, default
+the number of CPUs, at most 4), each as `cargo test` runs it (from the package root, with
+its own threads), and prints each binary's whole output when it ends, after the line cargo
+prints before it ("     Running tests/x.rs (target/debug/deps/x-…)"): the output reads as
+cargo's, and scripts/test-all.sh's summary reads it alike.
 
 The order: longest first, by the times of the last run on this machine (target/test-times.tsv,
 written at the end of each run), else by FIRST below (the slowest binaries as measured on a
@@ -26,19 +26,25 @@ import tempfile
 import threading
 import time
 
-# The slowest binaries first when no earlier run's times are at hand (seconds on 2 cores, one
-# binary at a time: env 247, shard 245, validate 173, services 91, hostile 83, slurm 66, release 66).
+# The slowest binaries first when no earlier run's times are at hand, longest first (seconds,
+# two at a time on 2 cores, from a fresh clone: shard 398, env 284, validate 175, services 108,
+# release 94, slurm 93, bucket 61, hostile 56, demo 39, vcs 34, taskrepo 33, submodules 33;
+# rust 7 to 51, as cargo's registry cache here is warm or cold).
 FIRST = [
-    "tests/env.rs",
     "tests/shard.rs",
+    "tests/env.rs",
     "tests/validate.rs",
     "tests/services.rs",
-    "tests/hostile.rs",
-    "tests/slurm.rs",
     "tests/release.rs",
+    "tests/slurm.rs",
     "tests/bucket.rs",
+    "tests/hostile.rs",
     "tests/rust.rs",
     "tests/demo.rs",
+    "tests/vcs.rs",
+    "tests/taskrepo.rs",
+    "tests/submodules.rs",
+    "tests/node.rs",
 ]
 
 
@@ -99,7 +105,9 @@ def main():
     bins = binaries(argv[0], root)
     times_path = os.path.join(os.environ.get("CARGO_TARGET_DIR", "target"), "test-times.tsv")
     queue = ordered(bins, times_path)
-    jobs = int(os.environ.get("SWE_ARK_TEST_JOBS") or os.cpu_count() or 1)
+    # At most 4 by default: each binary's tests write archives and environments of their own,
+    # and more side by side multiply the disk they take at once (18 GB at the peak with 2).
+    jobs = int(os.environ.get("SWE_ARK_TEST_JOBS") or min(os.cpu_count() or 1, 4))
     jobs = max(1, min(jobs, len(queue)))
     print(f"== {len(queue)} test binaries, {jobs} at a time", flush=True)
 
