@@ -5,9 +5,9 @@ Most of the suite's binaries spend their time waiting on the processes they star
 git, pytest in a sandbox), one after another: one binary at a time left the machine's cores
 idle about half the time. This runs JOBS binaries side by side (SWE_ARK_TEST_JOBS, default
 the number of CPUs, at most 4), each as `cargo test` runs it (from the package root, with
-its own threads), and prints each binary's whole output when it ends, after the line cargo
-prints before it ("     Running tests/x.rs (target/debug/deps/x-…)"): the output reads as
-cargo's, and scripts/test-all.sh's summary reads it alike.
+its own threads). It prints a line as each starts, and each binary's whole output when it
+ends, after the line cargo prints before it ("     Running tests/x.rs (target/debug/deps/x-…)"):
+the output reads as cargo's, and scripts/test-all.sh's summary reads it alike.
 
 The order: longest first, by the times of the last run on this machine (target/test-times.tsv,
 written at the end of each run), else by FIRST below (the slowest binaries as measured on a
@@ -116,6 +116,9 @@ def main():
     took = {}
 
     def run(name, exe):
+        with lock:
+            # A line as each starts: the output of a binary comes only when it ends.
+            print(f"== started {name}", flush=True)
         with tempfile.TemporaryFile() as log:
             started = time.monotonic()
             # As cargo runs a test binary: from the package root, CARGO_MANIFEST_DIR set.
