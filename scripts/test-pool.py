@@ -84,8 +84,8 @@ def read_times(times_path):
     return known
 
 
-def ordered(bins, times_path):
-    known = read_times(times_path)
+def ordered(bins, known):
+    """`bins`, longest first by `known` (the earlier runs' times), else by FIRST."""
     if known:
         # Unknown binaries (new ones) first: they may be slow.
         return sorted(bins, key=lambda b: -known.get(b[0], float("inf")))
@@ -104,7 +104,8 @@ def main():
     root = os.getcwd()
     bins = binaries(argv[0], root)
     times_path = os.path.join(os.environ.get("CARGO_TARGET_DIR", "target"), "test-times.tsv")
-    queue = ordered(bins, times_path)
+    known = read_times(times_path)
+    queue = ordered(bins, known)
     # At most 4 by default: each binary's tests write archives and environments of their own,
     # and more side by side multiply the disk they take at once (18 GB at the peak with 2).
     jobs = int(os.environ.get("SWE_ARK_TEST_JOBS") or min(os.cpu_count() or 1, 4))
@@ -123,7 +124,9 @@ def main():
             started = time.monotonic()
             # As cargo runs a test binary: from the package root, CARGO_MANIFEST_DIR set.
             env = dict(os.environ, CARGO_MANIFEST_DIR=root)
-            rc = subprocess.call([exe, *extra], cwd=root, stdout=log, stderr=subprocess.STDOUT, env=env)
+            rc = subprocess.call(
+                [exe, *extra], cwd=root, stdout=log, stderr=subprocess.STDOUT, env=env
+            )
             secs = time.monotonic() - started
             log.seek(0)
             text = log.read()
@@ -156,7 +159,6 @@ def main():
     # The times, for the next run's order: merged into the last ones (a run of some binaries
     # keeps the others'), not when the binaries were given a filter (their times would mislead).
     if not extra:
-        known = read_times(times_path)
         known.update(took)
         os.makedirs(os.path.dirname(times_path) or ".", exist_ok=True)
         tmp = times_path + ".tmp"
