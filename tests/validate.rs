@@ -1360,4 +1360,62 @@ fn an_installed_state_is_made_once_kept_and_installed_over_when_a_patch_changes_
         remade.object.hex(),
         again["installed_state"]["object"].as_str().unwrap()
     );
+
+    // gc removes the environments of states no longer named and what killed runs left
+    // staging them; the live state's environment stays, and the next run keeps it.
+    let farms = |hex: &str| -> Vec<std::path::PathBuf> {
+        let mut out = Vec::new();
+        for lock in std::fs::read_dir(t.ark().join("envs")).unwrap().flatten() {
+            for e in std::fs::read_dir(lock.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if name.starts_with("installed-") && name.ends_with(hex) {
+                    out.push(e.path());
+                }
+            }
+        }
+        out
+    };
+    let replay = |run: &str| {
+        w.ok(
+            &t,
+            &[
+                "replay",
+                "--gold",
+                "--run-id",
+                run,
+                "--instance-ids",
+                "acme__widget-1",
+            ],
+        );
+        let r = report(run, "gold", 1);
+        assert_eq!(r["installed_state"]["how"], "kept", "{r}");
+    };
+    replay("g3");
+    let live = farms(&remade.object.hex());
+    assert_eq!(live.len(), 1, "{live:?}");
+    let lock_dir = live[0].parent().unwrap();
+    let gone = lock_dir.join(format!("installed-0-{}", "0".repeat(64)));
+    std::fs::create_dir_all(gone.join("env/lib")).unwrap();
+    std::fs::write(gone.join("env/lib/old.py"), "x = 1\n").unwrap();
+    let staging = lock_dir.join(".tmp-killed");
+    std::fs::create_dir_all(staging.join("env")).unwrap();
+    std::fs::write(staging.join(".swe-ark-in-use"), "").unwrap();
+    let gc: serde_json::Value = serde_json::from_str(&w.ok(&t, &["gc", "--json"])).unwrap();
+    let removed = gc["environments"]["farms_removed"].as_array().unwrap();
+    let removed: Vec<&str> = removed.iter().filter_map(|p| p.as_str()).collect();
+    assert!(removed.contains(&gone.to_str().unwrap()), "{gc}");
+    assert!(
+        gc["environments"]["stagings_removed"].as_u64() >= Some(1),
+        "{gc}"
+    );
+    assert!(!gone.exists() && !staging.exists());
+    assert!(
+        live[0].join("env").is_dir(),
+        "the live state's environment stays"
+    );
+    replay("g4");
 }

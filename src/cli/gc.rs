@@ -8,6 +8,7 @@ use anyhow::bail;
 
 use crate::bundle::PackOptions;
 use crate::digest::Sha256Digest;
+use crate::harness::{FarmSweep, sweep_farms};
 use crate::store::Ark;
 
 use super::Context;
@@ -57,8 +58,11 @@ pub fn gc(ctx: &Context, args: GcArgs) -> anyhow::Result<ExitCode> {
             dir.display()
         ));
     }
+    let farms = sweep_environments(ctx, &ark, args.dry_run)?;
     if args.json {
-        out!("{}", serde_json::to_string_pretty(&r)?);
+        let mut json = serde_json::to_value(&r)?;
+        json["environments"] = serde_json::to_value(&farms)?;
+        out!("{}", serde_json::to_string_pretty(&json)?);
     } else {
         let verb = if args.dry_run { "would free" } else { "freed" };
         for id in &r.migrated {
@@ -90,6 +94,36 @@ pub fn gc(ctx: &Context, args: GcArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// The built environments' leftovers (docs/REPLAY.md, "The installed state"): farms of
+/// states no longer named that no run holds, and stagings that killed runs left.
+fn sweep_environments(ctx: &Context, ark: &Ark, dry_run: bool) -> anyhow::Result<FarmSweep> {
+    let live = ark
+        .index()
+        .installed_states()?
+        .into_iter()
+        .map(|s| s.object);
+    let envs = ark.layout().envs();
+    let swept = sweep_farms(&envs, &live.collect(), dry_run)
+        .map_err(|e| anyhow::anyhow!("sweeping {}: {e}", envs.display()))?;
+    let verb = if dry_run { "would remove" } else { "removed" };
+    if !swept.farms_removed.is_empty() || swept.stagings_removed > 0 {
+        ctx.note(format!(
+            "{verb} {} environments of installed states no longer kept and {} stagings that stopped runs left in {} ({})",
+            swept.farms_removed.len(),
+            swept.stagings_removed,
+            envs.display(),
+            human_bytes(swept.bytes)
+        ));
+    }
+    for dir in &swept.farms_in_use {
+        ctx.note(format!(
+            "left {}: the environment of an installed state no longer kept, in use by a run",
+            dir.display()
+        ));
+    }
+    Ok(swept)
 }
 
 #[derive(Debug, clap::Args)]

@@ -405,9 +405,8 @@ pub fn at_layout(
     if dir.is_dir() {
         return Ok(of(&dir));
     }
-    let staged = tempfile::Builder::new()
-        .prefix(crate::fsutil::TEMP_PREFIX)
-        .tempdir_in(&built.dir)
+    // Marked: what a killed run leaves is removed by the next staging here, or by gc.
+    let staged = crate::fsutil::work_dir(&built.dir, crate::fsutil::TEMP_PREFIX)
         .map_err(io_err(&built.dir))?;
     let made = of(staged.path());
     venv::copy_venv(&built.venv, &made.venv, env_at)?;

@@ -150,7 +150,7 @@ pub fn remove_stale(root: &Path, dry_run: bool) -> io::Result<Swept> {
 }
 
 /// The bytes of the files under `dir` (links not followed; what cannot be read counts 0).
-fn tree_bytes(dir: &Path) -> u64 {
+pub(crate) fn tree_bytes(dir: &Path) -> u64 {
     let mut total = 0u64;
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {

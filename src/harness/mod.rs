@@ -29,6 +29,7 @@ use std::time::Duration;
 use crate::sandbox::{self, Network};
 
 pub use crate::verdict::Reason;
+pub use installed::{FarmSweep, sweep_farms};
 pub use instance::{
     CONTEXT, EVAL_SCRIPT, Evaluated, Evaluation, InstalledUse, Instance, PatchIn, Prepared,
     RunRecord, TestRun,

@@ -9,7 +9,10 @@
 //! ([`reinstall_reason`]), as SWE-bench's evaluation script runs it on an image that has it.
 
 mod delta;
+mod farm;
 mod state;
+
+pub use farm::{FarmSweep, sweep_farms};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -133,6 +136,9 @@ pub(crate) struct Plan {
     work_tree: String,
     /// The state found kept, its `state.json` read when the environment was made from it.
     kept: Option<(Sha256Digest, bool)>,
+    /// The shared hold on the kept state's farm, for as long as the plan lives: `gc` leaves
+    /// a held farm alone.
+    farm_hold: Option<std::fs::File>,
     /// The work tree and environment are as installed at the base commit (kept or made).
     pub at_base: bool,
     pub editable: bool,
@@ -176,6 +182,7 @@ impl Plan {
             base_commit: id.base_commit.to_string(),
             work_tree: id.work_tree.to_string(),
             kept: None,
+            farm_hold: None,
             at_base: false,
             editable: false,
             outcome: Outcome::default(),
@@ -222,13 +229,24 @@ impl Plan {
         // Absolute: the sandbox mounts it from the runs' own root.
         let envs = std::path::absolute(Layout::new(cache_root).env(&self.lock))
             .map_err(self.io("finding the lock's directory"))?;
-        let dir = envs.join(format!("installed-{owner}-{}", row.object.hex()));
-        let env = dir.join("env");
-        if !dir.is_dir() {
+        let dir = farm::dir(&envs, owner, &row.object);
+        // Made when missing; made again when a gc removed it before the hold was taken.
+        let mut hold = None;
+        for _ in 0..2 {
+            hold = farm::hold(&dir).map_err(self.io("holding its environment"))?;
+            if hold.is_some() {
+                break;
+            }
             self.make_farm(&envs, &dir, shared, &row.object, owner)?;
         }
+        let Some(hold) = hold else {
+            return Err(self.io("holding its environment")(std::io::Error::other(
+                "removed again as soon as it was made",
+            )));
+        };
+        self.farm_hold = Some(hold);
         self.kept = Some((row.object, row.editable));
-        Ok(Some(env))
+        Ok(Some(dir.join("env")))
     }
 
     fn make_farm(
@@ -239,9 +257,8 @@ impl Plan {
         object: &Sha256Digest,
         owner: u32,
     ) -> Result<(), StateError> {
-        let staged = tempfile::Builder::new()
-            .prefix(crate::fsutil::TEMP_PREFIX)
-            .tempdir_in(envs)
+        // Marked: what a killed run leaves is removed by the next staging here, or by gc.
+        let staged = crate::fsutil::work_dir(envs, crate::fsutil::TEMP_PREFIX)
             .map_err(self.io("staging its environment"))?;
         let env = staged.path().join("env");
         crate::fsutil::link_tree(shared, &env)
