@@ -1567,6 +1567,17 @@ fn installed_states_travel_in_a_release_file_only_when_asked() {
         stderr(&out)
     );
     assert_eq!(installed_states(&y), vec![mine]);
+    // ... and the file's object for it, which nothing would name, is not stored.
+    let theirs = &kept.1;
+    let stored = |ark: &Path| {
+        ark.join(format!("objects/sha256/{}/{}", &theirs[..2], &theirs[2..]))
+            .is_file()
+    };
+    assert!(stored(&x), "an import whose state is new stores its object");
+    assert!(
+        !stored(&y),
+        "an import whose state the archive had leaves its object out"
+    );
 
     // A state whose object the file lacks, or made at a commit no instance has: refused,
     // naming it, nothing made.

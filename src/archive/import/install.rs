@@ -65,8 +65,21 @@ pub(super) fn install(
     // Held until the index names what this import stores: gc waits.
     let _held = ark.hold_store()?;
     let store = ark.objects();
+    // The archive's own state under a key is kept: the file's object for it would be one
+    // that nothing names.
+    let mut replaced = std::collections::HashSet::new();
+    for s in &staged.slice.installed_states {
+        if let Some(own) = ark.index().installed_state(&s.key)?
+            && own.object != s.object
+        {
+            replaced.insert(s.object);
+        }
+    }
     let mut objects_added = 0;
     for (id, (path, _)) in &staged.objects {
+        if replaced.contains(id) {
+            continue;
+        }
         if store.install_file(path, id)? {
             objects_added += 1;
         }
@@ -79,6 +92,7 @@ pub(super) fn install(
     fsutil::sync_filesystem(root).map_err(io_err(root))?;
     failpoint::hit("import.before-index");
     let mut rows = index_rows(root, &staged, bundles, mirror_rows)?;
+    rows.objects.retain(|(id, _, _)| !replaced.contains(id));
     // The archive's own state under a key is kept (the transaction keeps it too).
     for s in &staged.slice.installed_states {
         if ark.index().installed_state(&s.key)?.is_none() {
