@@ -678,6 +678,15 @@ fn a_packed_interpreter_runs_from_the_archive() {
         py(&venv, "import alpha, json, ssl; print(alpha.VERSION)"),
         "1.0"
     );
+    // The packed interpreter carries no `__pycache__`: the build compiles the standard
+    // library once, so that no install or run compiles it again into its own layer.
+    // (`imaplib`: a module that nothing the build or this test runs imports.)
+    let pyc = venv.join(format!(
+        "lib/python{}/__pycache__/imaplib.cpython-{}.pyc",
+        f.python,
+        f.python.replace('.', "")
+    ));
+    assert!(pyc.is_file(), "{}", pyc.display());
     // Its build variables name the environment itself, which holds the headers, not the
     // locker's prefix nor where the interpreter is unpacked: a C extension built offline
     // finds Python.h in the environment, wherever an instance's run sees it.

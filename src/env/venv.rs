@@ -165,6 +165,7 @@ impl Venv {
         let env = Venv {
             dir: dir.to_path_buf(),
         };
+        env.compile_stdlib(&lib.join(name), version);
         if with_pip {
             let mut cmd = env.command(&BTreeMap::new());
             cmd.args(["-E", "-s", "-m", "ensurepip", "--upgrade", "--default-pip"]);
@@ -214,6 +215,33 @@ impl Venv {
 
     pub fn python(&self) -> PathBuf {
         self.bin().join("python")
+    }
+
+    /// Compiles the standard library copied into the environment, once: a packed
+    /// interpreter comes without `__pycache__` (its files are dated by the unpacking), and
+    /// what is not compiled here would be compiled by the install into every installed state
+    /// and by every run into its private layer. Best effort: the standard library holds files
+    /// that are not valid Python (lib2to3's test data), and a failure only costs time later.
+    fn compile_stdlib(&self, stdlib: &Path, version: &str) {
+        let mut cmd = self.command(&BTreeMap::new());
+        cmd.args(["-E", "-s", "-m", "compileall", "-q"]);
+        if !version.starts_with("2.") {
+            cmd.arg("-j0");
+        }
+        cmd.arg(stdlib);
+        match cmd.output() {
+            Ok(out) if out.status.success() => {}
+            Ok(out) => tracing::debug!(
+                "compiling the standard library in {}: {} ({} bytes of output)",
+                stdlib.display(),
+                out.status,
+                out.stdout.len() + out.stderr.len()
+            ),
+            Err(e) => tracing::warn!(
+                "cannot compile the standard library in {}: {e}",
+                stdlib.display()
+            ),
+        }
     }
 
     /// A command running this environment's Python with a clean process environment.
