@@ -9,8 +9,11 @@ use std::path::{Path, PathBuf};
 use tempfile::NamedTempFile;
 
 mod copy;
+mod topdir;
 pub mod workdir;
+
 pub use copy::{copy_file, copy_tree, link_tree};
+pub use topdir::mark_top_dir;
 pub use workdir::WorkDir;
 
 /// The prefix of every temporary file swe-ark writes; readers of a directory skip these names.

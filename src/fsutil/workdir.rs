@@ -42,6 +42,8 @@ impl WorkDir {
     /// marker locked. Work directories that stopped runs left in `root` are removed first.
     pub fn new(root: &Path, prefix: &str) -> io::Result<WorkDir> {
         fs::create_dir_all(root)?;
+        // Work directories come and go by the thousand here: each new one in a fresh place.
+        super::mark_top_dir(root);
         match remove_stale(root, false) {
             Ok(swept) if swept.removed > 0 => tracing::info!(
                 "removed {} work directories that stopped runs left in {} ({} bytes)",
