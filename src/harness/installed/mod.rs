@@ -231,13 +231,13 @@ impl Plan {
             .map_err(self.io("finding the lock's directory"))?;
         let dir = farm::dir(&envs, owner, &row.object);
         // Made when missing; made again when a gc removed it before the hold was taken.
-        let mut hold = None;
+        let mut hold = farm::hold(&dir).map_err(self.io("holding its environment"))?;
         for _ in 0..2 {
-            hold = farm::hold(&dir).map_err(self.io("holding its environment"))?;
             if hold.is_some() {
                 break;
             }
             self.make_farm(&envs, &dir, shared, &row.object, owner)?;
+            hold = farm::hold(&dir).map_err(self.io("holding its environment"))?;
         }
         let Some(hold) = hold else {
             return Err(self.io("holding its environment")(std::io::Error::other(
