@@ -27,14 +27,20 @@ pub fn mark_top_dir(dir: &Path) {
     }
 }
 
-fn try_mark(dir: &Path) -> std::io::Result<()> {
-    let file = File::open(dir)?;
+/// The inode flags of the open file (`FS_IOC_GETFLAGS`).
+fn flags(file: &File) -> std::io::Result<libc::c_int> {
     let mut flags: libc::c_int = 0;
     // SAFETY: FS_IOC_GETFLAGS writes one int (ioctl_iflags(2)) into `flags`, which lives
     // across the call; the descriptor is open.
     if unsafe { libc::ioctl(file.as_raw_fd(), libc::FS_IOC_GETFLAGS, &mut flags) } != 0 {
         return Err(std::io::Error::last_os_error());
     }
+    Ok(flags)
+}
+
+fn try_mark(dir: &Path) -> std::io::Result<()> {
+    let file = File::open(dir)?;
+    let mut flags = flags(&file)?;
     if flags & FS_TOPDIR_FL != 0 {
         return Ok(());
     }
@@ -57,11 +63,10 @@ mod tests {
         let tmp = tempfile::tempdir().expect("tmp");
         mark_top_dir(tmp.path());
         mark_top_dir(tmp.path());
-        let file = File::open(tmp.path()).expect("open");
-        let mut flags: libc::c_int = 0;
-        // SAFETY: as above.
-        let read = unsafe { libc::ioctl(file.as_raw_fd(), libc::FS_IOC_GETFLAGS, &mut flags) };
-        if read == 0 && try_mark(tmp.path()).is_ok() {
+        let read = flags(&File::open(tmp.path()).expect("open"));
+        if let Ok(flags) = read
+            && try_mark(tmp.path()).is_ok()
+        {
             assert_ne!(flags & FS_TOPDIR_FL, 0, "flags {flags:#x}");
         }
         mark_top_dir(&tmp.path().join("missing"));

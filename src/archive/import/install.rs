@@ -65,14 +65,17 @@ pub(super) fn install(
     // Held until the index names what this import stores: gc waits.
     let _held = ark.hold_store()?;
     let store = ark.objects();
-    // The archive's own state under a key is kept: the file's object for it would be one
-    // that nothing names.
+    // The archive's own state under a key is kept (the transaction keeps it too); the
+    // file's object for that key would be one that nothing names, so it is left out.
+    let mut new_states = Vec::new();
     let mut replaced = std::collections::HashSet::new();
     for s in &staged.slice.installed_states {
-        if let Some(own) = ark.index().installed_state(&s.key)?
-            && own.object != s.object
-        {
-            replaced.insert(s.object);
+        match ark.index().installed_state(&s.key)? {
+            None => new_states.push(InstalledStateRow::from(s)),
+            Some(own) if own.object != s.object => {
+                replaced.insert(s.object);
+            }
+            Some(_) => {}
         }
     }
     let mut objects_added = 0;
@@ -93,12 +96,7 @@ pub(super) fn install(
     failpoint::hit("import.before-index");
     let mut rows = index_rows(root, &staged, bundles, mirror_rows)?;
     rows.objects.retain(|(id, _, _)| !replaced.contains(id));
-    // The archive's own state under a key is kept (the transaction keeps it too).
-    for s in &staged.slice.installed_states {
-        if ark.index().installed_state(&s.key)?.is_none() {
-            rows.installed_states.push(InstalledStateRow::from(s));
-        }
-    }
+    rows.installed_states = new_states;
     if !staged.shard {
         ark.register_release(&staged.snapshot.name, &staged.snapshot.to_bytes())?;
     }
