@@ -401,6 +401,11 @@ fn hostile_suite(replayer: Replayer) -> bool {
         1,
         "one installed state's environment: {farms:?}"
     );
+    let kept_trees = walk(&ark.join("trees"))
+        .into_iter()
+        .filter(|p| p.ends_with("tree/.git/HEAD"))
+        .count();
+    assert!(kept_trees > 0, "the bundles' work trees are kept");
 
     // Fingerprints: the archive but the run's own outputs (runs/: its reports, written by
     // design; tmp/: its work directories, the work trees the hostile code may wreck), the
@@ -413,17 +418,24 @@ fn hostile_suite(replayer: Replayer) -> bool {
     let root_named_before = named_with(Path::new("/root"), &token);
 
     eprintln!("{:?} replaying", started.elapsed());
-    // Two replays at a time (one predictions file cannot predict an instance twice).
+    // Two replays at a time (one predictions file cannot predict an instance twice). The
+    // first of each pair keeps its work directory (a copy of the bundle's kept work tree);
+    // the second is given the kept tree under a private layer where it can be (as root): the
+    // archive's fingerprint below says that no run reached the kept trees either way.
     let mut outputs = String::new();
     for pair in pred_files.chunks(2) {
         let children: Vec<_> = pair
             .iter()
-            .map(|f| {
+            .enumerate()
+            .map(|(i, f)| {
                 let mut c = w.cmd(&t);
                 c.env("HOME", &home)
                     .args(["replay", "--predictions"])
                     .arg(f)
-                    .args(["--run-id", "hostile", "--timeout", "300", "--keep-workdir"]);
+                    .args(["--run-id", "hostile", "--timeout", "300"]);
+                if i == 0 {
+                    c.arg("--keep-workdir");
+                }
                 as_replayer(c, replayer)
                     .stdout(std::process::Stdio::piped())
                     .stderr(std::process::Stdio::piped())
@@ -616,6 +628,21 @@ fn check_cases(runs: &BTreeMap<&str, CaseRun>, token: &str, replayer: Replayer, 
             "{case}: {}",
             r(case).report
         );
+    }
+    // The work tree: the bundle's kept tree under a private layer (as root), or a copy of it
+    // (`--keep-workdir`, or not root).
+    let tree_mounts: std::collections::BTreeSet<&str> = CASES
+        .iter()
+        .filter_map(|case| r(case).report["worktree_mount"].as_str())
+        .collect();
+    assert!(
+        tree_mounts
+            .iter()
+            .all(|m| ["overlay", "reflink", "copy"].contains(m)),
+        "{tree_mounts:?}"
+    );
+    if replayer_uid(replayer) == 0 {
+        assert!(tree_mounts.contains("overlay"), "{tree_mounts:?}");
     }
     // Where the archive's path lies under /tmp or /root (a clone there), the run may make
     // directories of that name in its own /tmp or HOME: its own, not the archive (the

@@ -1300,6 +1300,41 @@ fn an_installed_state_is_made_once_kept_and_installed_over_when_a_patch_changes_
         );
     }
     assert!(one["installed_state"].get("reinstalled").is_none(), "{one}");
+    // The work tree: kept once per bundle, each run given it under a private layer (as
+    // root; a copy otherwise); what the runs and patches did never reaches the kept tree.
+    let kept_trees = || -> Vec<PathBuf> {
+        let mut dirs: Vec<PathBuf> = std::fs::read_dir(t.ark().join("trees"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.join("tree/.git").is_dir())
+            .collect();
+        dirs.sort();
+        dirs
+    };
+    let as_root = unsafe { libc::geteuid() } == 0;
+    for r in [&one, &two] {
+        let how = r["worktree_mount"].as_str().unwrap_or_default();
+        if as_root {
+            assert_eq!(how, "overlay", "{r}");
+        } else {
+            assert!(["reflink", "copy"].contains(&how), "{r}");
+        }
+    }
+    assert_eq!(kept_trees().len(), 2, "one per bundle");
+    for k in kept_trees() {
+        let status = common::git(
+            &k.join("tree"),
+            &[
+                "-c",
+                "safe.directory=*",
+                "status",
+                "--porcelain",
+                "--ignored",
+            ],
+        );
+        assert_eq!(status, "", "{}", k.display());
+    }
     let timings = one["timings"].as_object().unwrap();
     assert!(
         !timings
@@ -1413,6 +1448,15 @@ fn an_installed_state_is_made_once_kept_and_installed_over_when_a_patch_changes_
         "{gc}"
     );
     assert!(!gone.exists() && !staging.exists());
+    // And the kept work trees of bundles the index no longer names.
+    let old_tree = t.ark().join(format!("trees/0-{}", "0".repeat(64)));
+    std::fs::create_dir_all(old_tree.join("tree/.git")).unwrap();
+    let gc: serde_json::Value = serde_json::from_str(&w.ok(&t, &["gc", "--json"])).unwrap();
+    let removed = gc["work_trees"]["trees_removed"].as_array().unwrap();
+    assert_eq!(removed.len(), 1, "{gc}");
+    assert_eq!(removed[0].as_str(), old_tree.to_str(), "{gc}");
+    assert!(!old_tree.exists());
+    assert_eq!(kept_trees().len(), 2, "the live bundles' trees stay");
     assert!(
         live[0].join("env").is_dir(),
         "the live state's environment stays"

@@ -8,6 +8,7 @@ use anyhow::bail;
 
 use crate::bundle::PackOptions;
 use crate::digest::Sha256Digest;
+use crate::harness::worktree::{TreeSweep, sweep_trees};
 use crate::harness::{FarmSweep, sweep_farms};
 use crate::store::Ark;
 
@@ -59,9 +60,11 @@ pub fn gc(ctx: &Context, args: GcArgs) -> anyhow::Result<ExitCode> {
         ));
     }
     let farms = sweep_environments(ctx, &ark, args.dry_run)?;
+    let trees = sweep_work_trees(ctx, &ark, args.dry_run)?;
     if args.json {
         let mut json = serde_json::to_value(&r)?;
         json["environments"] = serde_json::to_value(&farms)?;
+        json["work_trees"] = serde_json::to_value(&trees)?;
         out!("{}", serde_json::to_string_pretty(&json)?);
     } else {
         let verb = if args.dry_run { "would free" } else { "freed" };
@@ -120,6 +123,32 @@ fn sweep_environments(ctx: &Context, ark: &Ark, dry_run: bool) -> anyhow::Result
     for dir in &swept.farms_in_use {
         ctx.note(format!(
             "left {}: the environment of an installed state no longer kept, in use by a run",
+            dir.display()
+        ));
+    }
+    Ok(swept)
+}
+
+/// The kept work trees (docs/REPLAY.md, "The work tree") of bundles the index no longer
+/// names that no run holds, and stagings that killed runs left.
+fn sweep_work_trees(ctx: &Context, ark: &Ark, dry_run: bool) -> anyhow::Result<TreeSweep> {
+    let live = ark.index().bundles()?.into_iter().map(|b| b.id).collect();
+    let trees = ark.layout().trees();
+    let swept = sweep_trees(&trees, &live, dry_run)
+        .map_err(|e| anyhow::anyhow!("sweeping {}: {e}", trees.display()))?;
+    if !swept.trees_removed.is_empty() || swept.stagings_removed > 0 {
+        ctx.note(format!(
+            "{} {} work trees of bundles no longer indexed and {} stagings that stopped runs left in {} ({})",
+            if dry_run { "would remove" } else { "removed" },
+            swept.trees_removed.len(),
+            swept.stagings_removed,
+            trees.display(),
+            human_bytes(swept.bytes)
+        ));
+    }
+    for dir in &swept.trees_in_use {
+        ctx.note(format!(
+            "left {}: the work tree of a bundle no longer indexed, in use by a run",
             dir.display()
         ));
     }

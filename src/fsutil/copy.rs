@@ -57,6 +57,21 @@ fn walk_into(
     Ok(())
 }
 
+/// Whether the file `from` can be cloned into the directory `dir` (`FICLONE`): the two share
+/// one filesystem that shares extents (Btrfs, XFS), where [`copy_tree`]'s copies are reflinks
+/// (copy_file_range clones there) and cost no data. A probe: nothing is left in `dir`.
+pub fn clones_into(from: &Path, dir: &Path) -> bool {
+    use std::os::fd::AsRawFd;
+    let Ok(source) = fs::File::open(from) else {
+        return false;
+    };
+    let Ok(probe) = tempfile::tempfile_in(dir) else {
+        return false;
+    };
+    // SAFETY: FICLONE with two descriptors that outlive the call.
+    unsafe { libc::ioctl(probe.as_raw_fd(), libc::FICLONE, source.as_raw_fd()) == 0 }
+}
+
 /// Copies one file (copy_file_range underneath: a reflink where the file system has them),
 /// keeping its permissions and modification time when `meta` (the source's) is given.
 pub fn copy_file(from: &Path, to: &Path, meta: Option<fs::Metadata>) -> io::Result<()> {

@@ -12,7 +12,7 @@ mod copy;
 mod topdir;
 pub mod workdir;
 
-pub use copy::{copy_file, copy_tree, link_tree};
+pub use copy::{clones_into, copy_file, copy_tree, link_tree};
 pub use topdir::mark_top_dir;
 pub use workdir::WorkDir;
 

@@ -18,7 +18,9 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use super::runner::Runner;
-use super::{Reason, RunOptions, Stop, assets, eval_script, fresh, installed, patch, paths, tail};
+use super::{
+    Reason, RunOptions, Stop, assets, eval_script, fresh, installed, patch, paths, tail, worktree,
+};
 use crate::context::{self, Lock, TestCommand};
 use crate::dataset::Instance as Row;
 use crate::logparse::{self, Grading, StatusMap};
@@ -38,6 +40,8 @@ pub struct Prepared {
     /// Where the lock's environment is built from (objects only) and cached.
     pub objects: ObjectStore,
     pub cache_root: PathBuf,
+    /// Where the work tree comes from: `work/src`'s files, or a bundle's kept tree.
+    pub tree: worktree::WorkTreeFrom,
 }
 
 /// A patch to evaluate with.
@@ -95,6 +99,9 @@ pub struct RunRecord {
     /// How the environment was given to the runs: `overlay` (a private layer over the
     /// lock's shared copy), `copy`, or empty (a kind with nothing to layer).
     pub environment_mount: String,
+    /// How the work tree was given to the runs: `overlay` (a private layer over the bundle's
+    /// kept tree), `reflink` or `copy` (of it), `built` (made for this run).
+    pub worktree_mount: String,
     pub services: Vec<String>,
     /// The installed state the run started from or made (None: none was used).
     pub installed_state: Option<InstalledUse>,
@@ -180,16 +187,16 @@ impl<'a> Instance<'a> {
             record,
             objects,
             cache_root,
+            tree: tree_from,
         } = prepared;
         let kind = context::kind_of(&ctx).map_err(|e| Stop(Reason::NoContext, e.to_string()))?;
         let parser = Self::parser_of(&row, &ctx)?;
         let tree = work.join("src");
         let both = Instant::now();
-        let (tree_seconds, env_seconds, run_env) = std::thread::scope(|s| {
+        let (made, tree_seconds, env_seconds, run_env) = std::thread::scope(|s| {
             let git = s.spawn(|| {
                 let t = Instant::now();
-                let made = crate::vcs::build_work_tree(&tree, record.as_ref())
-                    .map_err(|e| Stop(Reason::Checkout, e.to_string()));
+                let made = worktree::make(tree_from, &tree, record.as_ref());
                 (made, t.elapsed().as_secs_f64())
             });
             let t = Instant::now();
@@ -202,10 +209,14 @@ impl<'a> Instance<'a> {
                 let panicked = Stop(Reason::Io, "the git work tree thread panicked".into());
                 (Err(panicked), 0.0)
             });
-            made.map(|()| (tree_seconds, env_seconds, env))
+            made.map(|made| (made, tree_seconds, env_seconds, env))
         })?;
-        let both = both.elapsed().as_secs_f64();
         let mut run_env = run_env?;
+        // Shown here: an overlay is the thread's that runs the instance.
+        let t = Instant::now();
+        let shown = worktree::show(made, work, opts.keep_workdir)?;
+        let tree_seconds = tree_seconds + t.elapsed().as_secs_f64();
+        let both = both.elapsed().as_secs_f64();
         // The tree where the dataset's own harness has it: SWE-bench's /testbed, or
         // Multi-SWE-bench's /home/NAME.
         let work_tree = crate::dataset::harness_work_tree(&row)
@@ -226,7 +237,7 @@ impl<'a> Instance<'a> {
             })
             .flatten();
         let installed_seconds = t.elapsed().as_secs_f64();
-        let mut runner = Runner::new(work, &ctx, &run_env, opts, &work_tree)?;
+        let mut runner = Runner::new(work, &ctx, &run_env, opts, &work_tree, shown)?;
         if installed.is_some() {
             runner
                 .timings
@@ -577,12 +588,14 @@ impl<'a> Instance<'a> {
     /// The run's record; the work directory stays until the caller drops it.
     pub fn finish(self) -> RunRecord {
         let confinement = self.runner.confinement().to_string();
+        let worktree_mount = self.runner.tree_mount().to_string();
         RunRecord {
             exit_codes: self.runner.exit_codes,
             timings: self.runner.timings,
             network: self.runner.network.to_string(),
             confinement,
             environment_mount: self.runner.env_mount.to_string(),
+            worktree_mount,
             services: self.runner.services.described,
             installed_state: self.installed.and_then(|p| {
                 let object = p.outcome.object?;

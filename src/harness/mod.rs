@@ -11,7 +11,8 @@
 //! - [`paths`]: the files a patch names, put back as the commit has them;
 //! - [`eval_script`]: a version-5 row's own evaluation script, made to run here;
 //! - `services`: the context's services in the test runs (stand-ins for hosts, TLS);
-//! - `installed`: the installed state, kept (made once, then every run starts from it).
+//! - `installed`: the installed state, kept (made once, then every run starts from it);
+//! - [`worktree`]: the work tree, made once per bundle and shown to each run under a layer.
 
 mod assets;
 pub mod eval_script;
@@ -22,6 +23,7 @@ pub mod patch;
 pub mod paths;
 mod runner;
 pub(crate) mod services;
+pub mod worktree;
 
 use std::path::Path;
 use std::time::Duration;

@@ -11,6 +11,7 @@ use std::time::Instant;
 
 use super::installed::EnvChanges;
 use super::services::Services;
+use super::worktree::ShownTree;
 use super::{OUTPUT_CAP, Reason, RunOptions, Stop, tail};
 use crate::context::{RunEnvironment, layout};
 use crate::manifest::{Context, is_system_command};
@@ -147,6 +148,9 @@ pub(crate) struct Runner<'a> {
     pub(crate) env_changes: Option<EnvChanges>,
     /// The last whole second a change to the tree was dated with ([`Runner::stamp`]).
     clock: u64,
+    /// How the work tree is given, and what lives as long as the instance (its overlay,
+    /// detached when the runner is dropped).
+    tree_shown: ShownTree,
 }
 
 impl<'a> Runner<'a> {
@@ -158,6 +162,7 @@ impl<'a> Runner<'a> {
         run_env: &RunEnvironment,
         opts: &'a RunOptions,
         work_tree: &str,
+        tree_shown: ShownTree,
     ) -> Result<Runner<'a>, Stop> {
         let io = |p: &Path, e: std::io::Error| Stop(Reason::Io, format!("{}: {e}", p.display()));
         let tree = work.join("src");
@@ -171,7 +176,9 @@ impl<'a> Runner<'a> {
         let tmp = work.join("tmp");
         std::fs::create_dir_all(&tmp).map_err(|e| io(&tmp, e))?;
         let services = Services::prepare(&ctx.services, &run_env.service_envs, work)?;
-        let mut mounts = vec![Mount::new(&tree, work_tree, true)];
+        let mut tree_mount = Mount::new(&tree, work_tree, true);
+        tree_mount.runs_own = tree_shown.runs_own();
+        let mut mounts = vec![tree_mount];
         mounts.extend(run_env.mounts.iter().cloned());
         if let Some(dir) = &services.dir {
             mounts.push(Mount::new(dir, layout::SERVICES, true));
@@ -210,6 +217,7 @@ impl<'a> Runner<'a> {
             env_mount: settled.how,
             env_changes: settled.changes,
             clock: unix_seconds(),
+            tree_shown,
         })
     }
 
@@ -233,6 +241,11 @@ impl<'a> Runner<'a> {
             }
         }
         self.clock = t;
+    }
+
+    /// How the work tree is given to the runs (`overlay`, `reflink`, `copy`, `built`).
+    pub(crate) fn tree_mount(&self) -> &'static str {
+        self.tree_shown.how
     }
 
     /// The instance's work directory on the host.
@@ -323,6 +336,7 @@ impl<'a> Runner<'a> {
         spec.confine = self.confine.clone();
         spec.mounts = self.mounts.clone();
         let t = Instant::now();
+        self.tree_shown.before_run()?;
         let outcome = sandbox::run(&spec).map_err(|e| Stop(Reason::Sandbox, e.to_string()))?;
         self.timings
             .insert(step.to_string(), t.elapsed().as_secs_f64());

@@ -14,6 +14,7 @@ pub mod predictions;
 mod run;
 
 use std::collections::BTreeMap;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -23,6 +24,7 @@ use crate::bundle::{self, Limits};
 use crate::context::{self as kinds, Lock};
 use crate::dataset::Instance;
 use crate::digest::Sha256Digest;
+use crate::harness::worktree::WorkTreeFrom;
 use crate::harness::{self, Evaluated, Evaluation, PatchIn, Prepared, Reason, RunOptions, Stop};
 use crate::logparse;
 use crate::manifest::Context;
@@ -72,6 +74,11 @@ pub struct InstanceReport {
     /// with nothing to layer, and in reports from before layers.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub environment_mount: String,
+    /// How the work tree was given to the commands: `overlay` (a private writable layer
+    /// over the bundle's kept tree), `reflink` or `copy` of it, or `built` for the run
+    /// (docs/REPLAY.md, "The work tree"); empty in reports from before kept trees.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub worktree_mount: String,
     /// The installed state the run started from (`kept`) or made (`made`), and why the
     /// install ran again after the patch (docs/REPLAY.md, "The installed state"); absent when
     /// none was used.
@@ -262,6 +269,7 @@ pub fn blank_report(p: &Prediction, bundle: &str) -> InstanceReport {
         network: String::new(),
         confinement: String::new(),
         environment_mount: String::new(),
+        worktree_mount: String::new(),
         installed_state: None,
         services: Vec::new(),
         test_seconds: 0.0,
@@ -331,15 +339,26 @@ struct Unpacked {
 /// Step 1: the bundle unpacked into `work/bundle`, every member checked against its manifest,
 /// the whole against its id; its instance, context, lock and record of git read and checked
 /// against each other and the prediction.
-fn unpack(inputs: &ReplayInputs, p: &Prediction, work: &Path) -> Result<Unpacked, Stop> {
+/// With `codebase` false (its work tree is kept), the codebase is checked, not written.
+fn unpack(
+    inputs: &ReplayInputs,
+    p: &Prediction,
+    work: &Path,
+    codebase: bool,
+) -> Result<Unpacked, Stop> {
     let unpacked = work.join("bundle");
-    bundle::unpack_from(
-        inputs.bundle,
-        &unpacked,
-        inputs.bundle_id,
-        &Limits::default(),
-        &NoProgress,
-    )
+    if codebase {
+        bundle::unpack_from(
+            inputs.bundle,
+            &unpacked,
+            inputs.bundle_id,
+            &Limits::default(),
+            &NoProgress,
+        )
+        .map(drop)
+    } else {
+        unpack_but_codebase(inputs, &unpacked)
+    }
     .map_err(|e| Stop(Reason::BundleCorrupt, e.to_string()))?;
     let incomplete = |why: String| Stop(Reason::BundleIncomplete, why);
     let read = |rel: &str| {
@@ -410,8 +429,12 @@ fn unpack(inputs: &ReplayInputs, p: &Prediction, work: &Path) -> Result<Unpacked
         Err(e) => return Err(Stop(Reason::Io, format!("expected.json: {e}"))),
     };
     let src = work.join("src");
-    std::fs::rename(unpacked.join("codebase"), &src)
-        .map_err(|e| Stop(Reason::Io, format!("{}: {e}", src.display())))?;
+    if codebase {
+        std::fs::rename(unpacked.join("codebase"), &src)
+    } else {
+        std::fs::create_dir(&src)
+    }
+    .map_err(|e| Stop(Reason::Io, format!("{}: {e}", src.display())))?;
     Ok(Unpacked {
         instance,
         ctx,
@@ -420,6 +443,38 @@ fn unpack(inputs: &ReplayInputs, p: &Prediction, work: &Path) -> Result<Unpacked
         not_kept,
         cannot_run,
     })
+}
+
+/// The bundle read and checked whole, its members but the codebase written into `dir`.
+fn unpack_but_codebase(inputs: &ReplayInputs, dir: &Path) -> Result<(), bundle::BundleError> {
+    let keep = |path: &[u8]| !path.starts_with(bundle::CODEBASE_DIR.as_bytes());
+    let (_, members) = bundle::read_members_into_memory(
+        inputs.bundle,
+        inputs.bundle_id,
+        &Limits::default(),
+        &keep,
+        &NoProgress,
+    )?;
+    for (path, member) in members {
+        let file = dir.join(std::ffi::OsStr::from_bytes(&path));
+        let io = |e| bundle::BundleError::io(&file, e);
+        std::fs::create_dir_all(crate::fsutil::parent_dir(&file)).map_err(io)?;
+        match member {
+            bundle::MemoryMember::File {
+                content,
+                executable,
+            } => std::fs::write(&file, content).and_then(|()| {
+                use std::os::unix::fs::PermissionsExt;
+                let mode = if executable { 0o755 } else { 0o644 };
+                std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode))
+            }),
+            bundle::MemoryMember::Symlink { target } => {
+                std::os::unix::fs::symlink(std::ffi::OsStr::from_bytes(&target), &file)
+            }
+        }
+        .map_err(io)?;
+    }
+    Ok(())
 }
 
 fn run_steps(
@@ -431,7 +486,15 @@ fn run_steps(
 ) -> Result<(), Stop> {
     // The bundle.
     let t = Instant::now();
-    let b = unpack(inputs, p, work)?;
+    // The bundle's work tree, when the archive keeps it: its codebase is not written again.
+    let kept = match inputs.bundle_id {
+        Some(id) => Some(harness::worktree::KeptTree::of_bundle(
+            inputs.cache_root,
+            &id,
+        )?),
+        None => None,
+    };
+    let b = unpack(inputs, p, work, !kept.as_ref().is_some_and(|k| k.is_kept()))?;
     report.harness_id = crate::dataset::harness_id(&b.instance);
     report.lock = b.lock.id().hex();
     report.excluded = b.not_kept.clone().unwrap_or_default();
@@ -448,6 +511,7 @@ fn run_steps(
         record: b.vcs,
         objects: inputs.objects.clone(),
         cache_root: inputs.cache_root.to_path_buf(),
+        tree: kept.map_or(WorkTreeFrom::Files, WorkTreeFrom::Kept),
     };
     // The procedure, with the prediction's patch.
     let mut run = harness::Instance::start(work, prepared, inputs.opts)?;
@@ -476,6 +540,7 @@ fn run_steps(
     report.network = record.network;
     report.confinement = record.confinement;
     report.environment_mount = record.environment_mount;
+    report.worktree_mount = record.worktree_mount;
     report.installed_state = record.installed_state;
     report.patch_successfully_applied = evaluated.applied_with.is_some();
     report.applied_with = evaluated.applied_with.unwrap_or_default().to_string();

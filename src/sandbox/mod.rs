@@ -28,11 +28,13 @@ mod plan;
 mod report;
 mod root;
 mod tmpfs;
+mod tree_overlay;
 
 pub use confine::{Confine, DEFAULT_TMPFS_SIZE, SANDBOX_ID};
 pub use layer::{Layer, NoLayers, give_to_layer_owner, layer_owner, layers_available};
 pub use root::RUN_HOME;
 pub use tmpfs::InstanceTmp;
+pub use tree_overlay::TreeOverlay;
 
 use std::collections::BTreeMap;
 use std::ffi::{CString, OsString};
@@ -96,6 +98,10 @@ pub struct Mount {
     /// given one layer in turn see what the earlier ones changed (an instance's install,
     /// then its tests).
     pub layer: Option<PathBuf>,
+    /// Its files are the runs' uid's on disk already ([`layer_owner`]: a work tree under a
+    /// [`TreeOverlay`], which cannot be idmapped): bound as it is, as root neither idmapped
+    /// nor given to the runs' uid and back.
+    pub runs_own: bool,
 }
 
 impl Mount {
@@ -105,6 +111,7 @@ impl Mount {
             at: at.into(),
             writable,
             layer: None,
+            runs_own: false,
         }
     }
 
@@ -119,6 +126,7 @@ impl Mount {
             at: at.into(),
             writable: true,
             layer: Some(layer.into()),
+            runs_own: false,
         }
     }
 }
@@ -460,7 +468,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, SandboxError> {
             dirs.extend(
                 spec.mounts
                     .iter()
-                    .filter(|m| m.writable && m.layer.is_none())
+                    .filter(|m| m.writable && m.layer.is_none() && !m.runs_own)
                     .map(|m| m.host.clone()),
             );
             dirs.extend(spec.tmp.clone());

@@ -53,6 +53,9 @@ impl Layout {
         runs = "runs";
         /// Built environments, `envs/<lock id>/` (a cache).
         envs = "envs";
+        /// Bundles' git work trees, made once and shown to each run under a private layer,
+        /// `trees/<owner>-<bundle id>/tree/` (a cache).
+        trees = "trees";
         /// Packed interpreters, unpacked once, `pythons/<sha256>/` (a cache).
         pythons = "pythons";
         /// Packed Rust toolchains, unpacked once, `toolchains/<files sha256>/` (a cache).

@@ -113,6 +113,10 @@ pub struct Results {
     /// with nothing to layer, and in results from before layers.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub environment_mount: String,
+    /// How the work tree was given to the commands: `built` for the run (from the mirror);
+    /// empty in results from before kept trees (docs/REPLAY.md, "The work tree").
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub worktree_mount: String,
     /// The installed state the run started from (`kept`) or made (`made`), and why the
     /// install ran again after the patch (docs/REPLAY.md, "The installed state"); absent when
     /// none was used.
@@ -226,6 +230,7 @@ pub fn validate(
         network: String::new(),
         confinement: String::new(),
         environment_mount: String::new(),
+        worktree_mount: String::new(),
         installed_state: None,
         services: vec![],
         lock: String::new(),
@@ -329,6 +334,7 @@ fn run_steps(
         record: Some(record),
         objects: ark.objects(),
         cache_root: ark.root().to_path_buf(),
+        tree: harness::worktree::WorkTreeFrom::Files,
     };
     let covered = prepared.lock.base_commits();
     let mut run = harness::Instance::start(work, prepared, &opts.run)?;
@@ -340,6 +346,7 @@ fn run_steps(
     results.network = record.network;
     results.confinement = record.confinement;
     results.environment_mount = record.environment_mount;
+    results.worktree_mount = record.worktree_mount;
     results.installed_state = record.installed_state;
     outcome
 }
