@@ -89,7 +89,7 @@ fn bundles(w: &Widget, t: &TestContext, ark: &Path) -> Vec<(String, String)> {
 }
 
 #[test]
-fn shards_run_apart_merge_into_what_one_machine_builds_and_bad_files_are_refused() {
+fn shards_run_apart_merge_into_what_seed_builds_and_bad_files_are_refused() {
     let t = TestContext::new();
     let Some(w) = Widget::new(&t) else { return };
     write_manifest(&w, true);
@@ -215,52 +215,13 @@ fn shards_run_apart_merge_into_what_one_machine_builds_and_bad_files_are_refused
     assert_eq!(last_line(&out.stdout), merged_root);
     assert_eq!(w.run_at(&t, &merged, &["ls", "--json"]).stdout, listing);
 
-    // The same shard built otherwise (another test command, so another bundle): a conflict,
-    // named, and that file refused whole.
-    let path = w.manifests.join("acme__widget.toml");
-    let text = fs::read_to_string(&path).unwrap();
-    fs::write(
-        &path,
-        text.replace(
-            "test_cmd = \"pytest -rA\"",
-            "test_cmd = \"pytest -rA -p no:cacheprovider\"",
-        ),
-    )
-    .unwrap();
-    let k = shard_of(&plan, "1.0");
-    let other_dest = t.path("other-shards");
-    let out = w
-        .cmd_at(&t, &t.path("other-node"))
-        .args([
-            "shard",
-            "run",
-            plan_s,
-            "--index",
-            &k.to_string(),
-            "--from",
-            seed_s,
-            "--to",
-        ])
-        .arg(&other_dest)
-        .args(RUN)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    let other = shard_files(&other_dest);
-    let out = merge(&other, &[]);
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    let e = stderr(&out);
-    assert!(
-        e.contains("two bundle ids") && e.contains("acme__widget-1 has bundle"),
-        "{e}"
-    );
-    assert_eq!(w.run_at(&t, &merged, &["ls", "--json"]).stdout, listing);
-    fs::write(&path, text).unwrap();
-
     // One machine, the same instances: the same bundles, the same release root.
     for v in ["1.0", "1.1", "1.2", "1.3"] {
         w.ok(&t, &["env", "lock", "acme/widget", v]);
     }
+    // Before it validates (which changes the instances the plan was made of), another machine
+    // takes these locks from it.
+    conflict_refused(&t, &w, &plan, &merged, &listing);
     let mut args = vec!["validate"];
     args.extend(RUN);
     w.ok(&t, &args);
@@ -290,6 +251,54 @@ fn shards_run_apart_merge_into_what_one_machine_builds_and_bad_files_are_refused
 
     bad_input(&t, &w, &files, &merged, &seed, plan_s);
     replay_in_shards(&t, &w, &merged);
+}
+
+/// The shard of context 1.0 built otherwise (another test command, so another bundle) on
+/// another machine, which takes the contexts' locks from the seed (it holds them now): merged
+/// into `merged`, a conflict, named, and that file refused whole, `merged` still `listing`.
+fn conflict_refused(t: &TestContext, w: &Widget, plan: &Path, merged: &Path, listing: &[u8]) {
+    let path = w.manifests.join("acme__widget.toml");
+    let text = fs::read_to_string(&path).unwrap();
+    fs::write(
+        &path,
+        text.replace(
+            "test_cmd = \"pytest -rA\"",
+            "test_cmd = \"pytest -rA -p no:cacheprovider\"",
+        ),
+    )
+    .unwrap();
+    let plan_s = plan.to_str().unwrap();
+    let k = shard_of(plan, "1.0");
+    let other_dest = t.path("other-shards");
+    let out = w
+        .cmd_at(t, &t.path("other-node"))
+        .args(["shard", "run", plan_s, "--index", &k.to_string(), "--from"])
+        .arg(t.ark())
+        .arg("--to")
+        .arg(&other_dest)
+        .args(RUN)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("acme/widget 1.0: the seed's lock"),
+        "{}",
+        stderr(&out)
+    );
+    let out = w
+        .cmd_at(t, merged)
+        .args(["merge", "--plan", plan_s])
+        .args(strs(&shard_files(&other_dest)))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let e = stderr(&out);
+    assert!(
+        e.contains("two bundle ids") && e.contains("acme__widget-1 has bundle"),
+        "{e}"
+    );
+    assert_eq!(w.run_at(t, merged, &["ls", "--json"]).stdout, listing);
+    fs::write(&path, text).unwrap();
 }
 
 /// Predictions replayed in two shards from the merged archive (the seed now: it holds the
