@@ -259,23 +259,8 @@ fn compile_stdlib_once(prefix: &Path, major_minor: &str) {
     let python = prefix.join("bin").join(format!("python{major_minor}"));
     let stdlib = prefix.join("lib").join(format!("python{major_minor}"));
     let mut cmd = std::process::Command::new(&python);
-    cmd.args(["-E", "-s", "-m", "compileall", "-q"]);
-    if !major_minor.starts_with("2.") {
-        cmd.arg("-j0");
-    }
-    cmd.arg(&stdlib)
-        .env_clear()
-        .stdin(std::process::Stdio::null());
-    match cmd.output() {
-        Ok(out) if out.status.success() => {}
-        Ok(out) => tracing::debug!(
-            "compiling the standard library in {}: {} ({} bytes of output)",
-            stdlib.display(),
-            out.status,
-            out.stdout.len() + out.stderr.len()
-        ),
-        Err(e) => tracing::debug!("cannot compile {}: {e}", stdlib.display()),
-    }
+    cmd.env_clear().stdin(std::process::Stdio::null());
+    super::venv::compile_tree(cmd, &stdlib, major_minor);
 }
 
 /// The prefix an interpreter was built for, as its `_sysconfigdata` module names it.

@@ -223,25 +223,7 @@ impl Venv {
     /// and by every run into its private layer. Best effort: the standard library holds files
     /// that are not valid Python (lib2to3's test data), and a failure only costs time later.
     fn compile_stdlib(&self, stdlib: &Path, version: &str) {
-        let mut cmd = self.command(&BTreeMap::new());
-        cmd.args(["-E", "-s", "-m", "compileall", "-q"]);
-        if !version.starts_with("2.") {
-            cmd.arg("-j0");
-        }
-        cmd.arg(stdlib);
-        match cmd.output() {
-            Ok(out) if out.status.success() => {}
-            Ok(out) => tracing::debug!(
-                "compiling the standard library in {}: {} ({} bytes of output)",
-                stdlib.display(),
-                out.status,
-                out.stdout.len() + out.stderr.len()
-            ),
-            Err(e) => tracing::warn!(
-                "cannot compile the standard library in {}: {e}",
-                stdlib.display()
-            ),
-        }
+        compile_tree(self.command(&BTreeMap::new()), stdlib, version);
     }
 
     /// A command running this environment's Python with a clean process environment.
@@ -496,4 +478,24 @@ fn run_venv(
     cmd.arg(dir);
     clean_env(&mut cmd, None, &BTreeMap::new());
     run(&mut cmd, &format!("creating {what} in {}", dir.display())).map(|_| ())
+}
+
+/// Runs `python` (a command of the interpreter, its environment set) as `compileall` over
+/// `dir`, in parallel where the version can; best effort, what fails is only logged.
+pub(super) fn compile_tree(mut python: Command, dir: &Path, version: &str) {
+    python.args(["-E", "-s", "-m", "compileall", "-q"]);
+    if !version.starts_with("2.") {
+        python.arg("-j0");
+    }
+    python.arg(dir);
+    match python.output() {
+        Ok(out) if out.status.success() => {}
+        Ok(out) => tracing::debug!(
+            "compiling {}: {} ({} bytes of output)",
+            dir.display(),
+            out.status,
+            out.stdout.len() + out.stderr.len()
+        ),
+        Err(e) => tracing::warn!("cannot compile {}: {e}", dir.display()),
+    }
 }
