@@ -11,6 +11,7 @@ use std::time::Instant;
 
 pub use super::install::{Installer, find_uv};
 use super::install::{choose_installer, install_wheels};
+use super::pipseed::PipSeeds;
 use super::pylock::{PyLock, Role, normalize, same_version};
 use super::steps::StepRunner;
 use super::venv::{self, Venv};
@@ -294,7 +295,8 @@ fn build_into(
     let (installer, uv) = choose_installer(opts.installer, &lock.tool.swe_ark.python.version)?;
     // ensurepip only when the lock keeps what it brings; otherwise the lock's own pip wheel.
     let with_pip = !lock.tool.swe_ark.bundled.is_empty() || installer == Installer::Pip;
-    let venv = Venv::create_prefix(&python, venv_dir, with_pip)?;
+    let seeds = PipSeeds::for_ark(ark_root);
+    let venv = Venv::create_prefix(&python, venv_dir, with_pip.then_some(&seeds))?;
     // The installer writes the environment (and uv its cache) and reads the wheelhouse; what
     // the installed packages run at the interpreter's start sees nothing else.
     let uv_cache = crate::store::Layout::new(ark_root).uv_cache();
@@ -331,6 +333,7 @@ fn build_into(
         installer,
         uv.as_deref(),
         &uv_cache,
+        &seeds,
         dir,
     )?;
     Ok(BuiltEnv {

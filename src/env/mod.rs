@@ -9,7 +9,8 @@
 //!   environment files as pip requirements;
 //! - [`build`]: the offline build into `envs/<lock id>/` and per-instance copies;
 //! - [`services`]: the services' own environments, locked with the context and built apart;
-//! - [`venv`]: running Python and its installers with a clean environment;
+//! - [`venv`]: running Python and its installers with a clean environment; [`pipseed`]:
+//!   ensurepip's result kept once per interpreter and copied into later environments;
 //! - [`steps`]: running the stage's commands: the dataset's confined by the sandbox (or not),
 //!   swe-ark's own directly, output captured.
 
@@ -20,6 +21,7 @@ mod install;
 pub mod listing;
 pub mod lock;
 pub mod packed;
+pub mod pipseed;
 pub mod proxy;
 pub mod pylock;
 pub mod python;

@@ -18,6 +18,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use super::install::{self, Installer};
+use super::pipseed::PipSeeds;
 use super::proxy::{Fetched, LockProxy, ProxyConfig};
 use super::pylock::{Bundled, PyLock, ServiceMeta, normalize, parse_filename, same_version};
 use super::steps::StepRunner;
@@ -62,6 +63,7 @@ pub(super) fn install(
     services: &[Service],
     python: &Path,
     work: &Path,
+    seeds: &PipSeeds,
     mut proxy: ProxyConfig,
     say: &dyn Fn(&str),
 ) -> Result<Locked, EnvError> {
@@ -93,7 +95,7 @@ pub(super) fn install(
     let proxy = LockProxy::start(proxy).map_err(io_err(work))?;
     // The interpreter's own pip (ensurepip, offline), in a virtual environment that is only
     // the installer: nothing of the context's era or environment.
-    let pip = Venv::create(python, &work.join("service-installer"), true)?;
+    let pip = Venv::create(python, &work.join("service-installer"), Some(seeds))?;
     let env = installer_env(exclude_newer, &proxy, work);
     for s in services {
         let mut dists = Vec::new();
@@ -326,6 +328,7 @@ pub(super) fn build(
     installer: Installer,
     uv: Option<&Path>,
     uv_cache: &Path,
+    seeds: &PipSeeds,
     dir: &Path,
 ) -> Result<BTreeMap<String, PathBuf>, EnvError> {
     let mut out = BTreeMap::new();
@@ -367,7 +370,7 @@ pub(super) fn build(
         let with_pip = installer != Installer::Uv;
         // A prefix of its own: a run sees a copy of it at a place of its own, with nothing of
         // the interpreter's installation.
-        let venv = Venv::create_prefix(python, &venv_path, with_pip)?;
+        let venv = Venv::create_prefix(python, &venv_path, with_pip.then_some(seeds))?;
         let steps = steps.writable(&venv_path)?;
         install::install_wheels(&steps, &venv, installer, uv, uv_cache, &files)?;
         check_built(&steps, lock_id, s, &venv, with_pip)?;

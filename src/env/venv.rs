@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use super::pipseed::{self, PipSeeds};
 use super::steps::{StepRunner, last_lines, run};
 use super::{EnvError, io_err};
 
@@ -71,13 +72,21 @@ sys.stdout.write("\n" + "swe-ark-dists: " + json.dumps(out) + "\n")
 const LISTED: &str = "swe-ark-dists: ";
 
 impl Venv {
-    /// `python -m venv DIR`, with the interpreter's own pip (ensurepip, offline) unless
-    /// `with_pip` is false.
-    pub fn create(base_python: &Path, dir: &Path, with_pip: bool) -> Result<Venv, EnvError> {
-        run_venv(base_python, dir, with_pip, &[], "a virtual environment")?;
-        Ok(Venv {
+    /// `python -m venv DIR`, with the interpreter's own pip (as ensurepip installs it,
+    /// offline; from a seed of `pip` when there is one, [`pipseed`]) unless `pip` is None.
+    pub fn create(
+        base_python: &Path,
+        dir: &Path,
+        pip: Option<&PipSeeds>,
+    ) -> Result<Venv, EnvError> {
+        run_venv(base_python, dir, &[], "a virtual environment")?;
+        let env = Venv {
             dir: dir.to_path_buf(),
-        })
+        };
+        if let Some(seeds) = pip {
+            pipseed::install(&env, seeds)?;
+        }
+        Ok(env)
     }
 
     /// An environment that is a Python prefix of its own, as a conda environment is, rather
@@ -92,10 +101,15 @@ impl Venv {
     /// `config-*/Makefile`) name the environment itself: a C extension built in it finds
     /// `Python.h` there, so that nothing of the interpreter's own installation is needed
     /// where the environment is used (an instance's run sees only the environment).
-    pub fn create_prefix(base_python: &Path, dir: &Path, with_pip: bool) -> Result<Venv, EnvError> {
+    /// pip (as in [`Venv::create`]) unless `pip` is None.
+    pub fn create_prefix(
+        base_python: &Path,
+        dir: &Path,
+        pip: Option<&PipSeeds>,
+    ) -> Result<Venv, EnvError> {
         // pip comes last: the copied binary of a shared-library build runs only once its
         // libpython is beside it.
-        run_venv(base_python, dir, false, &["--copies"], "an environment")?;
+        run_venv(base_python, dir, &["--copies"], "an environment")?;
         // Where the interpreter keeps its standard library and shared library.
         let mut cmd = Command::new(base_python);
         cmd.args([
@@ -166,10 +180,8 @@ impl Venv {
             dir: dir.to_path_buf(),
         };
         env.compile_stdlib(&lib.join(name), version);
-        if with_pip {
-            let mut cmd = env.command(&BTreeMap::new());
-            cmd.args(["-E", "-s", "-m", "ensurepip", "--upgrade", "--default-pip"]);
-            run(&mut cmd, &format!("installing pip in {}", dir.display()))?;
+        if let Some(seeds) = pip {
+            pipseed::install(&env, seeds)?;
         }
         // The proof: the interpreter takes the environment for its prefix, and is the same
         // Python (a libpython missing from lib/ would have the loader take the system's).
@@ -461,21 +473,14 @@ fn copy_file(from: &Path, to: &Path, meta: Option<std::fs::Metadata>) -> Result<
     crate::fsutil::copy_file(from, to, meta).map_err(io_err(to))
 }
 
-/// `python -m venv [EXTRA] DIR` in a clean environment, with pip (ensurepip, offline) unless
-/// `with_pip` is false.
-fn run_venv(
-    base_python: &Path,
-    dir: &Path,
-    with_pip: bool,
-    extra: &[&str],
-    what: &str,
-) -> Result<(), EnvError> {
+/// `python -m venv --without-pip [EXTRA] DIR` in a clean environment (pip, when wanted,
+/// comes after: [`pipseed`]).
+fn run_venv(base_python: &Path, dir: &Path, extra: &[&str], what: &str) -> Result<(), EnvError> {
     let mut cmd = Command::new(base_python);
-    cmd.args(["-E", "-s", "-m", "venv"]).args(extra);
-    if !with_pip {
-        cmd.arg("--without-pip");
-    }
-    cmd.arg(dir);
+    cmd.args(["-E", "-s", "-m", "venv"])
+        .args(extra)
+        .arg("--without-pip")
+        .arg(dir);
     clean_env(&mut cmd, None, &BTreeMap::new());
     run(&mut cmd, &format!("creating {what} in {}", dir.display())).map(|_| ())
 }

@@ -71,6 +71,9 @@ impl Layout {
         fetched_packs = "cache/fetched-packs";
         /// uv's cache of unpacked wheels.
         uv_cache = "cache/uv";
+        /// What ensurepip installed, once per interpreter and layout, copied into later
+        /// environments (`env::pipseed`), `cache/pip-seeds/<key>/` (a cache).
+        pip_seeds = "cache/pip-seeds";
         /// Optional settings (`git_base`, `store_url`).
         config = "config.toml";
     }

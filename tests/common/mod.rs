@@ -36,7 +36,8 @@ impl TestContext {
         self.path("ark")
     }
 
-    /// `swe-ark --ark <tmp>/ark --no-progress …`, with no SWE_ARK_* from the outside.
+    /// `swe-ark --ark <tmp>/ark --no-progress …`, with no SWE_ARK_* from the outside but
+    /// one place for the pip seeds that every test's archives share ([`pip_seeds`]).
     pub fn cmd(&self) -> Command {
         self.cmd_at(&self.ark())
     }
@@ -47,6 +48,7 @@ impl TestContext {
         c.env_remove("SWE_ARK_HOME")
             .env_remove("SWE_ARK_FAILPOINT")
             .env_remove("RUST_LOG")
+            .env("SWE_ARK_PIP_SEEDS", pip_seeds())
             .current_dir(self.dir.path())
             .arg("--ark")
             .arg(ark)
@@ -256,6 +258,12 @@ impl TestContext {
         v.sort();
         v
     }
+}
+
+/// ensurepip's results (swe_ark::env::pipseed), kept once for every test of every binary:
+/// each archive would otherwise run ensurepip again, 4–6 s of CPU two or three times a lock.
+pub fn pip_seeds() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("pip-seeds")
 }
 
 pub fn stdout(out: &Output) -> String {

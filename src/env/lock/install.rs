@@ -16,6 +16,7 @@ use super::packages::{
 use super::source::{SourceFiles, context_pins};
 use super::target::Target;
 use crate::env::asof::{self, Cutoff, rfc3339};
+use crate::env::pipseed::PipSeeds;
 use crate::env::proxy::{Fetched, LockProxy, ProxyConfig};
 use crate::env::pylock::{Package, ServiceMeta, normalize, same_version};
 use crate::env::services::Locked;
@@ -68,7 +69,8 @@ pub(super) fn install_through_proxy(
         .map_err(io_err(&tmp_root))?;
     let pip_cache = work.join("pip-cache");
     let env = install_env(ctx, exclude_newer, &proxy, &pip_cache);
-    let venv = Venv::create(&interp.path, &work.join("venv"), true)?;
+    let seeds = PipSeeds::for_ark(ark.root());
+    let venv = Venv::create(&interp.path, &work.join("venv"), Some(&seeds))?;
     let ins = Installs {
         step: Step {
             proxy: &proxy,
@@ -94,6 +96,7 @@ pub(super) fn install_through_proxy(
         &ctx.services,
         &interp.path,
         work,
+        &seeds,
         proxy_config(ark, opts, interp, exclude_newer, BTreeMap::new()),
         say,
     )?;
