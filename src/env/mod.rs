@@ -185,6 +185,16 @@ impl From<ArtifactError> for EnvError {
     }
 }
 
+/// A directory that several archives on one machine share for what depends only on the
+/// machine's interpreters, named by `SWE_ARK_SHARED_CACHE`: ensurepip's seeds (`pip-seeds/`,
+/// [`pipseed`]) and packed interpreters (`packed-pythons/`, [`packed::pack_python_once`]).
+/// Unset, each archive keeps its own in its `cache/`.
+pub fn shared_cache() -> Option<PathBuf> {
+    std::env::var_os("SWE_ARK_SHARED_CACHE")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+}
+
 pub(crate) fn io_err(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> EnvError {
     let path = path.into();
     move |source| EnvError::Io { path, source }

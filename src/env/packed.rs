@@ -62,19 +62,19 @@ fn rewrite_runpath(bytes: &mut [u8], old: &str, new: &str) -> bool {
 /// [`pack_python`], remembered under `cache_dir` by the executable's hash and the prefix's
 /// path: every lock of an archive carries its interpreter, and the prefix (tens of MB
 /// compressed) is packed once, not once per lock. A remembered object the store lost is
-/// packed again.
+/// packed again. With `shared` (`<shared cache>/packed-pythons`, [`super::shared_cache`]),
+/// the packed object is kept there too, under the same name, and another archive takes it
+/// from there (checked against its hash) instead of packing the prefix again.
 pub fn pack_python_once(
     objects: &ObjectStore,
     cache_dir: &Path,
+    shared: Option<&Path>,
     scratch: &Path,
     interp: &Interpreter,
 ) -> Result<Artifact, EnvError> {
     let prefix_key = Sha256Digest::of(interp.prefix.as_os_str().as_encoded_bytes());
-    let entry = cache_dir.join(format!(
-        "{}-{}.json",
-        interp.sha256.hex(),
-        &prefix_key.hex()[..16]
-    ));
+    let name = format!("{}-{}", interp.sha256.hex(), &prefix_key.hex()[..16]);
+    let entry = cache_dir.join(format!("{name}.json"));
     let remembered = std::fs::read(&entry)
         .ok()
         .and_then(|b| serde_json::from_slice::<Artifact>(&b).ok())
@@ -82,17 +82,48 @@ pub fn pack_python_once(
     if let Some(art) = remembered {
         return Ok(art);
     }
-    let art = pack_python(objects, scratch, interp)?;
-    // Only a cache: a failure to remember costs a later pack, not this lock.
+    let (art, packed) = match shared.and_then(|dir| take_shared(objects, dir, &name)) {
+        Some(art) => (art, false),
+        None => (pack_python(objects, scratch, interp)?, true),
+    };
+    // Only caches: a failure to remember costs a later pack, not this lock.
     if let Ok(bytes) = serde_json::to_vec(&art) {
-        let _ = std::fs::create_dir_all(cache_dir)
-            .and_then(|()| crate::fsutil::temp_file_in(cache_dir))
-            .and_then(|mut tmp| {
-                tmp.write_all(&bytes)?;
-                crate::fsutil::persist(tmp, &entry)
-            });
+        let _ = write_cached(&entry, &mut &bytes[..]);
+        if let (Some(dir), true) = (shared, packed)
+            && let Ok(id) = art.sha256()
+            && let Ok(mut object) = std::fs::File::open(objects.path_of(&id))
+        {
+            // The object first, its description last: a description names a whole object.
+            let _ = write_cached(&dir.join(format!("{name}.tar.zst")), &mut object)
+                .and_then(|()| write_cached(&dir.join(format!("{name}.json")), &mut &bytes[..]));
+        }
     }
     Ok(art)
+}
+
+/// The packed interpreter `name` of the shared cache `dir`, put into `objects` if it hashes
+/// to what its description says; None when there is none, or it does not.
+fn take_shared(objects: &ObjectStore, dir: &Path, name: &str) -> Option<Artifact> {
+    let bytes = std::fs::read(dir.join(format!("{name}.json"))).ok()?;
+    let art: Artifact = serde_json::from_slice(&bytes).ok()?;
+    let id = art.sha256().ok()?;
+    let mut file = std::fs::File::open(dir.join(format!("{name}.tar.zst"))).ok()?;
+    match objects.put_checked(&mut file, Some(&id)) {
+        Ok(_) => Some(art),
+        Err(e) => {
+            tracing::warn!("the shared packed interpreter {name} is not used: {e}");
+            None
+        }
+    }
+}
+
+/// Writes what `from` yields to `dest`, under a temporary name renamed into place.
+fn write_cached(dest: &Path, from: &mut dyn Read) -> std::io::Result<()> {
+    let dir = crate::fsutil::parent_dir(dest);
+    std::fs::create_dir_all(dir)?;
+    let mut tmp = crate::fsutil::temp_file_in(dir)?;
+    std::io::copy(from, &mut tmp)?;
+    crate::fsutil::persist(tmp, dest)
 }
 
 /// Packs the prefix of `interp` into an object; returns it as an artifact.
@@ -343,6 +374,36 @@ pub(super) fn relocate_build_files(unpacked: &Path, dest: &Path) -> Result<(), E
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A shared packed interpreter is taken when it hashes to what its description says, and
+    /// refused (nothing stored) when it does not.
+    #[test]
+    fn a_shared_packed_interpreter_is_taken_only_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let shared = dir.path().join("shared");
+        let objects = ObjectStore::new(dir.path().join("objects"));
+        let bytes = b"a packed interpreter".to_vec();
+        let id = Sha256Digest::of(&bytes);
+        let art = Artifact {
+            name: "cpython-3.11.7-linux-x86_64.tar.zst".into(),
+            upload_time: None,
+            url: None,
+            size: bytes.len() as u64,
+            hashes: crate::env::pylock::Hashes { sha256: id.hex() },
+        };
+        assert!(
+            take_shared(&objects, &shared, "k").is_none(),
+            "nothing shared yet"
+        );
+        let json = serde_json::to_vec(&art).unwrap();
+        write_cached(&shared.join("k.json"), &mut &json[..]).unwrap();
+        write_cached(&shared.join("k.tar.zst"), &mut &b"not that"[..]).unwrap();
+        assert!(take_shared(&objects, &shared, "k").is_none());
+        assert!(!objects.has(&id));
+        write_cached(&shared.join("k.tar.zst"), &mut &bytes[..]).unwrap();
+        assert_eq!(take_shared(&objects, &shared, "k"), Some(art));
+        assert!(objects.has(&id));
+    }
 
     #[test]
     fn build_files_name_where_the_interpreter_is_unpacked() {

@@ -43,19 +43,19 @@ const SEED_JSON: &str = "seed.json";
 /// Where a seed keeps the files ensurepip added, at their paths in the environment.
 const SEED_TREE: &str = "tree";
 
-/// Where ensurepip's results are kept: the archive's `cache/pip-seeds/`, or the directory
-/// `SWE_ARK_PIP_SEEDS` names (one place several archives share, as the test suite's do).
+/// Where ensurepip's results are kept: the archive's `cache/pip-seeds/`, or `pip-seeds/` in
+/// the cache several archives share ([`super::shared_cache`]; the test suite's do).
 #[derive(Debug, Clone)]
 pub struct PipSeeds {
     dir: PathBuf,
 }
 
 impl PipSeeds {
-    /// The seeds of the archive at `root`, unless `SWE_ARK_PIP_SEEDS` names another place.
+    /// The seeds of the archive at `root`, or of the shared cache when there is one.
     pub fn for_ark(root: &Path) -> PipSeeds {
-        match std::env::var_os("SWE_ARK_PIP_SEEDS") {
-            Some(dir) if !dir.is_empty() => PipSeeds::at(PathBuf::from(dir)),
-            _ => PipSeeds::at(crate::store::Layout::new(root).pip_seeds()),
+        match super::shared_cache() {
+            Some(dir) => PipSeeds::at(dir.join("pip-seeds")),
+            None => PipSeeds::at(crate::store::Layout::new(root).pip_seeds()),
         }
     }
 

@@ -37,7 +37,7 @@ impl TestContext {
     }
 
     /// `swe-ark --ark <tmp>/ark --no-progress …`, with no SWE_ARK_* from the outside but
-    /// one place for the pip seeds that every test's archives share ([`pip_seeds`]).
+    /// the cache that every test's archives share ([`shared_cache`]).
     pub fn cmd(&self) -> Command {
         self.cmd_at(&self.ark())
     }
@@ -48,7 +48,7 @@ impl TestContext {
         c.env_remove("SWE_ARK_HOME")
             .env_remove("SWE_ARK_FAILPOINT")
             .env_remove("RUST_LOG")
-            .env("SWE_ARK_PIP_SEEDS", pip_seeds())
+            .env("SWE_ARK_SHARED_CACHE", shared_cache())
             .current_dir(self.dir.path())
             .arg("--ark")
             .arg(ark)
@@ -260,10 +260,12 @@ impl TestContext {
     }
 }
 
-/// ensurepip's results (swe_ark::env::pipseed), kept once for every test of every binary:
-/// each archive would otherwise run ensurepip again, 4–6 s of CPU two or three times a lock.
-pub fn pip_seeds() -> PathBuf {
-    Path::new(env!("CARGO_TARGET_TMPDIR")).join("pip-seeds")
+/// What depends only on this machine's interpreters (`swe_ark::env::shared_cache`: ensurepip's
+/// results, packed interpreters), kept once for every test of every binary: each archive
+/// would otherwise run ensurepip again (4–6 s of CPU two or three times a lock) and pack the
+/// interpreter again (1–2 s).
+pub fn shared_cache() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("shared-cache")
 }
 
 pub fn stdout(out: &Output) -> String {

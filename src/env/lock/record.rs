@@ -30,6 +30,9 @@ pub(super) fn python_meta(
         Some(packed::pack_python_once(
             &ark.objects(),
             &ark.layout().packed_pythons(),
+            crate::env::shared_cache()
+                .map(|d| d.join("packed-pythons"))
+                .as_deref(),
             work,
             interp,
         )?)
