@@ -237,23 +237,40 @@ fn script_header(executable: &str) -> String {
 /// A file's identity for telling what ensurepip changed: its kind, size and time.
 type Seen = BTreeMap<PathBuf, (u32, u64, i64, i64)>;
 
-/// Every file and link under `root` (directories left out: adding to one changes its time).
-fn snapshot(root: &Path) -> Result<Seen, EnvError> {
-    let mut seen = Seen::new();
+/// Calls `visit` with the path (relative to `root`) and metadata of everything under `root`,
+/// each directory before what it holds; links are not followed.
+fn walk(
+    root: &Path,
+    visit: &mut dyn FnMut(&Path, std::fs::Metadata) -> Result<(), EnvError>,
+) -> Result<(), EnvError> {
     let mut stack = vec![PathBuf::new()];
     while let Some(rel) = stack.pop() {
         let dir = root.join(&rel);
         for e in std::fs::read_dir(&dir).map_err(io_err(&dir))? {
-            let e = e.map_err(io_err(&dir))?;
-            let r = rel.join(e.file_name());
+            let r = rel.join(e.map_err(io_err(&dir))?.file_name());
             let m = std::fs::symlink_metadata(root.join(&r)).map_err(io_err(root.join(&r)))?;
-            if m.is_dir() {
+            let is_dir = m.is_dir();
+            visit(&r, m)?;
+            if is_dir {
                 stack.push(r);
-            } else {
-                seen.insert(r, (m.mode(), m.len(), m.mtime(), m.mtime_nsec()));
             }
         }
     }
+    Ok(())
+}
+
+/// Every file and link under `root` (directories left out: adding to one changes its time).
+fn snapshot(root: &Path) -> Result<Seen, EnvError> {
+    let mut seen = Seen::new();
+    walk(root, &mut |rel, m| {
+        if !m.is_dir() {
+            seen.insert(
+                rel.to_path_buf(),
+                (m.mode(), m.len(), m.mtime(), m.mtime_nsec()),
+            );
+        }
+        Ok(())
+    })?;
     Ok(seen)
 }
 
@@ -428,38 +445,31 @@ fn apply(seed: &Path, dir: &Path, executable: &str) -> Result<(), EnvError> {
         )));
     }
     let (old, new) = (script_header(&record.executable), script_header(executable));
-    let scripts: BTreeSet<&PathBuf> = record.scripts.iter().collect();
-    let mut stack = vec![PathBuf::new()];
-    while let Some(rel) = stack.pop() {
-        let from_dir = tree.join(&rel);
-        for e in std::fs::read_dir(&from_dir).map_err(io_err(&from_dir))? {
-            let e = e.map_err(io_err(&from_dir))?;
-            let r = rel.join(e.file_name());
-            let (from, to) = (tree.join(&r), dir.join(&r));
-            let meta = std::fs::symlink_metadata(&from).map_err(io_err(&from))?;
-            if meta.is_dir() {
-                if !to.is_dir() {
-                    std::fs::create_dir(&to).map_err(io_err(&to))?;
-                    std::fs::set_permissions(&to, meta.permissions()).map_err(io_err(&to))?;
-                }
-                stack.push(r);
-            } else if meta.file_type().is_symlink() {
-                let target = std::fs::read_link(&from).map_err(io_err(&from))?;
-                std::os::unix::fs::symlink(target, &to).map_err(io_err(&to))?;
-            } else if scripts.contains(&r) {
-                let text = std::fs::read(&from).map_err(io_err(&from))?;
-                let body = text
-                    .strip_prefix(old.as_bytes())
-                    .ok_or_else(|| bad(format!("{} does not start with {old:?}", r.display())))?;
-                let mut out = new.clone().into_bytes();
-                out.extend_from_slice(body);
-                std::fs::write(&to, out).map_err(io_err(&to))?;
+    let scripts: BTreeSet<&Path> = record.scripts.iter().map(PathBuf::as_path).collect();
+    walk(&tree, &mut |r, meta| {
+        let (from, to) = (tree.join(r), dir.join(r));
+        if meta.is_dir() {
+            if !to.is_dir() {
+                std::fs::create_dir(&to).map_err(io_err(&to))?;
                 std::fs::set_permissions(&to, meta.permissions()).map_err(io_err(&to))?;
-            } else {
-                crate::fsutil::copy_file(&from, &to, Some(meta)).map_err(io_err(&to))?;
             }
+        } else if meta.file_type().is_symlink() {
+            let target = std::fs::read_link(&from).map_err(io_err(&from))?;
+            std::os::unix::fs::symlink(target, &to).map_err(io_err(&to))?;
+        } else if scripts.contains(r) {
+            let text = std::fs::read(&from).map_err(io_err(&from))?;
+            let body = text
+                .strip_prefix(old.as_bytes())
+                .ok_or_else(|| bad(format!("{} does not start with {old:?}", r.display())))?;
+            let mut out = new.clone().into_bytes();
+            out.extend_from_slice(body);
+            std::fs::write(&to, out).map_err(io_err(&to))?;
+            std::fs::set_permissions(&to, meta.permissions()).map_err(io_err(&to))?;
+        } else {
+            crate::fsutil::copy_file(&from, &to, Some(meta)).map_err(io_err(&to))?;
         }
-    }
+        Ok(())
+    })?;
     if old != new {
         for rel in &record.records {
             rehash_scripts(dir, rel, &record.scripts)?;
