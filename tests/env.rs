@@ -256,6 +256,16 @@ fn locks_as_of_then_and_builds_offline_from_objects_only() {
             .unwrap()
             .starts_with(&f.python)
     );
+    // The installer that resolved, as pip names itself: the interpreter's own (ensurepip's).
+    let out = std::process::Command::new(&f.python_path)
+        .args(["-c", "import ensurepip; print(ensurepip.version())"])
+        .output()
+        .unwrap();
+    let bundled = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        meta["resolver"].as_str(),
+        Some(format!("pip {}", bundled.trim()).as_str())
+    );
     // Every artifact is an object under its sha256, and the lock is one too.
     for p in packages {
         for a in p

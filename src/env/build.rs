@@ -108,7 +108,8 @@ fn interpreter(
             found,
         });
     };
-    packed::unpack_python(objects, ark_root, art, &major_minor)
+    let shared = super::shared_cache().map(|dir| dir.join("pythons"));
+    packed::unpack_python(objects, ark_root, art, &major_minor, shared.as_deref())
 }
 
 /// Copies every artifact of the lock out of the store into `wheelhouse/<file name>`, each

@@ -187,8 +187,9 @@ impl From<ArtifactError> for EnvError {
 
 /// A directory that several archives on one machine share for what depends only on the
 /// machine's interpreters, named by `SWE_ARK_SHARED_CACHE`: ensurepip's seeds (`pip-seeds/`,
-/// [`pipseed`]) and packed interpreters (`packed-pythons/`, [`packed::pack_python_once`]).
-/// Unset, each archive keeps its own in its `cache/`.
+/// [`pipseed`]), packed interpreters (`packed-pythons/`, [`packed::pack_python_once`]) and
+/// unpacked ones (`pythons/`, hard-linked into each archive's: [`packed::unpack_python`]).
+/// Unset, each archive keeps its own in its `cache/` and `pythons/`.
 pub fn shared_cache() -> Option<PathBuf> {
     std::env::var_os("SWE_ARK_SHARED_CACHE")
         .filter(|d| !d.is_empty())

@@ -212,12 +212,17 @@ pub fn pack_python(
 }
 
 /// The packed interpreter of `art`, unpacked once under `<ark>/pythons/<sha256>/`; returns its
-/// `bin/pythonX.Y`.
+/// `bin/pythonX.Y`. With `shared` (`<shared cache>/pythons`, [`super::shared_cache`]), it is
+/// unpacked and compiled once per machine, under `<shared>/<sha256>/`, and each archive's
+/// tree is made of hard links to that one (copies across filesystems), its build files then
+/// rewritten to name the archive's place: unpacking and compiling the standard library took
+/// about 3 s of every new archive's first lock or build.
 pub fn unpack_python(
     objects: &ObjectStore,
     ark_root: &Path,
     art: &Artifact,
     major_minor: &str,
+    shared: Option<&Path>,
 ) -> Result<PathBuf, EnvError> {
     let id: Sha256Digest = art.sha256().map_err(|e| EnvError::BadLock {
         id: String::new(),
@@ -226,7 +231,7 @@ pub fn unpack_python(
     let root = crate::store::Layout::new(ark_root).pythons();
     let dest = root.join(id.hex());
     let exe = dest.join("bin").join(format!("python{major_minor}"));
-    if dest.join(".complete").is_file() {
+    if is_complete(&dest) {
         // Unpacked by a swe-ark that left the build files naming the locker's prefix: best
         // effort (another user's unpacked interpreter may not be this user's to change).
         if let Err(e) = relocate_build_files(&dest, &dest) {
@@ -237,12 +242,44 @@ pub fn unpack_python(
         }
         return Ok(exe);
     }
-    std::fs::create_dir_all(&root).map_err(io_err(&root))?;
+    if let Some(shared) = shared {
+        match link_shared(objects, shared, &root, &id, art, major_minor) {
+            Ok(()) => return Ok(exe),
+            // Only a cache: the archive unpacks its own.
+            Err(e) => tracing::warn!(
+                "the shared unpacked interpreter in {} is not used: {e}",
+                shared.display()
+            ),
+        }
+    }
+    unpack_into(objects, &root, &id, art, major_minor)?;
+    Ok(exe)
+}
+
+/// Whether `dir` is a whole unpacked interpreter (its marker is written last).
+fn is_complete(dir: &Path) -> bool {
+    dir.join(COMPLETE).is_file()
+}
+
+/// The marker of a whole unpacked interpreter: it holds the packed object's sha256.
+const COMPLETE: &str = ".complete";
+
+/// Unpacks the object `id` (of `art`) into `<root>/<id>/`: staged under `root`, its build files
+/// rewritten to name that place, its standard library compiled, then renamed into place.
+fn unpack_into(
+    objects: &ObjectStore,
+    root: &Path,
+    id: &Sha256Digest,
+    art: &Artifact,
+    major_minor: &str,
+) -> Result<(), EnvError> {
+    let dest = root.join(id.hex());
+    std::fs::create_dir_all(root).map_err(io_err(root))?;
     let staging = tempfile::Builder::new()
         .prefix(crate::fsutil::TEMP_PREFIX)
-        .tempdir_in(&root)
-        .map_err(io_err(&root))?;
-    let reader = match objects.open(&id) {
+        .tempdir_in(root)
+        .map_err(io_err(root))?;
+    let reader = match objects.open(id) {
         Ok(r) => r,
         Err(ObjectError::Missing(_)) => {
             return Err(ArtifactError::Missing {
@@ -264,21 +301,60 @@ pub fn unpack_python(
     let mut rest = archive.into_inner();
     let mut sink = Vec::new();
     rest.read_to_end(&mut sink).map_err(io_err(&dest))?;
-    relocate_build_files(staging.path(), &dest)?;
+    finish_staged(staging, &dest, id, major_minor)
+}
+
+/// `<ark pythons>/<id>/` made of hard links to the machine's shared unpacked interpreter
+/// (`<shared>/<id>/`, unpacked there first when it is not yet). The links are never written
+/// through: the build files are replaced ([`relocate_build_files`] writes atomically) and so
+/// are the compiled files of the ones it rewrites (`compileall` writes atomically too).
+fn link_shared(
+    objects: &ObjectStore,
+    shared: &Path,
+    root: &Path,
+    id: &Sha256Digest,
+    art: &Artifact,
+    major_minor: &str,
+) -> Result<(), EnvError> {
+    let source = shared.join(id.hex());
+    if !is_complete(&source) {
+        unpack_into(objects, shared, id, art, major_minor)?;
+    }
+    let dest = root.join(id.hex());
+    std::fs::create_dir_all(root).map_err(io_err(root))?;
+    let staging = tempfile::Builder::new()
+        .prefix(crate::fsutil::TEMP_PREFIX)
+        .tempdir_in(root)
+        .map_err(io_err(root))?;
+    crate::fsutil::link_tree(&source, staging.path()).map_err(io_err(&source))?;
+    let marker = staging.path().join(COMPLETE);
+    std::fs::remove_file(&marker).map_err(io_err(&marker))?;
+    finish_staged(staging, &dest, id, major_minor)
+}
+
+/// The last steps of an unpacked interpreter staged in `staging`: build files naming `dest`,
+/// the standard library compiled (only what is not yet), the marker, the rename to `dest`.
+/// Another process that put a whole one at `dest` first wins.
+fn finish_staged(
+    staging: tempfile::TempDir,
+    dest: &Path,
+    id: &Sha256Digest,
+    major_minor: &str,
+) -> Result<(), EnvError> {
+    relocate_build_files(staging.path(), dest)?;
     compile_stdlib_once(staging.path(), major_minor);
-    let mut marker =
-        std::fs::File::create(staging.path().join(".complete")).map_err(io_err(&dest))?;
+    let mut marker = std::fs::File::create(staging.path().join(COMPLETE)).map_err(io_err(dest))?;
     marker
         .write_all(id.hex().as_bytes())
-        .map_err(io_err(&dest))?;
+        .map_err(io_err(dest))?;
     let staged = staging.keep();
-    if let Err(e) = std::fs::rename(&staged, &dest) {
+    if let Err(e) = std::fs::rename(&staged, dest) {
         let _ = std::fs::remove_dir_all(&staged);
-        if !dest.join(".complete").is_file() {
-            return Err(io_err(&dest)(e));
+        if !is_complete(dest) {
+            return Err(io_err(dest)(e));
         }
     }
-    Ok(exe)
+    Ok(())
 }
 
 /// Compiles the unpacked interpreter's standard library (`lib/pythonX.Y`, packed without
@@ -403,6 +479,87 @@ mod tests {
         write_cached(&shared.join("k.tar.zst"), &mut &bytes[..]).unwrap();
         assert_eq!(take_shared(&objects, &shared, "k"), Some(art));
         assert!(objects.has(&id));
+    }
+
+    /// A packed interpreter as `pack_python` makes one: a build file naming the prefix it was
+    /// built for, a module, an executable.
+    fn packed_fixture(objects: &ObjectStore) -> Artifact {
+        let mut tar = tar::Builder::new(Vec::new());
+        let files: [(&str, &[u8], u32); 3] = [
+            (
+                "lib/python3.11/_sysconfigdata__linux_x86_64-linux-gnu.py",
+                b"build_time_vars = {'prefix': '/home/locker/.pyenv/versions/3.11.7'}\n",
+                0o644,
+            ),
+            ("lib/python3.11/json/__init__.py", b"x = 1\n", 0o644),
+            ("bin/python3.11", b"not an interpreter", 0o755),
+        ];
+        for (path, bytes, mode) in files {
+            let mut h = tar::Header::new_gnu();
+            h.set_mode(mode);
+            h.set_size(bytes.len() as u64);
+            tar.append_data(&mut h, path, bytes).unwrap();
+        }
+        let packed = zstd::encode_all(&tar.into_inner().unwrap()[..], 3).unwrap();
+        let (id, size) = objects.put(&mut &packed[..]).unwrap();
+        Artifact {
+            name: "cpython-3.11.7-linux-x86_64.tar.zst".into(),
+            upload_time: None,
+            url: None,
+            size,
+            hashes: crate::env::pylock::Hashes { sha256: id.hex() },
+        }
+    }
+
+    /// With a shared cache, the interpreter is unpacked there once; each archive's tree is
+    /// hard links to it but for the build files, which name the archive's own place and are
+    /// new files: the shared tree and the other archive's are left as they were.
+    #[test]
+    fn archives_link_the_shared_unpacked_interpreter_and_relocate_their_own_copies() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let objects = ObjectStore::new(dir.path().join("objects"));
+        let art = packed_fixture(&objects);
+        let id = art.sha256().unwrap().hex();
+        let shared = dir.path().join("shared/pythons");
+        let (one, two) = (dir.path().join("one"), dir.path().join("two"));
+        let data = "lib/python3.11/_sysconfigdata__linux_x86_64-linux-gnu.py";
+        for ark in [&one, &two] {
+            let exe = unpack_python(&objects, ark, &art, "3.11", Some(&shared)).unwrap();
+            assert_eq!(exe, ark.join("pythons").join(&id).join("bin/python3.11"));
+        }
+        let read = |root: &Path| std::fs::read_to_string(root.join(&id).join(data)).unwrap();
+        let inode =
+            |root: &Path, rel: &str| std::fs::metadata(root.join(&id).join(rel)).unwrap().ino();
+        assert!(read(&shared).contains(&format!("'prefix': '{}'", shared.join(&id).display())));
+        for ark in [&one, &two] {
+            let pythons = ark.join("pythons");
+            let prefix = pythons.join(&id);
+            assert!(read(&pythons).contains(&format!("'prefix': '{}'", prefix.display())));
+            assert_ne!(inode(&pythons, data), inode(&shared, data));
+            for rel in ["lib/python3.11/json/__init__.py", "bin/python3.11"] {
+                assert_eq!(inode(&pythons, rel), inode(&shared, rel), "{rel} is linked");
+            }
+            assert_eq!(std::fs::read_to_string(prefix.join(COMPLETE)).unwrap(), id);
+        }
+        // Unpacked again: the archive's own tree is taken as it is.
+        let before = inode(&one.join("pythons"), data);
+        unpack_python(&objects, &one, &art, "3.11", Some(&shared)).unwrap();
+        assert_eq!(inode(&one.join("pythons"), data), before);
+
+        // A shared cache that cannot be written: the archive unpacks its own.
+        let blocked = dir.path().join("blocked");
+        std::fs::write(&blocked, "a file, not a directory").unwrap();
+        let three = dir.path().join("three");
+        unpack_python(
+            &objects,
+            &three,
+            &art,
+            "3.11",
+            Some(&blocked.join("pythons")),
+        )
+        .unwrap();
+        assert!(read(&three.join("pythons")).contains(&three.display().to_string()));
     }
 
     #[test]
