@@ -708,6 +708,29 @@ fn a_packed_interpreter_runs_from_the_archive() {
     let venv_real = std::fs::canonicalize(&venv).unwrap();
     assert!(include.starts_with(&venv_real), "{}", include.display());
     assert!(include.join("Python.h").is_file(), "{}", include.display());
+    // Unpacked once for the machine (the suite's shared cache): the archive's tree is hard
+    // links to the shared one, but for its build files, which name the archive's own place.
+    use std::os::unix::fs::MetadataExt;
+    let stdlib = Path::new(&base).join(format!("lib/python{}", f.python));
+    let shared = common::shared_cache()
+        .join("pythons")
+        .join(Path::new(&base).file_name().unwrap())
+        .join(format!("lib/python{}", f.python));
+    let inode = |p: &Path| std::fs::metadata(p).unwrap().ino();
+    assert_eq!(inode(&stdlib.join("os.py")), inode(&shared.join("os.py")));
+    let data = std::fs::read_dir(&stdlib)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            let n = p.file_name().unwrap().to_string_lossy();
+            n.starts_with("_sysconfigdata") && n.ends_with(".py")
+        })
+        .unwrap();
+    let text = std::fs::read_to_string(&data).unwrap();
+    assert!(text.contains(&format!("'prefix': '{base}'")), "{text}");
+    let name = data.file_name().unwrap();
+    assert_ne!(inode(&data), inode(&shared.join(name)));
     // The packed executable does not lean on the original prefix for its libpython.
     let exe = std::fs::read_dir(Path::new(&base).join("bin"))
         .unwrap()
