@@ -27,6 +27,12 @@ while [ $# -gt 0 ]; do
   cargo_args+=("$1"); shift
 done
 
+# The whole suite is built from scratch on a fresh clone (and by CI): incremental compilation
+# only costs there (its caches are written, never read: 206 s against 250 s for this build on a
+# 2-core machine). Its artifacts live beside the incremental ones of `cargo test`, under other
+# names, so neither rebuilds the other's. CARGO_INCREMENTAL=1 keeps it.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+
 started=$SECONDS
 # The build's messages on the terminal (rendered), its artifacts' list for the pool.
 "${CARGO:-cargo}" test --locked --no-run --message-format=json-render-diagnostics \
