@@ -60,9 +60,10 @@ if [ "$("$tools/bin/uv" --version 2>/dev/null | awk '{print $2}')" != "$UV_VERSI
   fi
 fi
 
-# A pinned Python tool in a virtual environment of its own, .tools/NAME-venv: made anew unless
-# `python -c CHECK` there prints WANT. Then each further argument is one `pip install` (its
-# words split: options and requirements).
+# A pinned Python tool in a virtual environment of its own, .tools/NAME-venv, for python3: made
+# anew unless `python -c CHECK` there prints WANT. Then each further argument is one
+# `uv pip install` (its words split: options and requirements). uv, not venv and pip: pip's
+# own install into each environment and its byte-compiling took most of a minute of CPU.
 pinned_venv() {
   local name=$1 check=$2 want=$3
   shift 3
@@ -72,11 +73,11 @@ pinned_venv() {
   fi
   echo "ensure-tools: installing $name ($want) in $venv (from PyPI)" >&2
   rm -rf "$venv"
-  python3 -m venv "$venv"
+  "$tools/bin/uv" venv -q --python "$(command -v python3)" "$venv"
   local install
   for install in "$@"; do
     # shellcheck disable=SC2086 # an install's words are meant to split
-    "$venv/bin/python" -m pip install -q --disable-pip-version-check $install
+    "$tools/bin/uv" pip install -q --python "$venv/bin/python" $install
   done
 }
 
