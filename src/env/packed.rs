@@ -274,11 +274,7 @@ fn unpack_into(
     major_minor: &str,
 ) -> Result<(), EnvError> {
     let dest = root.join(id.hex());
-    std::fs::create_dir_all(root).map_err(io_err(root))?;
-    let staging = tempfile::Builder::new()
-        .prefix(crate::fsutil::TEMP_PREFIX)
-        .tempdir_in(root)
-        .map_err(io_err(root))?;
+    let staging = staging_in(root)?;
     let reader = match objects.open(id) {
         Ok(r) => r,
         Err(ObjectError::Missing(_)) => {
@@ -321,15 +317,21 @@ fn link_shared(
         unpack_into(objects, shared, id, art, major_minor)?;
     }
     let dest = root.join(id.hex());
-    std::fs::create_dir_all(root).map_err(io_err(root))?;
-    let staging = tempfile::Builder::new()
-        .prefix(crate::fsutil::TEMP_PREFIX)
-        .tempdir_in(root)
-        .map_err(io_err(root))?;
+    let staging = staging_in(root)?;
     crate::fsutil::link_tree(&source, staging.path()).map_err(io_err(&source))?;
     let marker = staging.path().join(COMPLETE);
     std::fs::remove_file(&marker).map_err(io_err(&marker))?;
     finish_staged(staging, &dest, id, major_minor)
+}
+
+/// A new staging directory under `root` (made if need be), removed unless it is kept: what a
+/// killed process leaves is named as the archive's temporary files are.
+fn staging_in(root: &Path) -> Result<tempfile::TempDir, EnvError> {
+    std::fs::create_dir_all(root).map_err(io_err(root))?;
+    tempfile::Builder::new()
+        .prefix(crate::fsutil::TEMP_PREFIX)
+        .tempdir_in(root)
+        .map_err(io_err(root))
 }
 
 /// The last steps of an unpacked interpreter staged in `staging`: build files naming `dest`,
