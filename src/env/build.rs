@@ -108,7 +108,7 @@ fn interpreter(
             found,
         });
     };
-    let shared = super::shared_cache().map(|dir| dir.join("pythons"));
+    let shared = super::shared_cache(super::Shared::Pythons);
     packed::unpack_python(objects, ark_root, art, &major_minor, shared.as_deref())
 }
 

@@ -185,15 +185,29 @@ impl From<ArtifactError> for EnvError {
     }
 }
 
-/// A directory that several archives on one machine share for what depends only on the
-/// machine's interpreters, named by `SWE_ARK_SHARED_CACHE`: ensurepip's seeds (`pip-seeds/`,
-/// [`pipseed`]), packed interpreters (`packed-pythons/`, [`packed::pack_python_once`]) and
-/// unpacked ones (`pythons/`, hard-linked into each archive's: [`packed::unpack_python`]).
-/// Unset, each archive keeps its own in its `cache/` and `pythons/`.
-pub fn shared_cache() -> Option<PathBuf> {
+/// What a directory that several archives on one machine share (named by
+/// `SWE_ARK_SHARED_CACHE`) holds: what depends only on the machine's interpreters.
+#[derive(Debug, Clone, Copy)]
+pub enum Shared {
+    /// ensurepip's seeds ([`pipseed`]).
+    PipSeeds,
+    /// Packed interpreters ([`packed::pack_python_once`]).
+    PackedPythons,
+    /// Unpacked interpreters, hard-linked into each archive's ([`packed::unpack_python`]).
+    Pythons,
+}
+
+/// Where the shared cache keeps `part`; None when `SWE_ARK_SHARED_CACHE` is unset, and each
+/// archive keeps its own in its `cache/` and `pythons/`.
+pub fn shared_cache(part: Shared) -> Option<PathBuf> {
+    let name = match part {
+        Shared::PipSeeds => "pip-seeds",
+        Shared::PackedPythons => "packed-pythons",
+        Shared::Pythons => "pythons",
+    };
     std::env::var_os("SWE_ARK_SHARED_CACHE")
         .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
+        .map(|d| PathBuf::from(d).join(name))
 }
 
 pub(crate) fn io_err(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> EnvError {

@@ -53,8 +53,8 @@ pub struct PipSeeds {
 impl PipSeeds {
     /// The seeds of the archive at `root`, or of the shared cache when there is one.
     pub fn for_ark(root: &Path) -> PipSeeds {
-        match super::shared_cache() {
-            Some(dir) => PipSeeds::at(dir.join("pip-seeds")),
+        match super::shared_cache(super::Shared::PipSeeds) {
+            Some(dir) => PipSeeds::at(dir),
             None => PipSeeds::at(crate::store::Layout::new(root).pip_seeds()),
         }
     }

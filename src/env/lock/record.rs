@@ -30,9 +30,7 @@ pub(super) fn python_meta(
         Some(packed::pack_python_once(
             &ark.objects(),
             &ark.layout().packed_pythons(),
-            crate::env::shared_cache()
-                .map(|d| d.join("packed-pythons"))
-                .as_deref(),
+            crate::env::shared_cache(crate::env::Shared::PackedPythons).as_deref(),
             work,
             interp,
         )?)
