@@ -20,7 +20,9 @@ Then it writes --out (JSON) and prints two Markdown tables that docs/RESULTS.md 
 (repository, version) context (locked, built offline, instances validated exactly / covering /
 differing, gold resolved offline, lock and validation times) and per instance (lock,
 validation, gold replay, times, sizes). "Covering": the computed lists hold every published
-test and more (the published list may be incomplete); "differing": a published test is missing
+test and more (the published list may be incomplete); "cannot run here": kept, the published
+lists coming out but for tests that need the network or a conda-only package (replay grades
+them with and without those: "resolved here"); "differing": a published test is missing
 or in the other list.
 
 Mirrors are found as MIRRORS/OWNER+NAME/repo, MIRRORS/OWNER+NAME.git or MIRRORS/OWNER__NAME.git
@@ -277,6 +279,8 @@ def main():
             d = v.get("published_differences") or {}
             if v["verdict"] == "kept" and v["reason_kind"] == "covers-published":
                 row["match"] = "covering"
+            elif v["verdict"] == "kept" and v["reason_kind"] == "cannot-run-here":
+                row["match"] = "cannot run here"
             elif v["verdict"] == "kept":
                 row["match"] = "exact"
             elif v["reason_kind"] == "differs-from-published" and not d.get(
@@ -322,6 +326,10 @@ def main():
         rows[iid]["gold"] = "resolved"
     for iid in summary.get("unresolved_ids", []):
         rows[iid]["gold"] = "unresolved"
+    # Graded again without the tests that cannot run here (the network, conda-only packages).
+    for iid in summary.get("resolved_here_ids", []):
+        if rows[iid].get("gold") != "resolved":
+            rows[iid]["gold"] = "resolved here"
     for iid, e in summary.get("errors", {}).items():
         rows[iid]["gold"] = e["reason"]
     for iid, s in summary.get("overhead_seconds", {}).items():
@@ -358,9 +366,10 @@ def report(args, rows, locks, root, verified, cut, export_bytes, times):
         c["lock_id"] = lk.get("id", "")
         c["built_offline"] = bool(lk.get("ok")) and not any(
             rows[i].get("gold") == "env-build-failed" for i in ids)
-        for m in ("exact", "covering", "differing", "not validated"):
+        for m in ("exact", "covering", "cannot run here", "differing", "not validated"):
             c[m] = sum(1 for i in ids if rows[i].get("match") == m)
         c["gold_resolved"] = sum(1 for i in ids if rows[i].get("gold") == "resolved")
+        c["gold_resolved_here"] = sum(1 for i in ids if rows[i].get("gold") == "resolved here")
         c["validate_seconds_median"] = median(
             [rows[i]["validate_seconds"] for i in ids if "validate_seconds" in rows[i]])
     result = {
@@ -373,14 +382,16 @@ def report(args, rows, locks, root, verified, cut, export_bytes, times):
         with open(args.out, "w") as f:
             json.dump(result, f, indent=2, sort_keys=True)
     print("| repository | version | instances | locked | built offline | exact | covering | "
-          "differing | not validated | gold resolved offline | lock s | validate s (median) |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+          "cannot run here | differing | not validated | gold resolved offline (here) | lock s | "
+          "validate s (median) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for (repo, version), c in sorted(contexts.items(), key=lambda kv: (kv[0][0], [
             int(x) if x.isdigit() else x for x in kv[0][1].split(".")])):
         locked = "yes" if c["locked"] else ("no" if c["locked"] is False else c["mirror"])
         print(f'| {repo} | {version} | {len(c["instances"])} | {locked} | '
               f'{"yes" if c["built_offline"] else "no"} | {c["exact"]} | {c["covering"]} | '
-              f'{c["differing"]} | {c["not validated"]} | {c["gold_resolved"]} | '
+              f'{c["cannot run here"]} | {c["differing"]} | {c["not validated"]} | '
+              f'{c["gold_resolved"]}{" (+%d)" % c["gold_resolved_here"] if c["gold_resolved_here"] else ""} | '
               f'{c["lock_seconds"] if c["lock_seconds"] is not None else "-"} | '
               f'{c["validate_seconds_median"] if c["validate_seconds_median"] is not None else "-"} |')
     print()
@@ -398,11 +409,13 @@ def report(args, rows, locks, root, verified, cut, export_bytes, times):
               f'{r.get("bundle_bytes", 0) // 1024} KiB |')
     kept = sum(1 for r in rows.values() if r.get("validation") == "kept")
     gold = sum(1 for r in rows.values() if r.get("gold") == "resolved")
+    here = sum(1 for r in rows.values() if r.get("gold") == "resolved here")
     lock_times = [c["lock_seconds"] for c in contexts.values()
                   if c["locked"] and c["lock_seconds"] is not None]
     print(f"\n{len(rows)} instances, {len(contexts)} contexts ({len(lock_times)} locked, median "
-          f"lock {median(lock_times)} s); validated exactly {kept}; gold resolved offline {gold} "
-          f"of {kept}; release root {root or '-'}; release verify "
+          f"lock {median(lock_times)} s); kept {kept}; gold resolved offline {gold} "
+          f"of {kept}{f' (and {here} more without tests that cannot run here)' if here else ''}; "
+          f"release root {root or '-'}; release verify "
           f"{'ok' if verified else 'FAILED or not run'}; exported file {export_bytes} bytes; "
           f"network cut: {cut}")
     print("times: " + ", ".join(f"{k} {v:.0f} s" for k, v in result["seconds"].items()))

@@ -11,6 +11,7 @@ pub mod collect;
 pub mod context;
 pub mod dataset;
 pub mod demo;
+pub mod diff;
 pub mod digest;
 pub mod env;
 pub mod failpoint;

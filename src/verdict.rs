@@ -137,6 +137,9 @@ reasons! {
     DiffersFromPublished = "differs-from-published";
     /// Kept: the computed lists hold the published ones and more.
     CoversPublished = "covers-published";
+    /// Kept: the published lists come out but for tests that cannot run here (they need the
+    /// network, or a package only conda provides); replay grades with and without them.
+    CannotRunHere = "cannot-run-here";
     // A replayed prediction's.
     UnknownInstance = "unknown-instance" / "unknown_instance";
     EmptyPatch = "empty-patch" / "empty_patch";

@@ -18,7 +18,10 @@ const LAYERS: &[(u32, &[&str])] = &[
     (4, &["store"]),
     (3, &["mirror"]),
     (2, &["bundle", "manifest"]),
-    (1, &["dataset", "logparse", "vcs", "sandbox", "remote"]),
+    (
+        1,
+        &["dataset", "logparse", "vcs", "sandbox", "remote", "diff"],
+    ),
     (
         0,
         &[

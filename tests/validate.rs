@@ -1,7 +1,7 @@
 //! `validate` for real: a Python project made here, mirrored, its context locked from a local
 //! index (pytest from the wheels `make test` fetched), and instances that show each verdict:
 //! kept (collected and published), not reproducible, no FAIL_TO_PASS, a test patch that does
-//! not apply, tests stopped by an ImportError, a flaky test, a timeout, and a test that needs
+//! not apply, tests stopped by an ImportError before and after the gold patch, a flaky test, a timeout, and a test that needs
 //! the network to drop packets rather than refuse them, and one that reaches a loopback service
 //! of the manifest. Then `ls --validated`, `export-dataset --validated-only`,
 //! `pack --all-validated`, and `replay` of the gold patches and of predictions (right, wrong,
@@ -16,9 +16,6 @@ use std::path::{Path, PathBuf};
 
 use common::widget::{ADD_TEST, GOLD, Widget, instance, offline_swe_ark, test_patch};
 use common::{TestContext, stderr, stdout};
-
-const NEW_MODULE: &str = "diff --git a/widget/newmod.py b/widget/newmod.py\nnew file mode 100644\n\
---- /dev/null\n+++ b/widget/newmod.py\n@@ -0,0 +1 @@\n+VALUE = 1\n";
 
 const README_ONLY: &str = "diff --git a/README.txt b/README.txt\nnew file mode 100644\n\
 --- /dev/null\n+++ b/README.txt\n@@ -0,0 +1 @@\n+hello\n";
@@ -90,7 +87,8 @@ fn validation_proves_instances_and_replay_grades_predictions_from_their_bundles(
             &[],
             &base,
         ),
-        instance(7, &test_patch(import_test), NEW_MODULE, &[], &[], &base),
+        // A test file that imports what no patch makes: its tests never run.
+        instance(7, &test_patch(import_test), GOLD, &[], &[], &base),
         instance(9, &test_patch(slow_test), GOLD, &[], &[], &base),
         instance(
             10,
@@ -172,7 +170,8 @@ fn validation_proves_instances_and_replay_grades_predictions_from_their_bundles(
     let (_, kind, reason) = verdict(7);
     assert_eq!(kind, "tests-did-not-run", "{reason}");
     assert!(
-        reason.contains("ImportError") || reason.contains("ModuleNotFoundError"),
+        (reason.contains("ImportError") || reason.contains("ModuleNotFoundError"))
+            && reason.contains("nor after it"),
         "{reason}"
     );
     let (_, kind, reason) = verdict(9);
@@ -1110,20 +1109,25 @@ fn an_instance_imported_after_its_lock_is_run_once_the_context_is_locked_again()
 
 /// A published PASS_TO_PASS test that needs a package only conda provides (the context's conda
 /// environment file names `cdms2`, which PyPI lacks) is skipped here: validation names the
-/// package as the cause, and replay grades the instance both as published (not resolved: the
-/// test did not pass) and without that test (resolved here), counting it among those that
-/// reproduce.
+/// package as the cause, keeps the instance (the rest comes out as published), and replay
+/// grades it both as published (not resolved: the test did not pass) and without that test
+/// (resolved here), counting it among those that reproduce. The file is the one the lock was
+/// made from, at the environment setup commit: the instance's older base commit has none.
 #[test]
 fn a_test_that_needs_what_only_conda_provides_is_named_and_graded_without() {
     let t = TestContext::new();
     let Some(w) = Widget::new(&t) else { return };
-    w.set_versions("[versions.\"2.0\"]\nconda_environment = [\"environment.yml\"]\n");
+    w.set_versions(
+        "[versions.\"2.0\"]\nconda_environment = [\"ci/requirements/environment.yml\"]\n",
+    );
+    let base = w.base.clone();
+    std::fs::create_dir_all(w.repo.join("ci/requirements")).unwrap();
     std::fs::write(
-        w.repo.join("environment.yml"),
+        w.repo.join("ci/requirements/environment.yml"),
         "name: testbed\nchannels:\n  - conda-forge\ndependencies:\n  - cdms2\n",
     )
     .unwrap();
-    let base = common::git_commit_all(&w.repo, "conda environment", "2021-06-10T00:00:00Z");
+    let env_commit = common::git_commit_all(&w.repo, "conda environment", "2021-06-10T00:00:00Z");
     w.add_mirror(&t);
     let cdms2 = "tests/test_core.py::test_to_and_from_cdms2";
     let (add, sub) = (
@@ -1135,6 +1139,7 @@ fn a_test_that_needs_what_only_conda_provides_is_named_and_graded_without() {
     );
     let mut row = instance(8, &test_patch(&body), GOLD, &[add], &[sub, cdms2], &base);
     row["version"] = "2.0".into();
+    row["environment_setup_commit"] = env_commit.as_str().into();
     let file = t.path("conda.jsonl");
     std::fs::write(&file, format!("{row}\n")).unwrap();
     w.ok(&t, &["import", file.to_str().unwrap()]);
@@ -1143,7 +1148,8 @@ fn a_test_that_needs_what_only_conda_provides_is_named_and_graded_without() {
     let v: serde_json::Value =
         serde_json::from_str(&w.ok(&t, &["validate", "--json", "--runs", "1"])).unwrap();
     let r = &v["validated"][0];
-    assert_eq!(r["verdict"], "not-reproducible", "{r}");
+    assert_eq!(r["verdict"], "kept", "{r}");
+    assert_eq!(r["reason_kind"], "cannot-run-here", "{r}");
     let reason = r["reason"].as_str().unwrap();
     assert!(
         reason.contains(&format!(
@@ -1159,10 +1165,7 @@ fn a_test_that_needs_what_only_conda_provides_is_named_and_graded_without() {
         "{r}"
     );
 
-    w.ok(
-        &t,
-        &["pack", "--instance-ids", "acme__widget-8", "--unproven"],
-    );
+    w.ok(&t, &["pack", "--all-validated"]);
     w.ok(&t, &["replay", "--gold", "--run-id", "g"]);
     let runs = t.ark().join("runs/g");
     // The run report, `<model>.<run-id>.json` (beside it, swebench's run.json).

@@ -104,15 +104,6 @@ pub trait Kind: Sync {
     /// The log parser a context of this kind names when its manifest names none.
     fn default_parser(&self) -> &'static str;
 
-    /// What the context's own definition asks for, read from the instance's work tree, that
-    /// an environment of this kind cannot have here (a package only conda provides, a system
-    /// program): a published test that needed one cannot come out as published.
-    /// By default nothing: only Python's contexts ask for what cannot be had (conda).
-    fn unavailable(&self, ctx: &Context, work_tree: &Path) -> Vec<Unavailable> {
-        let _ = (ctx, work_tree);
-        Vec::new()
-    }
-
     /// What of the work tree one evaluation or run leaves for the next. `None`: all of it.
     /// `Some(kept)`: before each evaluation after the first, and each run after the first,
     /// every path the tree did not hold before is removed but those under `kept` (build
@@ -179,6 +170,30 @@ pub trait Lock: Send + Sync {
     /// the base commits of the instances the archive held when it was made. An instance at
     /// another commit may ask for what it lacks (imported after it: lock again).
     fn base_commits(&self) -> Vec<String>;
+    /// The files of an instance's patches (`[test patch, gold patch]`) that change what the
+    /// context's install reads, when the lock was not made from the tree after them (it
+    /// predates the instance): the install after the gold patch may ask for what the lock
+    /// lacks, and locking again covers it. Empty by default: a kind whose locks say nothing of
+    /// patched trees.
+    fn uncovered_patch_files(
+        &self,
+        ctx: &Context,
+        instance_id: &str,
+        patches: [&str; 2],
+    ) -> Vec<String> {
+        let _ = (ctx, instance_id, patches);
+        Vec::new()
+    }
+
+    /// What the context's definition, as the lock was made from it, asks for that its
+    /// environment cannot have here (a package only conda provides): a published test that
+    /// needed one cannot come out as published. `file_at(commit, path)` reads a file of the
+    /// repository. Empty by default: only Python's contexts ask for what cannot be had.
+    fn unavailable(&self, file_at: &dyn Fn(&str, &str) -> Option<Vec<u8>>) -> Vec<Unavailable> {
+        let _ = file_at;
+        Vec::new()
+    }
+
     /// Every object it names (artifacts, a packed interpreter), each once, in the order of
     /// their ids: id, size and what it is (`wheel`, `sdist`, `interpreter`, …).
     fn objects(&self) -> Vec<NeededObject>;

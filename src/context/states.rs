@@ -1,9 +1,8 @@
 //! The states of a repository's tree a lock of a non-Python kind must cover: every base commit
 //! of the context's instances in the archive, and each instance's patches on its base commit
-//! where they change a build file (the kind says which files are).
+//! where they change a build file (the kind says which files are: `crate::diff` reads a patch).
 
 use std::collections::BTreeSet;
-use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::{ContextError, LockOptions};
@@ -82,17 +81,6 @@ pub fn states_of(
     Ok(Some((commits, states)))
 }
 
-/// The paths a patch changes (`+++ b/…` and `--- a/…`).
-pub fn patched_paths(patch: &str) -> impl Iterator<Item = &str> {
-    patch
-        .lines()
-        .filter_map(|l| {
-            l.strip_prefix("+++ b/")
-                .or_else(|| l.strip_prefix("--- a/"))
-        })
-        .map(str::trim_end)
-}
-
 pub fn commit_time(mirror: &Mirror, commit: &str) -> Result<SystemTime, ContextError> {
     let c = mirror
         .repo
@@ -105,29 +93,4 @@ pub fn commit_time(mirror: &Mirror, commit: &str) -> Result<SystemTime, ContextE
         })
         .map_err(crate::env::EnvError::from)?;
     Ok(UNIX_EPOCH + Duration::from_secs(c.time().seconds().max(0) as u64))
-}
-
-/// A test patch, then a gold patch, applied to the tree at `src`; on failure, which one and
-/// what git said.
-pub fn apply_patches(src: &Path, patches: [&str; 2]) -> Result<(), (&'static str, String)> {
-    for (what, patch) in ["test patch", "gold patch"].into_iter().zip(patches) {
-        if patch.trim().is_empty() {
-            continue;
-        }
-        let file = src.with_extension("diff");
-        std::fs::write(&file, patch).map_err(|e| (what, e.to_string()))?;
-        let out = crate::gitcmd::command()
-            .args(["apply", "--whitespace=nowarn"])
-            .arg(&file)
-            .current_dir(src)
-            .output()
-            .map_err(|e| (what, e.to_string()))?;
-        if !out.status.success() {
-            return Err((
-                what,
-                String::from_utf8_lossy(&out.stderr).trim().to_string(),
-            ));
-        }
-    }
-    Ok(())
 }

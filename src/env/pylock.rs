@@ -35,9 +35,10 @@ pub enum Role {
     /// Only needed to build something (an sdist, the repository's own install): kept in the
     /// environment's wheelhouse, not installed.
     Build,
-    /// Needed by the repository's install at some instance's base commit but not at the
-    /// environment setup commit (dependencies change between commits): kept in the
-    /// wheelhouse, installed by that instance's own install.
+    /// Needed by the repository's install at some instance's base commit, or after some
+    /// instance's patches, but not at the environment setup commit (dependencies change
+    /// between commits, and a fix may add one): kept in the wheelhouse, installed by that
+    /// instance's own install.
     Instance,
     /// Installed in a service's own environment only (`[[tool.swe-ark.services]]`), not in
     /// the tests' environment.
@@ -213,6 +214,11 @@ pub struct LockMeta {
     /// the wheelhouse).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub instance_commits: Vec<String>,
+    /// The instances whose test patch or gold patch changes a build file, whose install after
+    /// the patches was run too (what the patches add is in the wheelhouse). Absent in locks
+    /// made before patched trees were installed, and where no instance's patches change one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub instance_patches: Vec<String>,
     /// What the lock run had to say (re-uploaded projects, skipped commands, …).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
@@ -435,6 +441,7 @@ mod tests {
                     bundled: vec![],
                     project: None,
                     instance_commits: vec![],
+                    instance_patches: vec![],
                     notes: vec![],
                     services: vec![],
                 },

@@ -219,13 +219,15 @@ fn finish(out: Output, step: &str) -> Result<Output, EnvError> {
     })
 }
 
-/// The last `lines` lines of stdout then stderr.
+/// The last `lines` lines of stdout then stderr, without colours (pip and uv colour theirs on
+/// a terminal, or when told to).
 pub fn tail(out: &Output, lines: usize) -> String {
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    let text = crate::logparse::uncoloured(&text);
     last_lines(&text, lines)
         .iter()
         .map(|l| format!("  | {l}"))

@@ -118,9 +118,10 @@ pub(crate) fn read_written(path: &Path, limit: u64) -> Option<Vec<u8>> {
     Some(bytes)
 }
 
-/// The last `lines` lines of a log.
+/// The last `lines` lines of a log, without colours (a reason is read as plain text).
 pub(crate) fn tail(bytes: &[u8], lines: usize) -> String {
     let text = String::from_utf8_lossy(bytes);
+    let text = crate::logparse::uncoloured(&text);
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
 }

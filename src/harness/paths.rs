@@ -4,41 +4,7 @@
 
 use std::path::Path;
 
-/// The paths a unified diff names (`diff --git a/X b/Y`, `--- X`, `+++ Y`, rename and copy
-/// lines), with their `a/` / `b/` prefixes removed; `/dev/null` left out.
-pub fn touched_paths(patch: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let strip = |p: &str| -> String {
-        let p = p.split('\t').next().unwrap_or("").trim_end();
-        let p = p.trim_matches('"');
-        p.strip_prefix("a/")
-            .or_else(|| p.strip_prefix("b/"))
-            .unwrap_or(p)
-            .to_string()
-    };
-    for line in patch.lines() {
-        if let Some(rest) = line.strip_prefix("diff --git ") {
-            for part in rest.splitn(2, " b/") {
-                out.push(strip(part));
-            }
-        } else if let Some(p) = line
-            .strip_prefix("--- ")
-            .or_else(|| line.strip_prefix("+++ "))
-        {
-            if p.trim() != "/dev/null" {
-                out.push(strip(p));
-            }
-        } else if let Some(p) = ["rename from ", "rename to ", "copy from ", "copy to "]
-            .iter()
-            .find_map(|k| line.strip_prefix(k))
-        {
-            out.push(p.to_string());
-        }
-    }
-    out.sort();
-    out.dedup();
-    out
-}
+pub use crate::diff::touched_paths;
 
 /// The files a diff creates (`new file mode`, or `--- /dev/null`), as [`touched_paths`] names
 /// them.

@@ -219,6 +219,15 @@ pub fn parse(parser: &str, log: &str, grading: Grading) -> Result<StatusMap, Log
     Ok(harness_parse(|log| text_parser(log, v5), log))
 }
 
+/// `log` without its terminal escape sequences (colours, bold, cursor moves): a runner that
+/// colours its output (pytest under tox, `--color=yes`) starts a failure's header or an `E`
+/// line with one. For reading a log for names and reasons; the parsers read results as the
+/// harness whose readings they keep does (SWE-bench's `pytest_v2` removes colours itself,
+/// its `pytest` does not).
+pub fn uncoloured(log: &str) -> Cow<'_, str> {
+    console::strip_ansi_codes(log)
+}
+
 /// The harness's `START_TEST_OUTPUT` (`swebench/harness/constants/__init__.py`).
 const START_TEST_OUTPUT: &str = ">>>>> Start Test Output";
 /// The harness's `END_TEST_OUTPUT`.

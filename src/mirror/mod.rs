@@ -521,6 +521,15 @@ impl Mirror {
         }
     }
 
+    /// The bytes of the file at `path` in `commit`'s tree; None when the commit or the file is
+    /// not there (or is not a file).
+    pub fn file_at(&self, commit: &str, path: &str) -> Option<Vec<u8>> {
+        let tree = self.commit(commit).ok()?.tree().ok()?;
+        let entry = tree.get_path(Path::new(path)).ok()?;
+        let blob = entry.to_object(&self.repo).ok()?.into_blob().ok()?;
+        Some(blob.content().to_vec())
+    }
+
     /// Pins `commit` under `refs/swe-ark/instances/<instance>/<role>`, so no fetch can drop it.
     /// Returns the ref's name.
     pub fn pin(&self, instance_id: &str, role: &str, commit: &str) -> Result<String, MirrorError> {

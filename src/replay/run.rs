@@ -849,6 +849,8 @@ fn summarize(rs: &[&InstanceReport]) -> serde_json::Value {
         },
         "excluded": rs.iter().filter(|r| !r.excluded.is_empty()).map(|r| (r.instance_id.clone(), r.excluded.clone())).collect::<BTreeMap<_, _>>(),
         "cannot_run": rs.iter().filter(|r| !r.cannot_run.is_empty()).map(|r| (r.instance_id.clone(), r.cannot_run.clone())).collect::<BTreeMap<_, _>>(),
+        // Resolved once graded without the tests that cannot run here (`cannot_run`).
+        "resolved_here_ids": ids(&|r| r.resolved_here == Some(true)),
         "total_instances": rs.len(),
         "submitted_instances": rs.len(),
         "completed_instances": ids(&completed).len(),

@@ -95,25 +95,10 @@ pub fn expected_of(results: &Results) -> Expected {
 /// provides), when they explain every difference from the published lists and some
 /// published FAIL_TO_PASS test still runs: an instance replay can grade on the rest.
 fn cannot_run(results: &Results) -> std::collections::BTreeMap<String, String> {
-    let mut out = std::collections::BTreeMap::new();
-    let Some(d) = &results.published_differences else {
-        return out;
-    };
-    for (test, line) in &d.needs_network {
-        out.insert(test.clone(), format!("needs the network: {line}"));
+    match &results.published_differences {
+        Some(d) if !results.fail_to_pass.is_empty() => d.cannot_run(),
+        _ => Default::default(),
     }
-    for (test, why) in &d.needs_unavailable {
-        out.insert(test.clone(), why.clone());
-    }
-    let explained = d.fail_to_pass_extra.is_empty()
-        && d.fail_to_pass_missing
-            .iter()
-            .chain(&d.pass_to_pass_missing)
-            .all(|t| out.contains_key(t));
-    if !explained || results.fail_to_pass.is_empty() {
-        out.clear();
-    }
-    out
 }
 
 /// What a version 3 bundle holds of a validation: `expected.json` and the normalized logs.

@@ -313,15 +313,17 @@ fn run_steps(
     results
         .timings
         .insert("materialize".into(), t.elapsed().as_secs_f64());
-    // What the context asks for that the environment here lacks (read from the base
-    // commit's files): a published test that needs it is named with it.
-    let unavailable: Vec<(String, String)> = kinds::kind_of(&ctx)
-        .map(|k| k.unavailable(&ctx, &work.join("src")))
-        .unwrap_or_default()
-        .into_iter()
-        .map(|u| (u.name, u.why))
-        .collect();
     let lock = chosen_lock(ark, &ctx, opts)?;
+    // What the context, as its lock was made from it, asks for that the environment here
+    // lacks: a published test that needs it is named with it.
+    let unavailable = unavailable_of(ark, instance, lock.as_ref());
+    // What the patches change of the build that the lock was not made with: an install after
+    // the gold patch that fails for it is the lock's to fix.
+    let uncovered_patch_files = lock.uncovered_patch_files(
+        &ctx,
+        &instance.instance_id,
+        [&instance.test_patch, &instance.patch],
+    );
     results.lock = lock.id().hex();
     results.python = lock.runtime();
     results.layout = Some(expected::FIXED_LAYOUT);
@@ -338,8 +340,16 @@ fn run_steps(
     };
     let covered = prepared.lock.base_commits();
     let mut run = harness::Instance::start(work, prepared, &opts.run)?;
-    let outcome = run_and_judge(&mut run, instance, opts, &unavailable, results, logs)
-        .map_err(|stop| not_covered(stop, instance, &covered, results));
+    let outcome = run_and_judge(
+        &mut run,
+        instance,
+        opts,
+        &unavailable,
+        &uncovered_patch_files,
+        results,
+        logs,
+    )
+    .map_err(|stop| not_covered(stop, instance, &covered, results));
     let record = run.finish();
     results.exit_codes = record.exit_codes;
     results.timings.extend(record.timings);
@@ -379,6 +389,49 @@ fn not_covered(stop: Stop, instance: &Instance, covered: &[String], results: &Re
             covered.len(),
             if covered.len() == 1 { "" } else { "s" },
             &instance.base_commit[..12.min(instance.base_commit.len())],
+            instance.repo,
+            instance.version,
+        ),
+    )
+}
+
+/// What `lock` says its context asks for that the environment here lacks (name, the rest of
+/// the sentence), its files read from the instance's mirror.
+fn unavailable_of(ark: &Ark, instance: &Instance, lock: &dyn Lock) -> Vec<(String, String)> {
+    let mirror = RepoName::parse(&instance.repo)
+        .and_then(|name| Mirror::open(&ark.mirrors_dir(), &name).ok());
+    let file_at = |commit: &str, path: &str| mirror.as_ref()?.file_at(commit, path);
+    lock.unavailable(&file_at)
+        .into_iter()
+        .map(|u| (u.name, u.why))
+        .collect()
+}
+
+/// An install after the gold patch that failed where the instance's patches change build
+/// files the lock was not made with (it predates the instance): the archive's problem, as
+/// [`not_covered`] says of base commits.
+fn patch_not_covered(stop: Stop, instance: &Instance, files: &[String], lock: &str) -> Stop {
+    let Stop(kind, why) = stop;
+    if kind != Reason::InstallFailed || files.is_empty() {
+        return Stop(kind, why);
+    }
+    let last = why
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim();
+    Stop(
+        Reason::LockDoesNotCover,
+        format!(
+            "lock {} of {} {} was not made from this instance's tree after its patches, which \
+             change {} (it was made before the instance came into the archive), and the \
+             install after the gold patch failed offline ({last}): run `swe-ark env lock {} {}` \
+             again to lock what the patches ask for too. {why}",
+            &lock[..12.min(lock.len())],
+            instance.repo,
+            instance.version,
+            files.join(", "),
             instance.repo,
             instance.version,
         ),
@@ -440,11 +493,18 @@ fn materialize(
 
 /// The two evaluations, parsed by the readings of swebench 4.1.0's parsers (those the
 /// published lists were written with), and the lists judged against the published ones.
+///
+/// The run before the gold patch is meant to fail: a test file that cannot even be collected
+/// there (its test patch imports a name only the gold patch adds) fails every test of it, as
+/// in SWE-bench, where a test absent from the log before is not passing. Such an error stops
+/// the instance only when the tests do not run after the gold patch either.
+#[allow(clippy::too_many_arguments)]
 fn run_and_judge(
     run: &mut harness::Instance,
     instance: &Instance,
     opts: &ValidateOptions,
     unavailable: &[(String, String)],
+    uncovered_patch_files: &[String],
     results: &mut Results,
     logs: &mut Logs,
 ) -> Result<(), Stop> {
@@ -471,12 +531,7 @@ fn run_and_judge(
     logs.pre = Some(pre_log);
     let mut parse_seconds = t.elapsed().as_secs_f64();
     results.pre = pre_map.clone();
-    if let Some(line) = outcome::stopped_by_import_error(&pre_text, &pre_map, &directives) {
-        return Err(Stop(
-            Reason::TestsDidNotRun,
-            format!("the tests before the gold patch did not run: {line}"),
-        ));
-    }
+    let stopped_before = outcome::stopped_by_import_error(&pre_text, &pre_map, &directives);
 
     // After it, K runs (flakiness).
     let mut post = Evaluated::default();
@@ -489,7 +544,8 @@ fn run_and_judge(
             install_must_succeed: true,
         },
         &mut post,
-    )?;
+    )
+    .map_err(|stop| patch_not_covered(stop, instance, uncovered_patch_files, &results.lock))?;
     let mut posts = Vec::new();
     for (k, r) in post.runs.into_iter().enumerate() {
         let t = Instant::now();
@@ -501,6 +557,23 @@ fn run_and_judge(
     }
     results.post = posts.clone();
     run.time("parse", parse_seconds);
+    if let Some(before) = stopped_before {
+        let post_text = logs
+            .post
+            .as_deref()
+            .map(String::from_utf8_lossy)
+            .unwrap_or_default();
+        let post_map = posts.first().cloned().unwrap_or_default();
+        if let Some(after) = outcome::stopped_by_import_error(&post_text, &post_map, &directives) {
+            return Err(Stop(
+                Reason::TestsDidNotRun,
+                format!(
+                    "the tests did not run, before the gold patch ({before}) nor after it \
+                     ({after})"
+                ),
+            ));
+        }
+    }
     let lists: Lists = outcome::lists(&pre_map, &posts);
     results.fail_to_pass = lists.fail_to_pass.clone();
     results.pass_to_pass = lists.pass_to_pass.clone();
@@ -531,11 +604,22 @@ fn judge(
         d.needs_network = outcome::needing_network(&d, &[&post_text, pre_text]);
         d.needs_unavailable =
             outcome::needing_unavailable(&d, unavailable, &[&post_text, pre_text]);
+        let cannot_run = d.cannot_run();
         if d.covers_published() {
             results.reason_kind = Some(Reason::CoversPublished);
             results.reason = format!(
                 "{}: the published lists come out as published and are what evaluation judges",
                 d.describe()
+            );
+        } else if !cannot_run.is_empty() && !lists.fail_to_pass.is_empty() {
+            // Reproduced but for tests that cannot run here: kept, and graded both ways.
+            results.reason_kind = Some(Reason::CannotRunHere);
+            results.reason = format!(
+                "{}; the rest comes out as published: replay grades it against the published \
+                 lists and again without the {} test{} that cannot run here",
+                outcome::difference_reason(&d, &results.services),
+                cannot_run.len(),
+                if cannot_run.len() == 1 { "" } else { "s" },
             );
         } else if !d.is_empty() {
             results.verdict = Verdict::NotReproducible;

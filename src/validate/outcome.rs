@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::logparse::{StatusMap, TestStatus};
+use crate::logparse::{StatusMap, TestStatus, uncoloured};
 
 /// What the runs showed.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -69,13 +69,18 @@ pub fn stopped_by_import_error(
     if !pre.is_empty() && !file_failed {
         return None;
     }
-    pre_log
-        .lines()
-        .find(|l| {
-            l.contains("ImportError")
-                || l.contains("AttributeError")
-                || l.contains("ModuleNotFoundError")
-        })
+    let log = uncoloured(pre_log);
+    let error = |l: &&str| {
+        l.contains("ImportError")
+            || l.contains("AttributeError")
+            || l.contains("ModuleNotFoundError")
+    };
+    // pytest's own `E` line says what could not be imported; its header only that something
+    // could not.
+    log.lines()
+        .filter(error)
+        .find(|l| l.starts_with("E "))
+        .or_else(|| log.lines().find(error))
         .map(|l| l.trim().to_string())
 }
 
@@ -115,6 +120,29 @@ impl Differences {
             && self.fail_to_pass_extra.is_empty()
             && self.fail_to_pass_missing.is_empty()
             && self.pass_to_pass_missing.is_empty()
+    }
+
+    /// The published tests that cannot run here (they need the network, or what only conda
+    /// provides), each with why, when they explain every difference but extra PASS_TO_PASS
+    /// tests (no FAIL_TO_PASS test extra, every missing test among them); empty otherwise.
+    pub fn cannot_run(&self) -> BTreeMap<String, String> {
+        let mut out = BTreeMap::new();
+        for (test, line) in &self.needs_network {
+            out.insert(test.clone(), format!("needs the network: {line}"));
+        }
+        for (test, why) in &self.needs_unavailable {
+            out.insert(test.clone(), why.clone());
+        }
+        let explained = self.fail_to_pass_extra.is_empty()
+            && self
+                .fail_to_pass_missing
+                .iter()
+                .chain(&self.pass_to_pass_missing)
+                .all(|t| out.contains_key(t));
+        if !explained {
+            out.clear();
+        }
+        out
     }
 
     /// One sentence naming the tests (at most a few of each kind).
@@ -166,8 +194,10 @@ pub fn network_failures(log: &str) -> BTreeMap<String, String> {
 }
 
 /// The failures of a pytest log (`-rA`) by the title of their section, each with the last `E`
-/// line (or any line) of the section that `sign` holds for.
+/// line (or any line) of the section that `sign` holds for. Read without colours: under tox,
+/// pytest starts each section's header with an escape sequence.
 fn failure_lines(log: &str, sign: &dyn Fn(&str) -> bool) -> BTreeMap<String, String> {
+    let log = uncoloured(log);
     let mut out = BTreeMap::new();
     let mut section: Option<String> = None;
     let mut found: Option<String> = None;
@@ -243,8 +273,9 @@ pub fn needing_unavailable(
     if unavailable.is_empty() {
         return out;
     }
+    let plain: Vec<_> = logs.iter().map(|l| uncoloured(l)).collect();
     for (name, why) in unavailable {
-        let failures: Vec<BTreeMap<String, String>> = logs
+        let failures: Vec<BTreeMap<String, String>> = plain
             .iter()
             .map(|l| failure_lines(l, &|line| names(line, name)))
             .collect();
@@ -256,7 +287,7 @@ pub fn needing_unavailable(
             let title = section_title(test);
             let shown = names(test, name)
                 || failures.iter().any(|f| f.contains_key(&title))
-                || logs.iter().any(|log| {
+                || plain.iter().any(|log| {
                     log.lines()
                         .any(|l| l.contains(file) && l.contains("SKIP") && names(l, name))
                 });
@@ -461,6 +492,41 @@ FAILED test_requests.py::RequestsTestCase::test_auth_is_stripped_on_redirect_off
                 && why.contains("test_auth_is_stripped_on_redirect_off_host (E requests.")
                 && !why.contains("test_conflicting_post_params ("),
             "{why}"
+        );
+    }
+
+    #[test]
+    fn failures_are_read_in_coloured_output_too() {
+        // pytest under tox with colour: each header and `E` line starts with an escape.
+        let log = "\
+\x1b[31m\x1b[1m=================================== FAILURES ===================================\x1b[0m
+\x1b[31m\x1b[1m________________________________ test_defaults _________________________________\x1b[0m
+\x1b[1m\x1b[31mE       requests.exceptions.ConnectionError: HTTPSConnectionPool(host='www.google.com', port=443): Max retries exceeded (Caused by NameResolutionError: Failed to resolve 'www.google.com' ([Errno -3] Temporary failure in name resolution))\x1b[0m
+\x1b[31m\x1b[1m___________________________ test_anchors_ignored ____________________________\x1b[0m
+\x1b[1m\x1b[31mE       assert 1 == 0\x1b[0m
+\x1b[31m=========================== short test summary info ============================\x1b[0m
+";
+        let found = network_failures(log);
+        assert_eq!(found.keys().collect::<Vec<_>>(), vec!["test_defaults"]);
+        assert!(
+            found["test_defaults"].starts_with("E requests.exceptions.ConnectionError")
+                && !found["test_defaults"].contains('\x1b'),
+            "{found:?}"
+        );
+        let mut d = Differences {
+            pass_to_pass_missing: vec!["tests/test_build_linkcheck.py::test_defaults".into()],
+            ..Differences::default()
+        };
+        d.needs_network = needing_network(&d, &[log]);
+        assert!(
+            difference_reason(&d, &[]).contains("1 of them needed the network"),
+            "{d:?}"
+        );
+        let pre = "\x1b[31mERROR\x1b[0m tests/test_x.py\n\x1b[1m\x1b[31mE   ImportError: \
+                   cannot import name 'IS_PYPY'\x1b[0m\n";
+        assert_eq!(
+            stopped_by_import_error(pre, &StatusMap::new(), &[]).as_deref(),
+            Some("E   ImportError: cannot import name 'IS_PYPY'")
         );
     }
 

@@ -18,8 +18,9 @@ use super::document::{self, Generated, GeneratedLock, LockedPackage, NodeLock, T
 use super::registry::{NPMJS, Online};
 use super::runtime::{self, Found};
 use crate::context::lockdoc::record_lock;
-use crate::context::states::{self, State, commit_time, patched_paths, states_of};
+use crate::context::states::{State, commit_time, states_of};
 use crate::context::{ContextError, LockOptions, LockSummary};
+use crate::diff::{apply_test_and_gold, touched_paths};
 use crate::digest::Sha256Digest;
 use crate::env::asof::rfc3339;
 use crate::env::steps::StepRunner;
@@ -182,7 +183,9 @@ fn io(p: &Path) -> impl Fn(std::io::Error) -> NodeError + '_ {
 /// Whether a patch changes what npm installs: a `package.json` or `package-lock.json` at the
 /// root.
 fn touches_package_files(patch: &str) -> bool {
-    patched_paths(patch).any(|p| p == "package.json" || p == "package-lock.json")
+    touched_paths(patch)
+        .iter()
+        .any(|p| p == "package.json" || p == "package-lock.json")
 }
 
 /// One download for each URL; the integrity strings two lockfiles give it are all checked.
@@ -395,7 +398,7 @@ impl Resolver<'_> {
             self.upgrade_old(&state.commit, &src)?;
         }
         if let Some((id, test_patch, gold)) = &state.patches {
-            states::apply_patches(&src, [test_patch, gold]).map_err(|(what, detail)| {
+            apply_test_and_gold(&src, [test_patch, gold]).map_err(|(what, detail)| {
                 NodeError::Patch {
                     instance: id.clone(),
                     what,
@@ -404,7 +407,7 @@ impl Resolver<'_> {
             })?;
             let brings_lock = [test_patch, gold]
                 .iter()
-                .any(|p| patched_paths(p).any(|f| f == "package-lock.json"));
+                .any(|p| touched_paths(p).iter().any(|f| f == "package-lock.json"));
             if brings_lock {
                 self.upgrade_old(&state.commit, &src)?;
             } else {
@@ -562,7 +565,7 @@ fn prove(
             detail,
         };
         if let Some((id, test_patch, gold)) = &state.patches {
-            states::apply_patches(&src, [test_patch, gold]).map_err(|(what, detail)| {
+            apply_test_and_gold(&src, [test_patch, gold]).map_err(|(what, detail)| {
                 NodeError::Patch {
                     instance: id.clone(),
                     what,

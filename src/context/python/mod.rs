@@ -84,25 +84,6 @@ impl Kind for Python {
     fn default_parser(&self) -> &'static str {
         "pytest"
     }
-
-    /// The packages of the context's conda environment file (the first of the manifest's that
-    /// the work tree has, as SWE-bench picks it) that pip cannot provide.
-    fn unavailable(&self, ctx: &Context, work_tree: &Path) -> Vec<Unavailable> {
-        let Some(text) = ctx
-            .conda_environment
-            .iter()
-            .find_map(|f| std::fs::read_to_string(work_tree.join(f)).ok())
-        else {
-            return Vec::new();
-        };
-        crate::env::conda::absent_in(&text)
-            .into_iter()
-            .map(|(name, why)| Unavailable {
-                name,
-                why: format!("which only conda provides: {why}"),
-            })
-            .collect()
-    }
 }
 
 /// What `env lock` says of a Python lock: its report, and a sentence of it.
@@ -156,6 +137,50 @@ impl Lock for PythonLock {
         let meta = &self.lock.tool.swe_ark;
         std::iter::once(meta.commit.clone())
             .chain(meta.instance_commits.iter().cloned())
+            .collect()
+    }
+
+    /// The patches' build files ([`crate::env::lock::build_files_touched`]) when the lock
+    /// does not name the instance among those whose patched trees it installed.
+    fn uncovered_patch_files(
+        &self,
+        ctx: &Context,
+        instance_id: &str,
+        patches: [&str; 2],
+    ) -> Vec<String> {
+        let meta = &self.lock.tool.swe_ark;
+        if meta.instance_patches.iter().any(|i| i == instance_id) {
+            return Vec::new();
+        }
+        let mut files: Vec<String> = patches
+            .iter()
+            .flat_map(|p| crate::env::lock::build_files_touched(p, ctx))
+            .collect();
+        files.sort();
+        files.dedup();
+        files
+    }
+
+    /// The packages of the conda environment file the lock was made from (the one its context
+    /// names, at the commit it was locked at, as SWE-bench builds the image from it) that pip
+    /// cannot provide. An instance's own base commit may lack that file (xarray's older
+    /// commits have `ci/requirements/py3*.yml` only).
+    fn unavailable(&self, file_at: &dyn Fn(&str, &str) -> Option<Vec<u8>>) -> Vec<Unavailable> {
+        let meta = &self.lock.tool.swe_ark;
+        let Some(text) = meta
+            .context
+            .conda_environment
+            .as_deref()
+            .and_then(|f| file_at(&meta.commit, f))
+        else {
+            return Vec::new();
+        };
+        crate::env::conda::absent_in(&String::from_utf8_lossy(&text))
+            .into_iter()
+            .map(|(name, why)| Unavailable {
+                name,
+                why: format!("which only conda provides: {why}"),
+            })
             .collect()
     }
 

@@ -14,8 +14,9 @@ use super::document::{self, Crate, GeneratedLock, LockedCrate, RustLock};
 use super::registry::{CRATES_IO, Online};
 use super::toolchain::{self, Found};
 use crate::context::lockdoc::record_lock;
-use crate::context::states::{self, State, commit_time, patched_paths, states_of};
+use crate::context::states::{self, State, commit_time, states_of};
 use crate::context::{ContextError, LockOptions, LockSummary};
+use crate::diff::{apply_test_and_gold, touched_paths};
 use crate::digest::Sha256Digest;
 use crate::env::asof::rfc3339;
 use crate::env::steps::StepRunner;
@@ -205,7 +206,8 @@ fn work_dir(
 
 /// Whether a patch changes what cargo resolves: a `Cargo.toml` or `Cargo.lock`.
 fn touches_build_files(patch: &str) -> bool {
-    patched_paths(patch)
+    touched_paths(patch)
+        .iter()
         .any(|p| p == "Cargo.toml" || p == "Cargo.lock" || p.ends_with("/Cargo.toml"))
 }
 
@@ -340,7 +342,7 @@ fn read(path: &Path) -> Result<Vec<u8>, RustError> {
 
 /// An instance's test patch, then its gold patch, applied to the tree at `src`.
 fn apply_patches(src: &Path, instance: &str, patches: [&str; 2]) -> Result<(), RustError> {
-    states::apply_patches(src, patches).map_err(|(what, detail)| RustError::Patch {
+    apply_test_and_gold(src, patches).map_err(|(what, detail)| RustError::Patch {
         instance: instance.to_string(),
         what,
         detail,

@@ -8,7 +8,7 @@ use std::process::Command;
 use std::time::{Duration, SystemTime};
 
 use super::LockOptions;
-use super::base_commits::{install_at_base_commits, instance_base_commits};
+use super::base_commits::{install_at_base_commits, instance_base_commits, instance_patched_trees};
 use super::packages::{
     Matched, Release, all_fetched, build_sdists, by_distribution, fetched_names, lock_packages,
     match_installed, role_of,
@@ -37,6 +37,8 @@ pub(super) struct Resolution {
     pub(super) matched: Matched,
     pub(super) services: Vec<ServiceMeta>,
     pub(super) instance_commits: Vec<String>,
+    /// The instances whose trees after their patches were installed too.
+    pub(super) instance_patches: Vec<String>,
     pub(super) notes: Vec<String>,
     /// How many files the proxies handed over.
     pub(super) downloaded: usize,
@@ -104,7 +106,16 @@ pub(super) fn install_through_proxy(
     // Releases only fetched after this are the instances' own (`Role::Instance`).
     let before_instances = fetched_names(&proxy, &services);
     let instance_commits = instance_base_commits(ark, ctx, commit)?;
-    install_at_base_commits(&ins, ctx, mirror, commit, &instance_commits, &mut notes)?;
+    let patched = instance_patched_trees(ark, ctx)?;
+    let instance_patches = install_at_base_commits(
+        &ins,
+        ctx,
+        mirror,
+        commit,
+        &instance_commits,
+        &patched,
+        &mut notes,
+    )?;
 
     let mut built = build_sdists(ark, &ins, &pip_cache)?;
     for (sdist, wheel, id, size) in &services.built {
@@ -144,6 +155,7 @@ pub(super) fn install_through_proxy(
         matched,
         services: service_meta,
         instance_commits,
+        instance_patches,
         notes,
         downloaded: fetched.len(),
     })

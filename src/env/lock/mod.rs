@@ -7,7 +7,9 @@
 //! 3. SWE-bench's order: pip/setuptools/wheel of that era, `packages`, the first requirement
 //!    file that exists (includes inlined, `-e .` left out, as SWE-bench does), `pip_packages`,
 //!    `pre_install` (system package managers skipped and noted), `install`; then the
-//!    services' pinned packages, apart ([`services`](super::services));
+//!    services' pinned packages, apart ([`services`](super::services)); then the install
+//!    again at the instances' base commits, and after the patches of those whose patches
+//!    change a build file;
 //! 4. sdists built into wheels (from pip's wheel cache, or `pip wheel`);
 //! 5. every installed distribution matched to the artifact it came from; files downloaded but
 //!    not installed are build dependencies (isolated builds, the repository's build backend);
@@ -46,6 +48,7 @@ use source::read_source_files;
 use target::resolve_target;
 
 pub use crate::manifest::is_system_command;
+pub use base_commits::build_files_touched;
 pub use source::checkout;
 pub use target::resolve_cutoff;
 
@@ -136,6 +139,7 @@ pub fn lock(
             bundled: found.matched.bundled,
             project: found.matched.project.clone(),
             instance_commits: found.instance_commits.clone(),
+            instance_patches: found.instance_patches.clone(),
             notes: found.notes.clone(),
             services: found.services,
         },
