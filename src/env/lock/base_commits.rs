@@ -40,8 +40,8 @@ pub(super) fn instance_base_commits(
 /// An instance of the context whose test patch or gold patch changes a file the install reads
 /// its dependencies from ([`build_files_touched`]).
 pub(super) struct PatchedTree {
-    pub(super) instance: String,
-    pub(super) base_commit: String,
+    instance: String,
+    base_commit: String,
     test_patch: String,
     gold_patch: String,
     /// The build files the patches change.
@@ -89,7 +89,7 @@ pub fn build_files_touched(patch: &str, ctx: &Context) -> Vec<String> {
         .into_iter()
         .filter(|p| {
             matches!(p.as_str(), "setup.py" | "setup.cfg" | "pyproject.toml")
-                || (p.starts_with("requirements") && !p[1..].contains('/'))
+                || (p.starts_with("requirements") && !p.contains('/'))
                 || p.starts_with("requirements/")
                 || p.starts_with("ci/requirements/")
                 || ctx.requirements.contains(p)
@@ -301,4 +301,52 @@ fn build_files_key(
             })
             .collect(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn build_files_are_what_the_install_reads_dependencies_from() {
+        let mut ctx = crate::manifest::Manifests::load_default()
+            .and_then(|m| m.context("psf/requests", "2.0"))
+            .unwrap();
+        ctx.requirements = vec!["tests/requirements.txt".into()];
+        ctx.conda_environment = vec!["ci/env.yml".into()];
+        let patch = |paths: &[&str]| -> String {
+            paths
+                .iter()
+                .map(|p| {
+                    format!("diff --git a/{p} b/{p}\n--- a/{p}\n+++ b/{p}\n@@ -1 +1 @@\n-a\n+b\n")
+                })
+                .collect()
+        };
+        let touched = build_files_touched(
+            &patch(&[
+                "setup.cfg",
+                "requirements-dev.txt",
+                "requirements/test.txt",
+                "ci/requirements/py37.yml",
+                "tests/requirements.txt",
+                "ci/env.yml",
+                "src/setup.py",
+                "docs/requirements.txt",
+                "pkg/core.py",
+            ]),
+            &ctx,
+        );
+        assert_eq!(
+            touched,
+            [
+                "ci/env.yml",
+                "ci/requirements/py37.yml",
+                "requirements-dev.txt",
+                "requirements/test.txt",
+                "setup.cfg",
+                "tests/requirements.txt"
+            ]
+        );
+        assert!(build_files_touched(&patch(&["pkg/core.py"]), &ctx).is_empty());
+    }
 }
