@@ -569,7 +569,8 @@ fn env_interpreter_prefix(ark: &Path) -> PathBuf {
         .collect();
     assert_eq!(envs.len(), 1, "{envs:?}");
     let env: serde_json::Value = serde_json::from_slice(&std::fs::read(&envs[0]).unwrap()).unwrap();
-    let python = PathBuf::from(env["interpreter"].as_str().unwrap());
+    // Named within the archive (env.json names no place of it but where it was built).
+    let python = ark.join(env["interpreter"].as_str().unwrap());
     assert!(
         python.starts_with(ark.join("pythons")),
         "{}",

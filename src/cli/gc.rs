@@ -120,6 +120,14 @@ fn sweep_environments(ctx: &Context, ark: &Ark, dry_run: bool) -> anyhow::Result
             human_bytes(swept.bytes)
         ));
     }
+    for built in &swept.builds_removed {
+        ctx.note(format!(
+            "{verb} {} ({}): {}; its next use builds it again",
+            built.dir.display(),
+            human_bytes(built.bytes),
+            built.why
+        ));
+    }
     for dir in &swept.farms_in_use {
         ctx.note(format!(
             "left {}: the environment of an installed state no longer kept, in use by a run",

@@ -144,7 +144,17 @@ pub struct LockOptions {
 }
 
 pub use crate::env::build::Installer;
+pub use crate::env::build::StaleBuild;
 pub use crate::env::lock::DEFAULT_INDEX;
+
+/// Removes the built environment in `dir` (an archive's `envs/<lock id>/`) when its next use
+/// would build it again — a Python build made by an older swe-ark, or where the archive was
+/// before it was moved or copied — and nothing uses it; with `dry_run`, only says so. None
+/// when it is kept (the other kinds' builds name no place of the archive: they are always
+/// kept).
+pub fn remove_stale_build(dir: &Path, dry_run: bool) -> std::io::Result<Option<StaleBuild>> {
+    crate::env::build::remove_stale(dir, dry_run)
+}
 
 /// What `env lock` made, whatever the kind.
 #[derive(Debug, Clone)]

@@ -35,8 +35,9 @@ pub struct BuildOptions {
     pub unconfined: bool,
 }
 
-/// A built environment in the cache.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+/// A built environment in the cache, as this archive has it: every place in it is derived
+/// from where the archive is now, never read from its record.
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct BuiltEnv {
     pub lock: String,
     /// `envs/<lock id>/`.
@@ -44,20 +45,22 @@ pub struct BuiltEnv {
     pub venv: PathBuf,
     /// Every artifact of the lock, by file name: what an instance's install finds offline.
     pub wheelhouse: PathBuf,
+    /// `dir` as the environment's own files name it (its scripts' `#!` lines, its build
+    /// files): `dir` itself, or the same directory by another path (a symlink's). What a
+    /// copy rewrites to the place it is seen at.
+    pub made_at: PathBuf,
     pub installer: String,
     pub python: String,
     /// The interpreter the environment was made from (the machine's, or the lock's packed
     /// one under `pythons/`); the environment is a prefix of its own, with a copy of it.
-    #[serde(default)]
     pub interpreter: PathBuf,
     pub installed: usize,
     pub cached: bool,
     pub seconds: f64,
     /// Each service's own environment (`services/<name>/`), by name.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub services: BTreeMap<String, PathBuf>,
-    /// [`BUILD_FORMAT`] of the swe-ark that built it (0: before there was one).
-    #[serde(default)]
+    /// [`BUILD_FORMAT`] of the swe-ark that built it.
     pub format: u32,
 }
 
@@ -65,10 +68,217 @@ pub struct BuiltEnv {
 /// carried interpreter's build files (and so the environment's copy of its standard
 /// library) name where it is unpacked, not the locker's prefix. 2: the environment holds the
 /// interpreter's headers and its build files name the environment itself; services'
-/// environments are prefixes of their own too (an instance's run sees nothing else).
-pub const BUILD_FORMAT: u32 = 2;
+/// environments are prefixes of their own too (an instance's run sees nothing else). 3: the
+/// record names no place of the archive but where the build was made (`made_at`), which is
+/// compared with where it is: an archive moved or copied builds its environments again
+/// instead of using, and writing into, the places the record of 2 named; and no
+/// distribution keeps a `direct_url.json` naming the wheelhouse it was installed from.
+pub const BUILD_FORMAT: u32 = 3;
 
 const MARKER: &str = "env.json";
+
+/// `env.json`: what a build was, and where it was made; every other place is derived from
+/// the archive's layout when it is read.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct Marker {
+    lock: String,
+    format: u32,
+    /// The build's directory as it was when it was made: the path the environment's own
+    /// files name. Compared with where the directory is now, never used as a place.
+    made_at: PathBuf,
+    installer: String,
+    python: String,
+    /// The interpreter: relative to the archive's root when it is the archive's own (the
+    /// lock's packed one, `pythons/<sha256>/bin/pythonX.Y`), else the machine's.
+    interpreter: PathBuf,
+    installed: usize,
+    seconds: f64,
+    /// The services' names: each one's environment is `services/<name>/`.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    services: BTreeSet<String>,
+}
+
+impl Marker {
+    fn of(built: &BuiltEnv, ark_root: &Path) -> Marker {
+        Marker {
+            lock: built.lock.clone(),
+            format: BUILD_FORMAT,
+            made_at: built.made_at.clone(),
+            installer: built.installer.clone(),
+            python: built.python.clone(),
+            interpreter: built
+                .interpreter
+                .strip_prefix(ark_root)
+                .unwrap_or(&built.interpreter)
+                .to_path_buf(),
+            installed: built.installed,
+            seconds: built.seconds,
+            services: built.services.keys().cloned().collect(),
+        }
+    }
+
+    /// The build at `dir` (`envs/<lock id>/` of the archive at `ark_root`) this record
+    /// describes.
+    fn built(self, ark_root: &Path, dir: &Path) -> BuiltEnv {
+        BuiltEnv {
+            lock: self.lock,
+            dir: dir.to_path_buf(),
+            venv: dir.join("venv"),
+            wheelhouse: dir.join("wheelhouse"),
+            made_at: self.made_at,
+            installer: self.installer,
+            python: self.python,
+            // An absolute path (the machine's interpreter) stays as it is.
+            interpreter: ark_root.join(&self.interpreter),
+            installed: self.installed,
+            cached: true,
+            seconds: self.seconds,
+            services: self
+                .services
+                .into_iter()
+                .map(|name| {
+                    let at = super::services::venv_dir(dir, &name);
+                    (name, at)
+                })
+                .collect(),
+            format: self.format,
+        }
+    }
+}
+
+/// What the cache holds for a lock.
+enum Cached {
+    /// Nothing, or a build that did not finish (no record).
+    Missing,
+    /// A build to use as it is.
+    Current(Marker),
+    /// A build that cannot be used as it is, and why: it is built again.
+    Stale(String),
+}
+
+/// The build recorded in `dir`, and whether it can be used where it is. A record written by
+/// another kind (Rust's and C's environments keep an `env.json` too) is not a Python build:
+/// [`Cached::Missing`].
+fn cached(dir: &Path) -> Cached {
+    #[derive(serde::Deserialize)]
+    struct Head {
+        lock: Option<String>,
+        #[serde(default)]
+        format: u32,
+    }
+    let Ok(bytes) = std::fs::read(dir.join(MARKER)) else {
+        return Cached::Missing;
+    };
+    let head = match serde_json::from_slice::<Head>(&bytes) {
+        Ok(Head { lock: None, .. }) => return Cached::Missing,
+        Ok(head) => head,
+        Err(e) => return Cached::Stale(format!("its {MARKER} cannot be read: {e}")),
+    };
+    if head.format != BUILD_FORMAT {
+        return Cached::Stale(format!(
+            "it was built by an older swe-ark (format {}, now {BUILD_FORMAT}), whose {MARKER} \
+             named the places of the archive it was made in",
+            head.format
+        ));
+    }
+    let marker = match serde_json::from_slice::<Marker>(&bytes) {
+        Ok(m) => m,
+        Err(e) => return Cached::Stale(format!("its {MARKER} cannot be read: {e}")),
+    };
+    if !same_directory(&marker.made_at, dir) {
+        return Cached::Stale(format!(
+            "it was built at {}, and its files name that place: the archive was moved or \
+             copied since",
+            marker.made_at.display()
+        ));
+    }
+    Cached::Current(marker)
+}
+
+/// Whether `named` leads to the directory `dir`: the same path, or the same directory on
+/// disk by another one (a symlink on the way). A place that is gone, or that this user
+/// cannot look at, does not.
+fn same_directory(named: &Path, dir: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    if named == dir {
+        return true;
+    }
+    match (std::fs::metadata(named), std::fs::metadata(dir)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
+
+/// Why the build in `dir` (an `envs/<lock id>/` directory) would not be used as it is (built
+/// by an older swe-ark, or where the archive was before it was moved or copied); None when
+/// it would be, when there is none, or when it is another kind's.
+pub fn stale(dir: &Path) -> Option<String> {
+    match cached(dir) {
+        Cached::Stale(why) => Some(why),
+        Cached::Missing | Cached::Current(_) => None,
+    }
+}
+
+/// The file a build of the lock whose directory is `dir` holds while it builds.
+fn build_lock_of(dir: &Path) -> PathBuf {
+    dir.with_extension("lock")
+}
+
+/// What [`remove_stale`] removed (or would).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct StaleBuild {
+    pub dir: PathBuf,
+    /// Why it would not have been used as it is.
+    pub why: String,
+    pub bytes: u64,
+}
+
+/// Removes the build in `dir` (an `envs/<lock id>/` directory) when it would not be used as
+/// it is ([`stale`]) and nothing uses it: no build of the lock runs (its lock file is free)
+/// and no run holds a directory in it (an installed state's environment). With `dry_run`,
+/// only says so. None when it is kept.
+pub fn remove_stale(dir: &Path, dry_run: bool) -> std::io::Result<Option<StaleBuild>> {
+    use std::fs::TryLockError;
+    if stale(dir).is_none() {
+        return Ok(None);
+    }
+    // A dry run changes nothing, not even the lock file.
+    let _guard = if dry_run {
+        None
+    } else {
+        let guard = std::fs::File::create(build_lock_of(dir))?;
+        match guard.try_lock() {
+            Ok(()) => Some(guard),
+            Err(TryLockError::WouldBlock) => return Ok(None),
+            Err(TryLockError::Error(e)) => return Err(e),
+        }
+    };
+    // Asked again under the lock: a build that just finished made it current.
+    let Some(why) = stale(dir) else {
+        return Ok(None);
+    };
+    let mut holds = Vec::new();
+    for entry in fsutil::list_dir(dir)? {
+        if !std::fs::symlink_metadata(&entry).is_ok_and(|m| m.is_dir()) {
+            continue;
+        }
+        let f = std::fs::File::open(&entry)?;
+        match f.try_lock() {
+            Ok(()) => holds.push(f),
+            Err(TryLockError::WouldBlock) => return Ok(None),
+            Err(TryLockError::Error(e)) => return Err(e),
+        }
+    }
+    let bytes = fsutil::workdir::tree_bytes(dir);
+    if !dry_run {
+        fsutil::remove_tree(dir)?;
+    }
+    Ok(Some(StaleBuild {
+        dir: dir.to_path_buf(),
+        why,
+        bytes,
+    }))
+}
 
 /// The interpreter to build with: the one the lock carries, unpacked in the archive (so
 /// that the environment never points outside it, whoever builds it); else the machine's
@@ -224,6 +434,8 @@ pub fn check_installed(
 }
 
 /// Builds (or finds in the cache) the environment of lock `lock_id`. Never touches the network.
+/// A cached build is used only where it was made: one the archive brought from where it was
+/// before it was moved or copied is built again here, in this archive alone.
 pub fn build(
     objects: &ObjectStore,
     ark_root: &Path,
@@ -242,32 +454,49 @@ pub fn build(
     // One build of a lock at a time: a second process waits, then finds the cache.
     let envs = layout.envs();
     std::fs::create_dir_all(&envs).map_err(io_err(&envs))?;
-    let lock_path = envs.join(format!("{id}.lock"));
+    let lock_path = build_lock_of(&dir);
     let guard = std::fs::File::create(&lock_path).map_err(io_err(&lock_path))?;
     guard.lock().map_err(io_err(&lock_path))?;
-    if !opts.force
-        && let Ok(bytes) = std::fs::read(&marker)
-        && let Ok(mut built) = serde_json::from_slice::<BuiltEnv>(&bytes)
-        && built.format == BUILD_FORMAT
-    {
-        built.cached = true;
-        built.seconds = start.elapsed().as_secs_f64();
-        return Ok(built);
-    }
+    let stale = match cached(&dir) {
+        Cached::Current(found) if !opts.force => {
+            let mut built = found.built(ark_root, &dir);
+            built.seconds = start.elapsed().as_secs_f64();
+            return Ok(built);
+        }
+        Cached::Stale(why) => {
+            tracing::info!(
+                "the environment of lock {} in {} is built again: {why}",
+                lock_id.short(),
+                dir.display()
+            );
+            Some(why)
+        }
+        Cached::Current(_) | Cached::Missing => None,
+    };
     // Refused up front, before the old build is removed, when confinement is impossible.
     let steps = StepRunner::new(opts.unconfined, Network::Isolated)?;
     // A directory without its marker is a build that did not finish.
     if dir.exists() {
-        std::fs::remove_dir_all(&dir).map_err(io_err(&dir))?;
+        fsutil::remove_tree(&dir).map_err(|source| match stale {
+            Some(why) => EnvError::StaleBuild {
+                lock: id.clone(),
+                dir: dir.clone(),
+                why,
+                source,
+            },
+            None => io_err(&dir)(source),
+        })?;
     }
     std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
     let result = build_into(&steps, objects, ark_root, &id, lock, opts, &dir, &venv_dir);
     match result {
         Ok(mut built) => {
             built.seconds = start.elapsed().as_secs_f64();
-            let json = serde_json::to_vec_pretty(&built).map_err(|e| EnvError::Io {
-                path: marker.clone(),
-                source: std::io::Error::other(e),
+            let json = serde_json::to_vec_pretty(&Marker::of(&built, ark_root)).map_err(|e| {
+                EnvError::Io {
+                    path: marker.clone(),
+                    source: std::io::Error::other(e),
+                }
             })?;
             fsutil::write_atomic(&marker, &json).map_err(io_err(&marker))?;
             Ok(built)
@@ -342,6 +571,7 @@ fn build_into(
         dir: dir.to_path_buf(),
         venv: venv_dir.to_path_buf(),
         wheelhouse,
+        made_at: dir.to_path_buf(),
         installer: match installer {
             Installer::Uv => "uv".into(),
             _ => venv.pip_version(&env_steps).unwrap_or_else(|| "pip".into()),
@@ -372,7 +602,7 @@ pub fn instance_copy(built: &BuiltEnv, dest: &Path, seen_at: &Path) -> Result<Ve
     }
     let dest = &std::path::absolute(dest).map_err(io_err(dest))?;
     let seen_at = &std::path::absolute(seen_at).map_err(io_err(seen_at))?;
-    venv::copy_venv(&built.venv, dest, seen_at)?;
+    venv::copy_venv_named(&built.venv, &built.made_at.join("venv"), dest, seen_at)?;
     Ok(Venv {
         dir: dest.to_path_buf(),
     })
@@ -413,10 +643,14 @@ pub fn at_layout(
     let staged = crate::fsutil::work_dir(&built.dir, crate::fsutil::TEMP_PREFIX)
         .map_err(io_err(&built.dir))?;
     let made = of(staged.path());
-    venv::copy_venv(&built.venv, &made.venv, env_at)?;
+    venv::copy_venv_named(&built.venv, &built.made_at.join("venv"), &made.venv, env_at)?;
     for (name, src) in &built.services {
         let dest = &made.services[name];
-        copy_environment(src, dest, &services_at.join(name))?;
+        if let Some(parent) = dest.parent() {
+            std::fs::create_dir_all(parent).map_err(io_err(parent))?;
+        }
+        let named = super::services::venv_dir(&built.made_at, name);
+        venv::copy_venv_named(src, &named, dest, &services_at.join(name))?;
     }
     crate::sandbox::give_to_layer_owner(staged.path(), owner).map_err(|e| EnvError::Io {
         path: staged.path().to_path_buf(),
@@ -434,15 +668,6 @@ pub fn at_layout(
         }
     }
     Ok(of(&dir))
-}
-
-/// A copy at `dest` of the environment `src` (a service's), for commands that see it at
-/// `seen_at`.
-pub fn copy_environment(src: &Path, dest: &Path, seen_at: &Path) -> Result<(), EnvError> {
-    if let Some(parent) = dest.parent() {
-        std::fs::create_dir_all(parent).map_err(io_err(parent))?;
-    }
-    venv::copy_venv(src, dest, seen_at)
 }
 
 /// `wheelhouse` as `PIP_FIND_LINKS` and `UV_FIND_LINKS` can hold it: pip splits the variable
@@ -477,6 +702,109 @@ pub fn offline_install_env(wheelhouse: &Path) -> BTreeMap<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `envs/<lock>/` under `root` with a record of format `format` made at `made_at`.
+    fn recorded(root: &Path, format: u32, made_at: &Path) -> PathBuf {
+        let dir = root.join("envs").join("ab".repeat(32));
+        std::fs::create_dir_all(dir.join("venv")).unwrap();
+        let marker = Marker {
+            lock: "ab".repeat(32),
+            format,
+            made_at: made_at.to_path_buf(),
+            installer: "uv".into(),
+            python: "3.11.7".into(),
+            interpreter: PathBuf::from("pythons/cd/bin/python3.11"),
+            installed: 1,
+            seconds: 0.5,
+            services: BTreeSet::from(["web".to_string()]),
+        };
+        std::fs::write(dir.join(MARKER), serde_json::to_vec(&marker).unwrap()).unwrap();
+        dir
+    }
+
+    /// A record is used only where it was made (or by a path that leads there); one made by
+    /// an older swe-ark, or where a copied or moved archive was, says why it is not; another
+    /// kind's record is not a Python build's.
+    #[test]
+    fn a_build_is_used_only_where_it_was_made() {
+        let t = tempfile::tempdir().unwrap();
+        let (here, there) = (t.path().join("here"), t.path().join("there"));
+        let dir = recorded(
+            &here,
+            BUILD_FORMAT,
+            &here.join("envs").join("ab".repeat(32)),
+        );
+        assert_eq!(stale(&dir), None);
+        let Cached::Current(m) = cached(&dir) else {
+            panic!("not current")
+        };
+        let built = m.built(&here, &dir);
+        assert_eq!(built.venv, dir.join("venv"));
+        assert_eq!(built.interpreter, here.join("pythons/cd/bin/python3.11"));
+        assert_eq!(built.services["web"], dir.join("services/web"));
+
+        // The same directory by a symlink's path: its files still lead to it.
+        std::os::unix::fs::symlink(&here, t.path().join("link")).unwrap();
+        recorded(
+            &here,
+            BUILD_FORMAT,
+            &t.path().join("link/envs").join("ab".repeat(32)),
+        );
+        assert_eq!(stale(&dir), None);
+
+        // Copied: made where the other copy is (present, or gone).
+        let other = recorded(
+            &there,
+            BUILD_FORMAT,
+            &there.join("envs").join("ab".repeat(32)),
+        );
+        recorded(&here, BUILD_FORMAT, &other);
+        let why = stale(&dir).unwrap();
+        assert!(why.contains(&other.display().to_string()) && why.contains("moved or copied"));
+        recorded(&here, BUILD_FORMAT, &t.path().join("gone"));
+        assert!(stale(&dir).is_some());
+
+        recorded(&here, 2, &dir);
+        assert!(stale(&dir).unwrap().contains("older swe-ark (format 2"));
+        std::fs::write(dir.join(MARKER), b"{\"machine_toolchain\": null}").unwrap();
+        assert_eq!(stale(&dir), None, "a Rust environment's record");
+        std::fs::write(dir.join(MARKER), b"{\"lock\": 1").unwrap();
+        assert!(stale(&dir).unwrap().contains("cannot be read"));
+    }
+
+    /// gc's part: a stale build goes whole unless a build of its lock runs or a run holds a
+    /// directory in it; a dry run only says so.
+    #[test]
+    fn a_stale_build_is_removed_when_nothing_uses_it() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = recorded(t.path(), 2, &t.path().join("elsewhere"));
+        std::fs::create_dir_all(dir.join("installed-0-ef/env")).unwrap();
+        std::fs::write(dir.join("venv/big"), vec![0u8; 1000]).unwrap();
+
+        let held = std::fs::File::open(dir.join("installed-0-ef")).unwrap();
+        held.lock_shared().unwrap();
+        assert!(remove_stale(&dir, false).unwrap().is_none());
+        drop(held);
+        let building = std::fs::File::create(build_lock_of(&dir)).unwrap();
+        building.lock().unwrap();
+        assert!(remove_stale(&dir, false).unwrap().is_none());
+        drop(building);
+
+        let said = remove_stale(&dir, true).unwrap().unwrap();
+        assert!(said.bytes >= 1000 && said.why.contains("older swe-ark"));
+        assert!(dir.join(MARKER).is_file(), "a dry run removes nothing");
+        let removed = remove_stale(&dir, false).unwrap().unwrap();
+        assert_eq!(removed.dir, dir);
+        assert!(!dir.exists());
+
+        let current = recorded(
+            t.path(),
+            BUILD_FORMAT,
+            &t.path().join("envs").join("ab".repeat(32)),
+        );
+        assert!(remove_stale(&current, false).unwrap().is_none());
+        assert!(current.join(MARKER).is_file());
+    }
 
     #[test]
     fn a_wheelhouse_with_spaces_or_commas_is_given_as_a_file_url() {

@@ -112,5 +112,49 @@ pub(super) fn install_wheels(
     };
     cmd.args(files);
     steps.run(&mut cmd, "installing the locked wheels")?;
+    forget_file_urls(venv, files)
+}
+
+/// Removes what says the distributions came from `files` (`direct_url.json`, PEP 610, and its
+/// line in RECORD): it names the wheelhouse where the environment was built, a place of the
+/// archive that no run sees and that is not where a copy of the archive is. Without it they
+/// read as installed from an index, which is what the lock's artifacts are (`pip freeze`
+/// then says `name==version`, as in SWE-bench's environments).
+fn forget_file_urls(venv: &Venv, files: &[PathBuf]) -> Result<(), EnvError> {
+    let lib = venv.dir.join("lib");
+    let Ok(pythons) = std::fs::read_dir(&lib) else {
+        return Ok(());
+    };
+    for site in pythons.flatten().map(|e| e.path().join("site-packages")) {
+        let Ok(entries) = std::fs::read_dir(&site) else {
+            continue;
+        };
+        for info in entries.flatten().map(|e| e.path()) {
+            let url = info.join("direct_url.json");
+            let named = std::fs::read(&url)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+                .and_then(|v| v["url"].as_str().map(str::to_string))
+                .and_then(|u| u.strip_prefix("file://").map(super::proxy::percent_decode));
+            if !named.is_some_and(|path| files.iter().any(|f| Path::new(&path) == f)) {
+                continue;
+            }
+            std::fs::remove_file(&url).map_err(super::io_err(&url))?;
+            let record = info.join("RECORD");
+            let Ok(text) = std::fs::read_to_string(&record) else {
+                continue;
+            };
+            let name = info
+                .file_name()
+                .map(|n| format!("{}/direct_url.json,", n.to_string_lossy()))
+                .unwrap_or_default();
+            let kept: String = text
+                .split_inclusive('\n')
+                .filter(|line| !line.starts_with(&name))
+                .collect();
+            crate::fsutil::write_atomic(&record, kept.as_bytes())
+                .map_err(super::io_err(&record))?;
+        }
+    }
     Ok(())
 }

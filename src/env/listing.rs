@@ -45,7 +45,10 @@ pub fn find_lock_id(ark: &Ark, query: &str) -> Result<Sha256Digest, EnvError> {
     Ok(row.id)
 }
 
-/// Whether the environment of lock `id` is built in the archive (`envs/<id>/env.json`).
+/// Whether the environment of lock `id` is built in the archive (`envs/<id>/env.json`) and
+/// would be used as it is: one built where the archive was before it was moved or copied, or
+/// by an older swe-ark, is built again at its next use.
 pub fn is_built(ark: &Ark, id: &Sha256Digest) -> bool {
-    ark.layout().env(id).join("env.json").is_file()
+    let dir = ark.layout().env(id);
+    dir.join("env.json").is_file() && super::build::stale(&dir).is_none()
 }

@@ -143,6 +143,18 @@ pub enum EnvError {
     BuildMismatch { lock: String, detail: String },
     #[error("installer {0} is not available: {1}")]
     NoInstaller(String, String),
+    #[error(
+        "the environment of lock {lock} in {} cannot be used as it is ({why}), and cannot be \
+         built again there: {source}",
+        .dir.display()
+    )]
+    StaleBuild {
+        lock: String,
+        dir: PathBuf,
+        why: String,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("environment I/O on `{path}`: {source}")]
     Io {
         path: PathBuf,

@@ -36,8 +36,13 @@ use super::venv::Venv;
 use super::{EnvError, io_err};
 use crate::digest::Sha256Digest;
 
-/// What a seed's key and `seed.json` say about their own format.
-const SEED_FORMAT: u32 = 1;
+/// What a seed's key and `seed.json` say about their own format (2: the scripts name
+/// [`SEED_EXECUTABLE`], not the environment the seed was taken from).
+const SEED_FORMAT: u32 = 2;
+/// The interpreter a seed's scripts name in their `#!` line: no place of any machine or
+/// archive (a seed is copied, moved and shared with its archive), replaced by the
+/// environment's own Python when the seed is copied into it.
+const SEED_EXECUTABLE: &str = "/swe-ark-pip-seed/bin/python";
 /// The file in a seed that describes it; written last, so a seed without it is incomplete.
 const SEED_JSON: &str = "seed.json";
 /// Where a seed keeps the files ensurepip added, at their paths in the environment.
@@ -109,7 +114,7 @@ struct Layout {
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct SeedRecord {
     format: u32,
-    /// The interpreter path the scripts' `#!` lines name in the seed.
+    /// The interpreter path the scripts' `#!` lines name in the seed ([`SEED_EXECUTABLE`]).
     executable: String,
     /// The scripts (paths relative to the environment), whose `#!` line is rewritten.
     scripts: Vec<PathBuf>,
@@ -359,10 +364,19 @@ fn seedable(
             return Err(NotSeedable::Outside(rel.clone()));
         }
     }
+    // The scripts are kept naming SEED_EXECUTABLE: the size of each as the seed holds it.
+    let kept_header = script_header(SEED_EXECUTABLE).len() as u64;
     let files = after
         .iter()
         .filter(|(rel, _)| !before.contains_key(*rel))
-        .map(|(rel, seen)| (rel.clone(), seen.1))
+        .map(|(rel, seen)| {
+            let size = if scripts.contains(rel) {
+                seen.1 - header.len() as u64 + kept_header
+            } else {
+                seen.1
+            };
+            (rel.clone(), size)
+        })
         .collect();
     Ok(SeedRecord {
         format: SEED_FORMAT,
@@ -374,28 +388,41 @@ fn seedable(
 }
 
 /// Copies what ensurepip added in `dir` into a new seed, renamed into place whole; a seed
-/// another process stored first is kept.
+/// another process stored first is kept. Its scripts name [`SEED_EXECUTABLE`] instead of the
+/// environment's Python (`record.executable`), which is where ensurepip ran.
 fn store(
     dir: &Path,
     after: &Seen,
     before: &Seen,
-    record: SeedRecord,
+    mut record: SeedRecord,
     seeds: &Path,
     key: &str,
 ) -> std::io::Result<()> {
     std::fs::create_dir_all(seeds)?;
     let tmp = tempfile::Builder::new().prefix(".tmp-").tempdir_in(seeds)?;
     let tree = tmp.path().join(SEED_TREE);
+    let (header, kept) = (
+        script_header(&record.executable),
+        script_header(SEED_EXECUTABLE),
+    );
     for rel in after.keys().filter(|rel| !before.contains_key(*rel)) {
         let (from, to) = (dir.join(rel), tree.join(rel));
         std::fs::create_dir_all(crate::fsutil::parent_dir(&to))?;
         let meta = std::fs::symlink_metadata(&from)?;
         if meta.file_type().is_symlink() {
             std::os::unix::fs::symlink(std::fs::read_link(&from)?, &to)?;
+        } else if record.scripts.contains(rel) {
+            let bytes = std::fs::read(&from)?;
+            let body = bytes.strip_prefix(header.as_bytes()).ok_or_else(|| {
+                std::io::Error::other(format!("{} changed as it was read", from.display()))
+            })?;
+            std::fs::write(&to, [kept.as_bytes(), body].concat())?;
+            std::fs::set_permissions(&to, meta.permissions())?;
         } else {
             crate::fsutil::copy_file(&from, &to, Some(meta))?;
         }
     }
+    record.executable = SEED_EXECUTABLE.to_string();
     let json = serde_json::to_vec_pretty(&record).map_err(std::io::Error::other)?;
     std::fs::write(tmp.path().join(SEED_JSON), json)?;
     match std::fs::rename(tmp.path(), seeds.join(key)) {

@@ -399,7 +399,18 @@ fn copy_headers(include: &Path, dir: &Path) -> Result<(), EnvError> {
 /// absolute path in their shebang), `pyvenv.cfg`, and the build files (`_sysconfigdata`,
 /// `config-*/Makefile`) of an environment that is a prefix of its own.
 pub fn copy_venv(src: &Path, dest: &Path, seen_at: &Path) -> Result<(), EnvError> {
-    let old = src.to_string_lossy().into_owned();
+    copy_venv_named(src, src, dest, seen_at)
+}
+
+/// [`copy_venv`] of an environment whose files name it `named`: the path it was made at,
+/// which is `src` or leads to it.
+pub fn copy_venv_named(
+    src: &Path,
+    named: &Path,
+    dest: &Path,
+    seen_at: &Path,
+) -> Result<(), EnvError> {
+    let old = named.to_string_lossy().into_owned();
     let new = seen_at.to_string_lossy().into_owned();
     copy_tree(
         src,

@@ -40,17 +40,33 @@ const RECORD: &str = "env.json";
 /// that moved still finds its environments.
 #[derive(serde::Serialize, serde::Deserialize)]
 struct Record {
-    /// The toolchain: the machine's copy the lock's identity was found in, or the archive's
-    /// `toolchains/<files sha256>/` the packed one was unpacked into; None: under this
-    /// directory (`toolchain/`, as swe-ark unpacked it before the archive shared it).
+    /// The machine's copy of the toolchain the lock's identity was found in (a lock that does
+    /// not carry its toolchain); None: the archive's own. Records before relocatable
+    /// archives named the archive's `toolchains/<files sha256>/` here too, by the absolute
+    /// path of the archive they were made in: for a lock that carries its toolchain it is
+    /// not read.
     machine_toolchain: Option<PathBuf>,
 }
 
-fn from_record(dir: &Path, lock: &RustLock) -> Option<RustBuilt> {
+/// The build in `dir` (`envs/<lock id>/` of the archive at `root`) its record describes. A
+/// carried toolchain is the archive's `toolchains/<files sha256>/` (or, as swe-ark unpacked
+/// it before the archive shared it, `toolchain/` in `dir`), wherever the record was written.
+fn from_record(root: &Path, dir: &Path, lock: &RustLock) -> Option<RustBuilt> {
     let record: Record = serde_json::from_slice(&std::fs::read(dir.join(RECORD)).ok()?).ok()?;
-    let toolchain = record
-        .machine_toolchain
-        .unwrap_or_else(|| dir.join("toolchain"));
+    let toolchain = match (&lock.toolchain.packed, record.machine_toolchain) {
+        (None, Some(machine)) => machine,
+        (Some(_), _) => {
+            let shared = crate::store::Layout::new(root)
+                .toolchains()
+                .join(&lock.toolchain.files_sha256);
+            if shared.join("bin/cargo").is_file() {
+                shared
+            } else {
+                dir.join("toolchain")
+            }
+        }
+        (None, None) => dir.join("toolchain"),
+    };
     toolchain.join("bin/cargo").is_file().then(|| RustBuilt {
         dir: dir.to_path_buf(),
         registry: dir.join("registry"),
@@ -82,7 +98,7 @@ pub fn build(
     let root = std::path::absolute(cache_root).map_err(|e| io(cache_root, e))?;
     let cache_root = &root.join("envs");
     let dir = cache_root.join(id.hex());
-    if let Some(built) = from_record(&dir, lock) {
+    if let Some(built) = from_record(&root, &dir, lock) {
         return Ok(built);
     }
     std::fs::create_dir_all(cache_root).map_err(|e| io(cache_root, e))?;
@@ -103,8 +119,13 @@ pub fn build(
         let file = locks.join(format!("{}.lock", g.commit));
         std::fs::write(&file, bytes).map_err(|e| io(&file, e))?;
     }
+    // The archive's own toolchain is found by the lock's hash of its files: recorded, it
+    // would name where the archive is now.
     let machine_toolchain = match &lock.toolchain.packed {
-        Some(packed) => Some(unpacked_once(packed, lock, objects, &root)?),
+        Some(packed) => {
+            unpacked_once(packed, lock, objects, &root)?;
+            None
+        }
         None => Some(toolchain::locate(&lock.toolchain)?),
     };
     let record = serde_json::to_vec_pretty(&Record { machine_toolchain })
@@ -112,16 +133,17 @@ pub fn build(
     std::fs::write(s.join(RECORD), record).map_err(|e| io(s, e))?;
     let staged = staged.keep();
     // A directory left without its record (a crash, another swe-ark's) is only a cache.
-    if dir.exists() && from_record(&dir, lock).is_none() {
+    if dir.exists() && from_record(&root, &dir, lock).is_none() {
         let _ = std::fs::remove_dir_all(&dir);
     }
     match std::fs::rename(&staged, &dir) {
-        Ok(()) => from_record(&dir, lock)
+        Ok(()) => from_record(&root, &dir, lock)
             .ok_or_else(|| RustError::Io(format!("{}: built, then not found", dir.display()))),
         // Another run built it first: theirs is as good.
         Err(_) if dir.join(RECORD).is_file() => {
             let _ = std::fs::remove_dir_all(&staged);
-            build(lock, id, objects, cache_root)
+            // The archive's root, not its `envs/` (which `cache_root` names here).
+            build(lock, id, objects, &root)
         }
         Err(e) => Err(io(&dir, e)),
     }

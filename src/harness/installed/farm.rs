@@ -58,10 +58,14 @@ pub struct FarmSweep {
     pub bytes: u64,
     /// Farms left because a run holds them.
     pub farms_in_use: Vec<PathBuf>,
+    /// Whole builds that their next use would make again (an older swe-ark's, or made where
+    /// the archive was before it was moved or copied), removed with their farms, and why.
+    pub builds_removed: Vec<crate::context::StaleBuild>,
 }
 
 /// Removes from every lock's directory under `envs_root` the farms of objects outside
-/// `live` that no run holds, and the stagings that killed runs left.
+/// `live` that no run holds, and the stagings that killed runs left; and whole builds that
+/// would be made again at their next use ([`crate::context::remove_stale_build`]).
 pub fn sweep_farms(
     envs_root: &Path,
     live: &HashSet<Sha256Digest>,
@@ -70,6 +74,11 @@ pub fn sweep_farms(
     let mut report = FarmSweep::default();
     for lock_dir in crate::fsutil::list_dir(envs_root)? {
         if !std::fs::symlink_metadata(&lock_dir).is_ok_and(|m| m.is_dir()) {
+            continue;
+        }
+        if let Some(removed) = crate::context::remove_stale_build(&lock_dir, dry_run)? {
+            report.bytes += removed.bytes;
+            report.builds_removed.push(removed);
             continue;
         }
         let staged = crate::fsutil::workdir::remove_stale(&lock_dir, dry_run)?;
