@@ -370,12 +370,7 @@ fn not_covered(stop: Stop, instance: &Instance, covered: &[String], results: &Re
     if !install || covered.contains(&instance.base_commit) {
         return Stop(kind, why);
     }
-    let last = why
-        .lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("")
-        .trim();
+    let last = last_line(&why);
     Stop(
         Reason::LockDoesNotCover,
         format!(
@@ -393,6 +388,15 @@ fn not_covered(stop: Stop, instance: &Instance, covered: &[String], results: &Re
             instance.version,
         ),
     )
+}
+
+/// The last line of `text` that is not blank (an installer's last word), trimmed.
+fn last_line(text: &str) -> &str {
+    text.lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim()
 }
 
 /// What `lock` says its context asks for that the environment here lacks (name, the rest of
@@ -415,12 +419,7 @@ fn patch_not_covered(stop: Stop, instance: &Instance, files: &[String], lock: &s
     if kind != Reason::InstallFailed || files.is_empty() {
         return Stop(kind, why);
     }
-    let last = why
-        .lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("")
-        .trim();
+    let last = last_line(&why);
     Stop(
         Reason::LockDoesNotCover,
         format!(
