@@ -90,6 +90,14 @@ awk -v rc="$rc" '
     else printf "== all %d test binaries passed\n", n
   }
 ' "$log"
+# Why each failed test failed, last: a run's tail (all that CI shows of it) then names the
+# panic, not only the test. Per failed test, its panic message and up to 25 lines after it.
+awk '
+  /^---- .* stdout ----$/ { test = $2; keep = 0; next }
+  /^failures:$/ || /^test result: / { test = ""; keep = 0; next }
+  test != "" && /panicked at/ { if (!shown++) print "\n== why the failed tests failed"; print "-- " test; keep = 26 }
+  keep > 0 { print; keep-- }
+' "$log"
 # Least free MiB per filesystem (by mount point) over the run.
 awk '!($1 in least) || $2 < least[$1] { least[$1] = $2; size[$1] = $3 }
   END { for (m in least) printf "== disk: at least %d MiB of %d free on %s during the run\n", least[m], size[m], m }' "$free"
