@@ -140,3 +140,53 @@ fn the_built_in_manifests_are_the_shipped_ones() {
         );
     }
 }
+
+/// The contexts generated from Multi-SWE-bench's harness (scripts/gen_msb_manifests.py): every
+/// version names a parser swe-ark runs, and each handler's own `parse_log`, carried as data,
+/// runs (no name it needs is missing) and reads libtest's lines where it is the cargo reader.
+#[test]
+fn every_generated_context_names_a_parser_that_runs() {
+    let m = shipped();
+    let log = "running 2 tests\ntest a::b ... ok\ntest a::c ... FAILED\n\ntest result: FAILED. 1 passed; 1 failed\n";
+    let mut handlers = 0;
+    for repo in m
+        .repos()
+        .filter(|r| r.source.starts_with("multi-swe-bench"))
+    {
+        for version in repo.versions() {
+            let ctx = repo.context(&version).unwrap();
+            assert!(
+                swe_ark::logparse::is_known(&ctx.log_parser),
+                "{} {version}: {}",
+                repo.repo,
+                ctx.log_parser
+            );
+            if swe_ark::logparse::handler::split(&ctx.log_parser).is_none() {
+                continue;
+            }
+            handlers += 1;
+            let id = format!("{}-1", repo.repo.replace('/', "__"));
+            match swe_ark::logparse::parse_for(
+                &ctx.log_parser,
+                log,
+                swe_ark::logparse::Grading::default(),
+                &id,
+            ) {
+                Ok(_) => {}
+                // The harness's own method may refuse a log (its TestResult raises): never
+                // for a name it lacks.
+                Err(e) => {
+                    let e = e.to_string();
+                    assert!(
+                        !["NameError", "ImportError", "SyntaxError", "AttributeError"]
+                            .iter()
+                            .any(|bad| e.contains(bad)),
+                        "{} {version}: {e}",
+                        repo.repo
+                    );
+                }
+            }
+        }
+    }
+    assert!(handlers > 20, "only {handlers} handler parsers");
+}

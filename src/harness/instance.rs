@@ -155,7 +155,7 @@ impl<'a> Instance<'a> {
     /// knows.
     pub fn parser_of(row: &Row, ctx: &Context) -> Result<String, Stop> {
         let parser = row.harness().log_parser.unwrap_or(&ctx.log_parser);
-        if logparse::canonical_parser(parser).is_some() {
+        if logparse::is_known(parser) {
             return Ok(parser.to_string());
         }
         Err(Stop(
@@ -307,8 +307,19 @@ impl<'a> Instance<'a> {
 
     /// Parses a test log with the instance's parser, by `grading`'s readings.
     pub fn parse(&self, log: &[u8], grading: Grading) -> Result<StatusMap, Stop> {
-        logparse::parse(&self.parser, &String::from_utf8_lossy(log), grading)
-            .map_err(|e| Stop(Reason::UnknownLogParser, e.to_string()))
+        logparse::parse_for(
+            &self.parser,
+            &String::from_utf8_lossy(log),
+            grading,
+            &self.row.instance_id,
+        )
+        .map_err(|e| {
+            let reason = match e {
+                logparse::LogParseError::Handler { .. } => Reason::LogParseFailed,
+                _ => Reason::UnknownLogParser,
+            };
+            Stop(reason, e.to_string())
+        })
     }
 
     /// Runs one evaluation (see the module's comment), recording into `out` as it goes: a

@@ -16,6 +16,7 @@
 //! `googletest` and `automake` by runner, for a repository Multi-SWE-bench does not have.
 
 mod django;
+pub mod handler;
 mod junit;
 pub mod msb;
 mod pytest;
@@ -49,6 +50,9 @@ pub enum LogParseError {
     /// The `junit_xml` parser's input is not a JUnit XML report.
     #[error("not a readable JUnit XML report: {problem}")]
     BadJunitXml { problem: String },
+    /// A Multi-SWE-bench handler's own `parse_log` ([`handler`]) did not give its sets.
+    #[error("the handler parser {class}.parse_log failed: {detail}")]
+    Handler { class: String, detail: String },
 }
 
 /// Which SWE-bench release's rules a log is read and graded by: the parsers differ in a few
@@ -195,6 +199,27 @@ pub fn known_parsers() -> &'static [&'static str] {
 /// release `grading` names reads them (for `junit_xml`, the report's text). The Multi-SWE-bench
 /// parsers have one reading, whatever `grading` says.
 pub fn parse(parser: &str, log: &str, grading: Grading) -> Result<StatusMap, LogParseError> {
+    parse_for(parser, log, grading, "")
+}
+
+/// Whether `name` names a parser [`parse`] runs: one [`canonical_parser`] knows, or a
+/// handler's own method ([`handler`]).
+pub fn is_known(name: &str) -> bool {
+    canonical_parser(name).is_some() || handler::split(name).is_some()
+}
+
+/// [`parse`] of the log of `instance_id`: a handler's own method ([`handler`]) sees its pull
+/// request's number, as Multi-SWE-bench's does (some read a log by it); the other parsers
+/// read every instance's log alike.
+pub fn parse_for(
+    parser: &str,
+    log: &str,
+    grading: Grading,
+    instance_id: &str,
+) -> Result<StatusMap, LogParseError> {
+    if let Some((class, code)) = handler::split(parser) {
+        return handler::parse(class, code, log, instance_id);
+    }
     let v5 = grading == Grading::Swebench5;
     let canonical = canonical_parser(parser);
     if let Some(map) = canonical.and_then(|name| msb::parse(name, log)) {

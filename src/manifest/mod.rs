@@ -291,6 +291,18 @@ struct Fields {
     /// takes, for datasets whose rows name no version (Multi-SWE-bench's): how the dataset's
     /// own harness chose their image, as data.
     pulls: Option<[u64; 2]>,
+    /// The version's own log parser, where it differs from the file's (a dataset whose
+    /// harness reads some pull requests' logs otherwise).
+    log_parser: Option<String>,
+}
+
+/// A Multi-SWE-bench handler's own `parse_log`, carried as data (`crate::logparse::handler`):
+/// the code defining the class named by the table's key, and where it comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HandlerParser {
+    source: String,
+    code: String,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -302,6 +314,9 @@ struct File {
     #[serde(default)]
     kind: String,
     log_parser: String,
+    /// Handler parsers by class name, which `log_parser` (the file's or a version's) may name.
+    #[serde(default)]
+    handler_parsers: BTreeMap<String, HandlerParser>,
     #[serde(default)]
     version_rule: Option<VersionRule>,
     #[serde(default)]
@@ -334,6 +349,7 @@ pub struct RepoManifest {
     /// The kind of its contexts (empty: Python).
     pub kind: String,
     pub log_parser: String,
+    handler_parsers: BTreeMap<String, HandlerParser>,
     pub version_rule: Option<VersionRule>,
     pub path: PathBuf,
     /// The file as it was read: an archive keeps it with what was made from it.
@@ -439,6 +455,15 @@ impl RepoManifest {
         v
     }
 
+    /// The parser `name` stands for in a context: a handler parser of this file is its whole
+    /// definition ([`crate::logparse::handler::name`]); any other name is itself.
+    fn parser_named(&self, name: &str) -> String {
+        match self.handler_parsers.get(name) {
+            Some(h) => crate::logparse::handler::name(name, &h.code),
+            None => name.to_string(),
+        }
+    }
+
     pub fn context(&self, version: &str) -> Result<Context, ManifestError> {
         let v = self
             .versions
@@ -486,7 +511,7 @@ impl RepoManifest {
             test_cmd: either(&v.test_cmd, &d.test_cmd).ok_or_else(|| incomplete("test_cmd"))?,
             eval_commands: pick(&v.eval_commands, &d.eval_commands),
             env,
-            log_parser: self.log_parser.clone(),
+            log_parser: self.parser_named(v.log_parser.as_deref().unwrap_or(&self.log_parser)),
             services: either(&v.services, &d.services).unwrap_or_default(),
             notes,
         })
@@ -539,6 +564,21 @@ fn parse(path: &Path, text: &str) -> Result<RepoManifest, ManifestError> {
             )));
         }
     }
+    for (class, h) in &file.handler_parsers {
+        if crate::logparse::handler::split(&crate::logparse::handler::name(class, &h.code))
+            .is_none()
+        {
+            return Err(invalid(format!(
+                "handler_parsers.{class}: the key must be the class's name (letters, digits, \
+                 `_`) and the code not empty"
+            )));
+        }
+        if crate::logparse::is_known(class) {
+            return Err(invalid(format!(
+                "handler_parsers.{class}: `{class}` is the name of a parser swe-ark has"
+            )));
+        }
+    }
     if let Some(rule) = &file.version_rule {
         regex::Regex::new(&rule.pattern)
             .map_err(|e| invalid(format!("version_rule.pattern: {e}")))?;
@@ -552,6 +592,7 @@ fn parse(path: &Path, text: &str) -> Result<RepoManifest, ManifestError> {
             file.kind
         },
         log_parser: file.log_parser,
+        handler_parsers: file.handler_parsers,
         version_rule: file.version_rule,
         path: path.to_path_buf(),
         text: text.to_string(),

@@ -184,7 +184,7 @@ pub fn grade_output(
         return Err(GradeError::NoGradingInputs);
     };
     let text = String::from_utf8_lossy(output);
-    let map = logparse::parse(&g.log_parser, &text, grading)?;
+    let map = logparse::parse_for(&g.log_parser, &text, grading, &report.instance_id)?;
     // A grade replaces whatever an earlier grading of this output said.
     if matches!(
         report.error,
