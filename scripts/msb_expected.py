@@ -1,15 +1,16 @@
 """Writes the statuses Multi-SWE-bench's own `parse_log` gives each log fixture of its parsers.
 
 For every parser of swe-ark that re-implements a Multi-SWE-bench handler's `parse_log` (the
-runner parsers `jest`, `mocha`, `vitest`, `tap`, `cargo`, `ctest`, `googletest`, `automake` and
-the repository parsers `msb_*`), the method is read from the harness itself: `git show
-COMMIT:multi_swe_bench/harness/repos/<path>` in a git directory of
-multi-swe-bench/multi-swe-bench, its `parse_log` taken out of the class by its syntax tree and
-compiled on its own (with `re` and a stand-in `TestResult`), then run on every log in
-tests/fixtures/logs/<parser>/ read as Multi-SWE-bench's `ReportTask` reads a log
-(`open(path, "r", encoding="utf-8").read()`). Where a parser follows several handlers, the
-others' `parse_log` is checked to be the same code (the same syntax tree, keyword arguments in
-any order).
+runner parsers `jest`, `mocha`, `mocha_json`, `vitest`, `tap`, `cargo`, `ctest`, `googletest`,
+`automake` and the repository parsers `msb_*`), the method is read from the harness itself:
+`git show COMMIT:multi_swe_bench/harness/repos/<path>` in a git directory of
+multi-swe-bench/multi-swe-bench, its `parse_log` (for `mocha_json`, express's
+`parse_json_log`, which its `parse_log` calls) taken out of the class by its syntax tree and
+compiled on its own (with `re`, a stand-in `TestResult` and the handler module's other
+imports), then run on every log in tests/fixtures/logs/<parser>/ read as Multi-SWE-bench's
+`ReportTask` reads a log (`open(path, "r", encoding="utf-8").read()`). Where a parser follows
+several handlers, the others' method is checked to be the same code (the same syntax tree,
+keyword arguments in any order).
 
 The sets that come back are written as `{test: "PASSED" | "FAILED" | "SKIPPED"}` to
 `<log stem>.expected.json` and `<log stem>.expected-5.json` (tests/logparse.rs reads both;
@@ -21,7 +22,10 @@ SKIPPED over PASSED, swe-ark's reading (docs/LOG-PARSERS.md).
     python3 scripts/msb_expected.py --msb-git msb.git
     python3 scripts/msb_expected.py --msb-git GIT_DIR --check   # exit 1 if a file would change
 
-Any Python 3.9+, no packages, no network.
+Any Python 3.9+, no network. No packages, but for `mocha_json`: express's method decodes
+the report with the `dataclasses-json` package (`pip install dataclasses-json`; 0.6.7 made the
+files here), as the harness does; without it a run of every parser says `mocha_json: not
+checked` and goes on.
 """
 
 import argparse
@@ -68,7 +72,8 @@ HANDLERS = {
     ],
     "googletest": ["cpp/yhirose/cpp_httplib.py", "c/ponylang/ponyc.py"],
     "jest": ["javascript/iamkun/dayjs.py", "javascript/anuraghazra/github_readme_stats.py"],
-    "mocha": ["javascript/axios/axios.py"],
+    "mocha": ["typescript/microsoft/vscode.py"],
+    "mocha_json": ["javascript/expressjs/express.py"],
     "tap": ["javascript/google/zx.py"],
     "vitest": ["typescript/vuejs/core.py", "javascript/sveltejs/svelte.py"],
     "msb_axios": ["javascript/axios/axios.py"],
@@ -84,6 +89,9 @@ HANDLERS = {
     "msb_fmt": ["cpp/fmtlib/fmt.py"],
     "msb_jq": ["c/jqlang/jq.py"],
 }
+
+# Parser → the method it is, where that is not `parse_log`.
+METHODS = {"mocha_json": "parse_json_log"}
 
 EXPECTED_SUFFIXES = (".expected.json", ".expected-5.json")
 
@@ -123,32 +131,56 @@ class _SortKeywords(ast.NodeTransformer):
         return node
 
 
-def parse_log_node(git_dir: str, path: str) -> ast.FunctionDef:
-    """The `parse_log` method of the handler at `path`, at MSB_COMMIT."""
+def method_node(git_dir: str, path: str, name: str = "parse_log") -> ast.FunctionDef:
+    """The method `name` of the handler at `path`, at MSB_COMMIT."""
     source = subprocess.run(
         ["git", "--git-dir", git_dir, "show",
          f"{MSB_COMMIT}:multi_swe_bench/harness/repos/{path}"],
         check=True, capture_output=True, text=True,
     ).stdout
     found = [n for n in ast.walk(ast.parse(source))
-             if isinstance(n, ast.FunctionDef) and n.name == "parse_log"]
+             if isinstance(n, ast.FunctionDef) and n.name == name]
     if len(found) != 1:
-        raise SystemExit(f"{path}: {len(found)} `parse_log` methods, expected one")
+        raise SystemExit(f"{path}: {len(found)} `{name}` methods, expected one")
     return found[0]
 
 
-def load_parser(git_dir: str, parser: str):
-    """`parse_log(test_log)` of the parser's first handler, after checking the others."""
-    paths = HANDLERS[parser]
-    first = parse_log_node(git_dir, paths[0])
-    shape = ast.dump(_SortKeywords().visit(parse_log_node(git_dir, paths[0])))
-    for other in paths[1:]:
-        if ast.dump(_SortKeywords().visit(parse_log_node(git_dir, other))) != shape:
-            raise SystemExit(f"{parser}: parse_log in {other} differs from {paths[0]}'s")
-    module = ast.fix_missing_locations(ast.Module(body=[first], type_ignores=[]))
+class MissingPackage(Exception):
+    """A package the handler's method imports is not installed here."""
+
+
+def method_namespace(parser: str) -> dict:
+    """What the method's code names besides itself: `re`, the stand-in `TestResult`, and for
+    express's `parse_json_log` the rest of its module's imports."""
     namespace = {"re": re, "TestResult": TestResult}
-    exec(compile(module, f"{paths[0]}:parse_log", "exec"), namespace)
-    method = namespace["parse_log"]
+    if parser == "mocha_json":
+        from dataclasses import asdict, dataclass
+        from json import JSONDecoder
+        from typing import Generator, Optional
+        try:
+            from dataclasses_json import dataclass_json
+        except ImportError:
+            raise MissingPackage("express's parse_json_log needs the dataclasses-json package "
+                                 "(pip install dataclasses-json)")
+        namespace.update(asdict=asdict, dataclass=dataclass, JSONDecoder=JSONDecoder,
+                         Generator=Generator, Optional=Optional, dataclass_json=dataclass_json)
+    return namespace
+
+
+def load_parser(git_dir: str, parser: str):
+    """The parser's method (`parse_log`, or the one `METHODS` names) of its first handler, as a
+    function of the log, after checking the others."""
+    paths = HANDLERS[parser]
+    name = METHODS.get(parser, "parse_log")
+    first = method_node(git_dir, paths[0], name)
+    shape = ast.dump(_SortKeywords().visit(method_node(git_dir, paths[0], name)))
+    for other in paths[1:]:
+        if ast.dump(_SortKeywords().visit(method_node(git_dir, other, name))) != shape:
+            raise SystemExit(f"{parser}: {name} in {other} differs from {paths[0]}'s")
+    module = ast.fix_missing_locations(ast.Module(body=[first], type_ignores=[]))
+    namespace = method_namespace(parser)
+    exec(compile(module, f"{paths[0]}:{name}", "exec"), namespace)
+    method = namespace[name]
     return lambda log: method(None, log)
 
 
@@ -163,7 +195,14 @@ def main() -> int:
     args = ap.parse_args()
     differs = 0
     for parser in args.parsers or HANDLERS:
-        parse = load_parser(args.msb_git, parser)
+        try:
+            parse = load_parser(args.msb_git, parser)
+        except MissingPackage as e:
+            # Named, it must be checked; among all, the others still are.
+            if args.parsers:
+                raise SystemExit(f"{parser}: {e}")
+            print(f"{parser}: not checked: {e}")
+            continue
         logs = sorted(p for p in (FIXTURES / parser).iterdir()
                       if p.is_file() and not p.name.endswith(EXPECTED_SUFFIXES))
         if not logs:

@@ -1,9 +1,9 @@
 //! The log parsers on real logs (tests/fixtures/logs/README.md): every fixture against the maps
 //! SWE-bench's own parsers give for it, swebench 4.1.0's (`<fixture>.expected.json`) and 5.0.2's
 //! (`<fixture>.expected-5.json`), both made by `generate_expected.py` (for the Multi-SWE-bench
-//! parsers, `msb_*` and the runner parsers `jest`, `mocha`, `vitest`, `tap`, `cargo`, `ctest`,
-//! `googletest` and `automake`, its own functions' maps, by `scripts/msb_expected.py`), then
-//! hand-checked facts about each.
+//! parsers, `msb_*` and the runner parsers `jest`, `mocha`, `mocha_json`, `vitest`, `tap`,
+//! `cargo`, `ctest`, `googletest` and `automake`, its own functions' maps, by
+//! `scripts/msb_expected.py`), then hand-checked facts about each.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -921,7 +921,6 @@ fn runner_names_that_stand_for_msb_parsers_read_as_they_do() {
                 "one-file-jest29",
             ],
         ),
-        ("mocha", "msb_axios", &["spec-mocha12", "spec-mocha10"]),
         ("automake", "msb_jq", &["make-check", "make-check-verbose"]),
     ] {
         assert_eq!(logparse::canonical_parser(runner), Some(parser));
@@ -989,30 +988,172 @@ fn jest_reads_files_and_titles_of_verbose_output() {
 
 #[test]
 fn mocha_reads_spec_reporter_titles() {
-    for rel in ["mocha/spec-mocha12.log", "mocha/spec-mocha10.log"] {
+    for rel in [
+        "mocha/spec-mocha12.log",
+        "mocha/spec-mocha10.log",
+        "mocha/spec-mocha5.log",
+        "mocha/spec-mocha3.log",
+    ] {
         let m = parsed_msb(rel);
         assert_statuses(
             &m,
             &[
+                // `✔` (mocha 9 and later) and `✓` (before) alike.
                 ("adds two numbers", Some(Passed)),
                 ("slow test", Some(Passed)),
                 ("adds negatives (edge case)", Some(Passed)),
                 ("fails on purpose", Some(Failed)),
                 ("throws", Some(Failed)),
-                ("\"before all\" hook for \"never runs\"", Some(Failed)),
-                // The failure summary's `1) math` names the outer describe block.
-                ("math", Some(Failed)),
-                ("strings", Some(Failed)),
                 // A passing test whose title starts like a failure is passed.
                 ("2) a title that looks like a failure", Some(Passed)),
-                // Pending tests (`- title`) are not read.
-                ("skipped test", None),
-                ("pending test without body", None),
+                // Pending tests (`- title`) are skipped.
+                ("skipped test", Some(Skipped)),
+                ("pending test without body", Some(Skipped)),
                 // Printed by a test, read as the spec reporter's own lines.
                 ("fake printed pass", Some(Passed)),
                 ("fake printed failure", Some(Failed)),
                 ("same title", Some(Passed)),
             ],
+        );
+    }
+    // The failure summary's `1) math` names the outer describe block (mocha 5 and later);
+    // mocha 3's names the test by its full title, with a colon.
+    for rel in [
+        "mocha/spec-mocha12.log",
+        "mocha/spec-mocha10.log",
+        "mocha/spec-mocha5.log",
+    ] {
+        let m = parsed_msb(rel);
+        assert_statuses(&m, &[("math", Some(Failed)), ("strings", Some(Failed))]);
+    }
+    let m = parsed_msb("mocha/spec-mocha3.log");
+    assert_statuses(
+        &m,
+        &[
+            ("math", None),
+            ("math add fails on purpose:", Some(Failed)),
+            ("strings nested throws:", Some(Failed)),
+        ],
+    );
+    // A failing `before all` hook: mocha 10 and 12 name the test it was for, and that test
+    // fails; mocha 3 and 5 name only the hook.
+    for rel in ["mocha/spec-mocha12.log", "mocha/spec-mocha10.log"] {
+        let m = parsed_msb(rel);
+        assert_statuses(
+            &m,
+            &[
+                ("never runs", Some(Failed)),
+                ("\"before all\" hook for \"never runs\"", None),
+            ],
+        );
+    }
+    let m = parsed_msb("mocha/spec-mocha5.log");
+    assert_eq!(status(&m, "\"before all\" hook"), Some(Failed));
+}
+
+#[test]
+fn mocha_reads_mocha5_spec_output_as_vscodes_parse_log_does() {
+    // What Multi-SWE-bench's own method gives on this log, printed once, from this
+    // repository's root with the harness at 24f493f8 in /tmp/msb and a Python that imports it
+    // (dataclasses-json 0.6.7, unidiff), by:
+    // python3 -c 'import sys; sys.path.insert(0, "/tmp/msb")
+    // from multi_swe_bench.harness.repos.typescript.microsoft.vscode import vscode
+    // r = vscode.parse_log(None, open(sys.argv[1], encoding="utf-8").read())
+    // print(sorted(r.passed_tests), sorted(r.failed_tests), sorted(r.skipped_tests))' \
+    // tests/fixtures/logs/mocha/spec-mocha5.log
+    let passed = [
+        "2) a title that looks like a failure",
+        "adds negatives (edge case)",
+        "adds two numbers",
+        "fake printed pass",
+        "prints lines that look like results",
+        "same title",
+        "slow test",
+        "top-level test",
+        "unicode title — café ✔",
+    ];
+    let failed = [
+        "\"before all\" hook",
+        "fails on purpose",
+        "fake printed failure",
+        "hooks",
+        "math",
+        "strings",
+        "throws",
+    ];
+    let skipped = ["pending test without body", "skipped test"];
+    let want: StatusMap = [
+        (&passed[..], Passed),
+        (&failed, Failed),
+        (&skipped, Skipped),
+    ]
+    .into_iter()
+    .flat_map(|(ids, st)| ids.iter().map(move |id| (id.to_string(), st)))
+    .collect();
+    assert_eq!(parsed_msb("mocha/spec-mocha5.log"), want);
+    // axios's reading (`msb_axios`, which `mocha` stood for before) knows only `✔`: of mocha
+    // 5's passing tests it reads the one a test printed.
+    let axios = parse4("msb_axios", &read("mocha/spec-mocha5.log")).unwrap();
+    let passing: Vec<&String> = axios
+        .iter()
+        .filter(|(_, st)| **st == Passed)
+        .map(|(id, _)| id)
+        .collect();
+    assert_eq!(passing, ["fake printed pass"]);
+}
+
+#[test]
+fn mocha_json_reads_npm_run_output_as_express_does() {
+    // What Multi-SWE-bench's own method gives on these logs, printed once, from this
+    // repository's root with the harness at 24f493f8 in /tmp/msb and a Python that imports it
+    // (dataclasses-json 0.6.7, unidiff), by:
+    // python3 -c 'import sys; sys.path.insert(0, "/tmp/msb")
+    // from multi_swe_bench.harness.repos.javascript.expressjs.express import Express
+    // r = Express.parse_json_log(None, open(sys.argv[1], encoding="utf-8").read())
+    // print(sorted(r.passed_tests), sorted(r.failed_tests), sorted(r.skipped_tests))' \
+    // tests/fixtures/logs/mocha_json/npm-run-mocha10.log
+    // and the same for npm-run-mocha5.log (its hook failure is `hooks "before all" hook`).
+    let passed = [
+        "math 2) a title that looks like a failure",
+        "math add adds negatives (edge case)",
+        "math add adds two numbers",
+        "math slow test",
+        "strings nested same title",
+        "strings prints lines that look like results",
+        "strings same title",
+        "strings unicode title — café ✔",
+        "top-level test",
+    ];
+    let skipped = [
+        "math add pending test without body",
+        "math add skipped test",
+    ];
+    for (rel, hook) in [
+        (
+            "mocha_json/npm-run-mocha10.log",
+            "hooks \"before all\" hook for \"never runs\"",
+        ),
+        ("mocha_json/npm-run-mocha5.log", "hooks \"before all\" hook"),
+    ] {
+        let failed = [hook, "math add fails on purpose", "strings nested throws"];
+        let want: StatusMap = [
+            (&passed[..], Passed),
+            (&failed, Failed),
+            (&skipped, Skipped),
+        ]
+        .into_iter()
+        .flat_map(|(ids, st)| ids.iter().map(move |id| (id.to_string(), st)))
+        .collect();
+        let log = read(rel);
+        // npm's lines and what a test printed come before the report.
+        assert!(log.starts_with("\n> mocha"), "{rel}");
+        assert!(log.contains("  9) fake printed failure\n{\n"), "{rel}");
+        assert_eq!(parsed_msb(rel), want, "{rel}");
+        // The spec reader finds only the printed lines in it.
+        let spec = parse4("mocha", &log).unwrap();
+        assert_eq!(
+            spec.keys().collect::<Vec<_>>(),
+            ["fake printed failure", "fake printed pass"]
         );
     }
 }

@@ -1,11 +1,12 @@
 //! The native (C/C++) kind, end to end, with no internet: two tiny Debian packages built here
-//! (`dpkg-deb --build`: a test driver in `usr/bin` and the library file it reads from its own
-//! prefix) served as a flat repository on 127.0.0.1, a C repository made by code whose test
-//! target compiles with the machine's gcc and prints automake's `PASS:`/`FAIL:` lines, its
-//! instance imported, mirrored, locked (the closure taken, the machine's part left out),
-//! validated (each run from a fresh tree: its configure step's output seen every time; the
-//! machine's `od`, which the context hides, not found), packed and replayed with the server
-//! gone and the network cut.
+//! (`dpkg-deb --build`: a test driver in `usr/bin`, beside a program that has no `--version`,
+//! and the library file the driver reads from its own prefix) served as a flat repository on
+//! 127.0.0.1, a C repository made by code whose test target compiles with the machine's gcc
+//! and prints automake's `PASS:`/`FAIL:` lines, its instance imported, mirrored, locked (the
+//! closure taken, the machine's part left out, every program started), validated (each run
+//! from a fresh tree: its configure step's output seen every time; the machine's `od`, which
+//! the context hides, not found), packed and replayed with the server gone and the network
+//! cut. And a lock refused, naming each program of its package that cannot start.
 
 mod common;
 
@@ -49,8 +50,15 @@ for t in tests/*.c; do n=$(basename \"$t\" .c)\n\
   if cc -o \"/tmp/$n\" \"$t\" $SOURCES && \"/tmp/$n\"; then echo \"$PASS: $n\"; else echo \"$FAIL: $n\"; fi\n\
 done\n";
 
-/// A `.deb` of `name` with `files` (path, text, executable) and `depends`.
-fn deb(dir: &Path, name: &str, depends: &str, files: &[(&str, &str, bool)]) -> Vec<u8> {
+/// A program of a package that does not know `--version`, as python3's `pdb3`: it wants a
+/// file, and says so.
+const DEBUG: &str = "#!/bin/sh\necho 'usage: sweark-debug FILE' >&2\nexit 2\n";
+
+/// A package: its name, its `Depends`, and its files (path, bytes, executable).
+type Package<'a> = (&'a str, &'a str, Vec<(&'a str, Vec<u8>, bool)>);
+
+/// A `.deb` of `name` with `files` (path, bytes, executable) and `depends`.
+fn deb(dir: &Path, name: &str, depends: &str, files: &[(&str, Vec<u8>, bool)]) -> Vec<u8> {
     use std::os::unix::fs::PermissionsExt;
     let root = dir.join(name);
     std::fs::create_dir_all(root.join("DEBIAN")).unwrap();
@@ -80,35 +88,40 @@ fn deb(dir: &Path, name: &str, depends: &str, files: &[(&str, &str, bool)]) -> V
     std::fs::read(out_file).unwrap()
 }
 
-/// A flat repository on 127.0.0.1: `Packages` and the two `.deb` files.
+/// A flat repository on 127.0.0.1: `Packages` and the `.deb` files.
 struct Repository {
     url: String,
     _server: Arc<tiny_http::Server>,
 }
 
-fn debian_repository(dir: &Path) -> Repository {
-    let check = deb(
-        dir,
-        "sweark-check",
-        "sweark-words, libc6 (>= 2.17), make",
-        &[("usr/bin/sweark-check", DRIVER, true)],
-    );
-    let words = deb(
-        dir,
-        "sweark-words",
-        "dpkg",
-        &[(
-            "usr/share/sweark-check/words.sh",
-            "PASS=PASS\nFAIL=FAIL\n",
-            false,
-        )],
-    );
+/// The driver (and a program without `--version`) and its words.
+fn calc_packages() -> Vec<Package<'static>> {
+    vec![
+        (
+            "sweark-check",
+            "sweark-words, libc6 (>= 2.17), make",
+            vec![
+                ("usr/bin/sweark-check", DRIVER.into(), true),
+                ("usr/bin/sweark-debug", DEBUG.into(), true),
+            ],
+        ),
+        (
+            "sweark-words",
+            "dpkg",
+            vec![(
+                "usr/share/sweark-check/words.sh",
+                "PASS=PASS\nFAIL=FAIL\n".into(),
+                false,
+            )],
+        ),
+    ]
+}
+
+fn debian_repository(dir: &Path, packages: &[Package]) -> Repository {
     let mut files: BTreeMap<String, Vec<u8>> = BTreeMap::new();
     let mut index = String::new();
-    for (name, bytes, depends) in [
-        ("sweark-check", check, "sweark-words, libc6 (>= 2.17), make"),
-        ("sweark-words", words, "dpkg"),
-    ] {
+    for (name, depends, contents) in packages {
+        let bytes = deb(dir, name, depends, contents);
         index.push_str(&format!(
             "Package: {name}\nVersion: 1.0-1\nArchitecture: all\nDepends: {depends}\n\
              Filename: pool/{name}_1.0-1_all.deb\nSize: {}\nSHA256: {}\n\n",
@@ -186,33 +199,8 @@ fn a_native_context_carries_its_packages_and_validates_and_replays_offline() {
     let t = TestContext::new();
     let manifests = t.manifests_with("acme__calc.toml", MANIFEST);
     let run = |args: &[&str]| t.run_ok_with_manifests(&manifests, args);
-    let repo = t.path("calc");
-    let base = c_repository(&repo);
-    let debs = debian_repository(&t.path("debian"));
-    let row = serde_json::json!({
-        "repo": "acme/calc", "instance_id": "acme__calc-3", "base_commit": base,
-        "patch": GOLD, "test_patch": TEST_PATCH, "problem_statement": "add subtracts",
-        "hints_text": "", "created_at": "", "version": "gcc",
-        "FAIL_TO_PASS": "[\"add\"]", "PASS_TO_PASS": "[\"configured\", \"no-od\", \"one\"]",
-        "environment_setup_commit": "",
-    });
-    let file = t.path("instances.jsonl");
-    std::fs::write(&file, format!("{row}\n")).unwrap();
-    run(&[
-        "import",
-        file.to_str().unwrap(),
-        "--dataset",
-        "calc",
-        "--environments-as-of",
-        "2022-01-01",
-    ]);
-    run(&[
-        "mirror",
-        "add",
-        repo.to_str().unwrap(),
-        "--name",
-        "acme/calc",
-    ]);
+    calc_imported(&t, &manifests);
+    let debs = debian_repository(&t.path("debian"), &calc_packages());
     let lock = run(&[
         "env",
         "lock",
@@ -224,6 +212,17 @@ fn a_native_context_carries_its_packages_and_validates_and_replays_offline() {
     ]);
     let lock: serde_json::Value = serde_json::from_str(&lock).unwrap();
     assert_eq!(lock["packages"], 2, "the driver and its words: {lock}");
+    // The proof started both programs: the one without `--version` did not fail it.
+    assert_eq!(
+        lock["proof"]["answered_version"],
+        serde_json::json!(["sweark-check"]),
+        "{lock}"
+    );
+    assert_eq!(
+        lock["proof"]["started_without_version"],
+        serde_json::json!([{"program": "sweark-debug", "exit": 2}]),
+        "{lock}"
+    );
     let machine: Vec<&str> = lock["from_machine"]
         .as_array()
         .unwrap()
@@ -261,4 +260,127 @@ fn a_native_context_carries_its_packages_and_validates_and_replays_offline() {
         serde_json::from_slice(&std::fs::read(t.ark().join("runs/gold/gold.gold.json")).unwrap())
             .unwrap();
     assert_eq!(summary["resolved_instances"], 1, "{summary}");
+}
+
+/// `acme/calc`'s repository made, its instance imported and the repository mirrored, in `t`'s
+/// archive.
+fn calc_imported(t: &TestContext, manifests: &Path) {
+    let run = |args: &[&str]| t.run_ok_with_manifests(manifests, args);
+    let repo = t.path("calc");
+    let base = c_repository(&repo);
+    let row = serde_json::json!({
+        "repo": "acme/calc", "instance_id": "acme__calc-3", "base_commit": base,
+        "patch": GOLD, "test_patch": TEST_PATCH, "problem_statement": "add subtracts",
+        "hints_text": "", "created_at": "", "version": "gcc",
+        "FAIL_TO_PASS": "[\"add\"]", "PASS_TO_PASS": "[\"configured\", \"no-od\", \"one\"]",
+        "environment_setup_commit": "",
+    });
+    let file = t.path("instances.jsonl");
+    std::fs::write(&file, format!("{row}\n")).unwrap();
+    run(&[
+        "import",
+        file.to_str().unwrap(),
+        "--dataset",
+        "calc",
+        "--environments-as-of",
+        "2022-01-01",
+    ]);
+    run(&[
+        "mirror",
+        "add",
+        repo.to_str().unwrap(),
+        "--name",
+        "acme/calc",
+    ]);
+}
+
+/// A program the loader cannot start: built here against a library its package lacks.
+fn program_without_its_library(dir: &Path) -> Vec<u8> {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("gone.c"), "int gone(void) { return 0; }\n").unwrap();
+    std::fs::write(
+        dir.join("main.c"),
+        "int gone(void);\nint main(void) { return gone(); }\n",
+    )
+    .unwrap();
+    for args in [
+        &["-shared", "-fPIC", "-o", "libswearkgone.so", "gone.c"][..],
+        &["-o", "sweark-nolib", "main.c", "-L.", "-lswearkgone"],
+    ] {
+        let out = Command::new("cc")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "cc {args:?}: {}",
+            common::stderr(&out)
+        );
+    }
+    std::fs::read(dir.join("sweark-nolib")).unwrap()
+}
+
+#[test]
+fn a_native_lock_names_each_program_of_its_packages_that_does_not_start() {
+    if !common::can_unshare() || !has_tools() {
+        eprintln!("skipped: no namespaces, or no dpkg-deb, cc and make here");
+        return;
+    }
+    let t = TestContext::new();
+    let manifest = MANIFEST.replace("[\"sweark-check\"]", "[\"sweark-broken\"]");
+    let manifests = t.manifests_with("acme__calc.toml", &manifest);
+    calc_imported(&t, &manifests);
+    let nolib = program_without_its_library(&t.path("nolib"));
+    let broken: Package = (
+        "sweark-broken",
+        "libc6",
+        vec![
+            // Its `#!` interpreter is nowhere.
+            (
+                "usr/bin/sweark-noint",
+                "#!/usr/lib/sweark-gone/interpreter\n".into(),
+                true,
+            ),
+            ("usr/bin/sweark-nolib", nolib, true),
+            ("usr/bin/sweark-debug", DEBUG.into(), true),
+        ],
+    );
+    let debs = debian_repository(&t.path("debian"), &[broken]);
+    let out = t
+        .cmd()
+        .env("SWE_ARK_MANIFESTS", &manifests)
+        .args(["env", "lock", "acme/calc", "gcc", "--index-url", &debs.url])
+        .output()
+        .unwrap();
+    let err = common::stderr(&out);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("2 of the programs of [\"sweark-broken\"] did not start"),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "sweark-noint: its `#!` interpreter /usr/lib/sweark-gone/interpreter is not on this machine"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains("sweark-nolib: a library it needs is not found"),
+        "{err}"
+    );
+    // Started, without a `--version`: not named.
+    assert!(!err.contains("sweark-debug"), "{err}");
+    // Nothing is recorded of a lock that is not proven (`env ls` lists the locks).
+    let listed = t
+        .cmd()
+        .env("SWE_ARK_MANIFESTS", &manifests)
+        .args(["env", "ls", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        !common::stdout(&listed).contains("acme/calc"),
+        "{}",
+        common::stdout(&listed)
+    );
 }

@@ -127,8 +127,20 @@ impl StepRunner {
     /// confined or not; a failure is [`EnvError::Command`] with the end of what it printed.
     /// Confined, stdout and stderr come back together in [`Output::stdout`].
     pub fn run(&self, cmd: &mut Command, step: &str) -> Result<Output, EnvError> {
+        finish(self.output(cmd, step)?, step)
+    }
+
+    /// [`StepRunner::run`] that returns what the command printed however it exited: an error
+    /// only when it could not be started (not found, not executable, its `#!` interpreter
+    /// missing, or no sandbox).
+    pub fn output(&self, cmd: &mut Command, step: &str) -> Result<Output, EnvError> {
         let Some(confine) = &self.confine else {
-            return run(cmd, step);
+            tracing::debug!("{step}: {cmd:?}");
+            return cmd.output().map_err(|e| EnvError::Command {
+                step: step.to_string(),
+                status: "could not start".into(),
+                output: format!("{:?}: {e}", cmd.get_program()),
+            });
         };
         let log = tempfile::Builder::new()
             .prefix("swe-ark-step-")
@@ -154,14 +166,11 @@ impl StepRunner {
             (None, Some(signal)) => ExitStatus::from_raw(signal & 0x7f),
             (None, None) => ExitStatus::from_raw(0xff << 8),
         };
-        finish(
-            Output {
-                status,
-                stdout: bytes,
-                stderr: Vec::new(),
-            },
-            step,
-        )
+        Ok(Output {
+            status,
+            stdout: bytes,
+            stderr: Vec::new(),
+        })
     }
 
     /// The sandbox's spec of `cmd`: its program, arguments, variables (less the caller's

@@ -12,8 +12,9 @@
 //!
 //! The Multi-SWE-bench parsers ([`msb`]) re-implement the `parse_log` methods of
 //! Multi-SWE-bench's repository handlers; they read the log whole, as its harness does. They
-//! are named `msb_*` by repository, and `jest`, `mocha`, `vitest`, `tap`, `cargo`, `ctest`,
-//! `googletest` and `automake` by runner, for a repository Multi-SWE-bench does not have.
+//! are named `msb_*` by repository, and `jest`, `mocha`, `mocha_json`, `vitest`, `tap`,
+//! `cargo`, `ctest`, `googletest` and `automake` by runner, for a repository Multi-SWE-bench
+//! does not have.
 
 mod django;
 pub mod handler;
@@ -166,6 +167,7 @@ pub fn parser_names() -> impl Iterator<Item = &'static str> {
 
 /// The names [`parse`] accepts besides [`registry_names`]: the parsers, and the test runners'
 /// names a manifest of a repository Multi-SWE-bench does not have can give (`jest`, `ctest`,
+/// `mocha` for mocha's spec output of any version, `mocha_json` for `mocha --reporter json`,
 /// …; [`msb`]).
 pub fn known_parsers() -> &'static [&'static str] {
     &[
@@ -178,6 +180,7 @@ pub fn known_parsers() -> &'static [&'static str] {
         "junit_xml",
         "matplotlib",
         "mocha",
+        "mocha_json",
         "msb_axios",
         "msb_cargo",
         "msb_catch2",
@@ -361,7 +364,7 @@ mod tests {
         assert!(
             msg.starts_with(
                 "unknown log parser `nose`; known: automake, cargo, ctest, django, googletest, \
-                 jest, junit_xml, matplotlib, mocha, msb_axios"
+                 jest, junit_xml, matplotlib, mocha, mocha_json, msb_axios"
             ),
             "{msg}"
         );

@@ -2,8 +2,8 @@
 //! dependency closure (less what the machine provides) resolved from this machine's apt
 //! sources, or from a flat repository's `Packages` file (`--index-url`), each `.deb` fetched,
 //! checked against the index's sha256 and kept as an object; then proven: the environment
-//! built offline from those objects alone, and every program of the requested packages run
-//! from it with the network cut.
+//! built offline from those objects alone, and every program of the requested packages
+//! started from it with the network cut ([`prove`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -199,16 +199,13 @@ pub fn lock(
     let proven = prove(&built, &doc, opts.unconfined, &ark.tmp_dir())?;
     let seconds = started.elapsed().as_secs_f64();
     say(&format!(
-        "proven offline: built from the lock's objects alone, {} ran with the network cut ({seconds:.1} s)",
-        if proven.is_empty() {
-            "nothing".to_string()
-        } else {
-            proven.join(", ")
-        }
+        "proven offline: built from the lock's objects alone; with the network cut, {} \
+         ({seconds:.1} s)",
+        proven.sentence()
     ));
     let newest = doc.commits[0].clone();
     record_lock(ark, ctx, &doc, id, bytes.len() as u64, &newest)?;
-    Ok(summary(ctx, &doc, id, notes, seconds))
+    Ok(summary(ctx, &doc, id, notes, &proven, seconds))
 }
 
 /// The base commits of the context's instances, the newest first (by the index's order).
@@ -299,14 +296,30 @@ fn keep(s: &Stanza, url: &str, objects: &ObjectStore) -> Result<Deb, NativeError
     })
 }
 
-/// The proof: every program the requested packages install, run with `--version` from the
-/// built environment, confined with the network cut. Returns the programs that ran.
+/// What the proof found of the programs of the requested packages, all of which started.
+#[derive(Debug, Default)]
+struct Proven {
+    /// Those that answered `--version` (exit 0).
+    answered: Vec<String>,
+    /// Those that started and exited otherwise (a program with no `--version` that wants
+    /// other arguments, as python3's `pdb3` and python3-minimal's `py3versions`), with the
+    /// exit code.
+    without_version: Vec<(String, i32)>,
+}
+
+/// The proof: every program the requested packages install is started from the built
+/// environment, confined with the network cut, as `PROG --version` with no input. It proves
+/// that each program *starts*: it can be executed (its `#!` interpreter is found), the loader
+/// finds its libraries, and an interpreted one finds the modules it imports first. Whether it
+/// knows `--version` is not asked of it: many programs do not (`pdb3` exits 1 with getopt's
+/// error, `py3versions` 1 with its usage), so any exit counts as started unless it is one of
+/// [`did_not_start`]'s. What a program needs past its start is the tests' to show.
 fn prove(
     built: &NativeBuilt,
     doc: &NativeLock,
     unconfined: bool,
     tmp_root: &Path,
-) -> Result<Vec<String>, NativeError> {
+) -> Result<Proven, NativeError> {
     let io = |p: &Path, e: std::io::Error| NativeError::Io(format!("{}: {e}", p.display()));
     std::fs::create_dir_all(tmp_root).map_err(|e| io(tmp_root, e))?;
     let work = crate::fsutil::work_dir(tmp_root, ".tmp-prove-").map_err(|e| io(tmp_root, e))?;
@@ -315,7 +328,8 @@ fn prove(
         .map_err(|e| NativeError::Proof(e.to_string()))?
         .read_only(&built.root);
     let root = built.root.to_string_lossy().to_string();
-    let mut ran = Vec::new();
+    let mut proven = Proven::default();
+    let mut failed = Vec::new();
     for program in building::programs_of(built, &doc.requested) {
         let mut cmd = Command::new(&program);
         cmd.arg("--version")
@@ -333,12 +347,117 @@ fn prove(
             .file_name()
             .map(|n| n.to_string_lossy().to_string())
             .unwrap_or_default();
-        steps
-            .run(&mut cmd, &format!("running {name} --version offline"))
-            .map_err(|e| NativeError::Proof(e.to_string()))?;
-        ran.push(name);
+        // Every program is tried, so that one failure names all that do not start.
+        match steps.output(&mut cmd, &format!("starting {name} offline")) {
+            Err(e) => match missing_interpreter(&program) {
+                // The kernel says only ENOENT, as if the program itself were missing.
+                Some(interpreter) => failed.push(format!(
+                    "{name}: its `#!` interpreter {interpreter} is not on this machine (a `#!` \
+                     path is the machine's, not the lock's)"
+                )),
+                None => failed.push(format!("{name}: {e}")),
+            },
+            Ok(out) => match did_not_start(&out) {
+                Some(why) => failed.push(format!(
+                    "{name}: {why}\n{}",
+                    crate::env::steps::tail(&out, 8)
+                )),
+                None => match out.status.code() {
+                    Some(0) => proven.answered.push(name),
+                    code => proven.without_version.push((name, code.unwrap_or(-1))),
+                },
+            },
+        }
     }
-    Ok(ran)
+    if !failed.is_empty() {
+        return Err(NativeError::Proof(format!(
+            "{} of the programs of {:?} did not start from the lock's environment:\n{}",
+            failed.len(),
+            doc.requested,
+            failed.join("\n")
+        )));
+    }
+    Ok(proven)
+}
+
+/// The interpreter a script's `#!` line names, when it is not on this machine: the kernel
+/// runs it by that path, which the run sees as the machine's (`#!/usr/bin/python3` is not the
+/// lock's python3).
+fn missing_interpreter(program: &Path) -> Option<String> {
+    use std::io::Read;
+    let mut head = [0u8; 256];
+    let n = std::fs::File::open(program)
+        .and_then(|mut f| f.read(&mut head))
+        .ok()?;
+    let line = head[..n].strip_prefix(b"#!")?;
+    let line = String::from_utf8_lossy(line.split(|b| *b == b'\n').next()?).into_owned();
+    let interpreter = line.split_whitespace().next()?.to_string();
+    (!Path::new(&interpreter).exists()).then_some(interpreter)
+}
+
+/// Why a program run by [`prove`] did not start, from how it exited and what it printed; None
+/// when it started (exit 0 always is). Not starting is: the loader's `error while loading shared libraries` (a
+/// library missing; the loader exits 127), exit 126 or 127 (the shell's and `env`'s codes for
+/// a program or interpreter not executable or not found), a signal (it crashed before it
+/// could answer), or, for a failing run, an interpreter's missing module (Python's
+/// `ModuleNotFoundError`/`ImportError`, perl's `Can't locate … in @INC`). Any other exit is a
+/// program that ran, whatever it made of `--version`.
+fn did_not_start(out: &std::process::Output) -> Option<String> {
+    use std::os::unix::process::ExitStatusExt;
+    if out.status.success() {
+        return None;
+    }
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if text.contains("error while loading shared libraries") {
+        return Some("a library it needs is not found".into());
+    }
+    let code = match out.status.code() {
+        Some(code @ (126 | 127)) => {
+            return Some(format!(
+                "exit code {code}: not executable, or a program or interpreter it runs not found"
+            ));
+        }
+        Some(code) => code,
+        None => {
+            return Some(format!(
+                "killed by signal {}",
+                out.status.signal().unwrap_or_default()
+            ));
+        }
+    };
+    let missing_module = text.lines().any(|l| {
+        l.starts_with("ModuleNotFoundError: ")
+            || l.starts_with("ImportError: ")
+            || (l.starts_with("Can't locate ") && l.contains(" in @INC"))
+    });
+    missing_module.then(|| format!("exit code {code}: a module it imports is not found"))
+}
+
+impl Proven {
+    /// What started, for the lock's progress line.
+    fn sentence(&self) -> String {
+        let mut parts = Vec::new();
+        if !self.answered.is_empty() {
+            parts.push(format!("{} answered --version", self.answered.join(", ")));
+        }
+        if !self.without_version.is_empty() {
+            let started: Vec<String> = self
+                .without_version
+                .iter()
+                .map(|(name, code)| format!("{name} (exit {code})"))
+                .collect();
+            parts.push(format!("{} started, without one", started.join(", ")));
+        }
+        if parts.is_empty() {
+            "no program to start".to_string()
+        } else {
+            parts.join("; ")
+        }
+    }
 }
 
 fn summary(
@@ -346,6 +465,7 @@ fn summary(
     doc: &NativeLock,
     id: Sha256Digest,
     notes: Vec<String>,
+    proven: &Proven,
     seconds: f64,
 ) -> LockSummary {
     let bytes: u64 = doc.objects().iter().map(|o| o.1).sum();
@@ -375,6 +495,14 @@ fn summary(
         "bytes": bytes,
         "notes": notes,
         "proof_seconds": seconds,
+        "proof": {
+            "answered_version": proven.answered,
+            "started_without_version": proven
+                .without_version
+                .iter()
+                .map(|(program, code)| serde_json::json!({"program": program, "exit": code}))
+                .collect::<Vec<_>>(),
+        },
     });
     LockSummary {
         id: id.hex(),
@@ -382,5 +510,51 @@ fn summary(
         notes,
         sentence,
         details,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::{ExitStatus, Output};
+
+    use super::did_not_start;
+
+    fn out(code: Option<i32>, text: &str) -> Output {
+        Output {
+            status: match code {
+                Some(c) => ExitStatus::from_raw(c << 8),
+                None => ExitStatus::from_raw(11),
+            },
+            stdout: text.as_bytes().to_vec(),
+            stderr: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_program_without_version_started_one_that_could_not_load_did_not() {
+        // python3's pdb3 and py3versions, as they answer `--version`: they ran.
+        let pdb3 = "Traceback (most recent call last):\n  File \"/usr/bin/pdb3\", line 1801\n\
+                    getopt.GetoptError: option --version not recognized\n";
+        assert_eq!(did_not_start(&out(Some(1), pdb3)), None);
+        assert_eq!(
+            did_not_start(&out(Some(1), "usage: py3versions [-v]\n")),
+            None
+        );
+        assert_eq!(did_not_start(&out(Some(0), "cmake version 3.25.1\n")), None);
+        // The loader, a missing interpreter, a crash, a missing module: they did not.
+        let loader = "x: error while loading shared libraries: libz.so.1: cannot open shared \
+                      object file: No such file or directory\n";
+        assert!(did_not_start(&out(Some(127), loader)).is_some());
+        let env = "/usr/bin/env: 'python9': No such file or directory\n";
+        assert!(did_not_start(&out(Some(127), env)).is_some());
+        assert!(did_not_start(&out(None, "")).is_some());
+        let module =
+            "Traceback (most recent call last):\nModuleNotFoundError: No module named 'x'\n";
+        assert!(did_not_start(&out(Some(1), module)).is_some());
+        let perl = "Can't locate Autom4te/C4che.pm in @INC (you may need to install it)\n";
+        assert!(did_not_start(&out(Some(2), perl)).is_some());
+        // A module's name printed by a program that answered is no failure.
+        assert_eq!(did_not_start(&out(Some(0), module)), None);
     }
 }
