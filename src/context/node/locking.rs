@@ -148,6 +148,7 @@ pub fn lock(
         registry: online.base.clone(),
         grouping: GROUPING.into(),
         runtime: found.identity.clone(),
+        inferred: ctx.inferred.clone(),
         generated,
         tarballs,
         notes: notes.clone(),
