@@ -355,9 +355,17 @@ fn node(bytes: &[u8], file: &dyn Fn(&str) -> Option<Vec<u8>>) -> Result<Draft, U
         runner.name(),
         runner.parser()
     )];
-    let test_cmd = match (runner.arguments(), last) {
-        (Some(args), true) => format!("npm test -- {args}"),
-        (Some(args), false) => {
+    let scripts = scripts.unwrap_or(&empty);
+    let test_cmd = match (through_npm(scripts, test, runner), runner.arguments(), last) {
+        (Some(cmd), _, _) => {
+            notes.push(format!(
+                "The test script runs its scripts with pnpm or yarn, which the context has not \
+                 (npm only): here each is `npm run`, as `{cmd}`."
+            ));
+            cmd
+        }
+        (None, Some(args), true) => format!("npm test -- {args}"),
+        (None, Some(args), false) => {
             notes.push(format!(
                 "{} is not the script's last command, so `{args}` cannot be passed to it: its \
                  parser may read less of its output.",
@@ -365,7 +373,7 @@ fn node(bytes: &[u8], file: &dyn Fn(&str) -> Option<Vec<u8>>) -> Result<Draft, U
             ));
             "npm test".to_string()
         }
-        (None, _) => "npm test".to_string(),
+        (None, None, _) => "npm test".to_string(),
     };
     let mut env = BTreeMap::new();
     if runner == Runner::Vitest {
@@ -457,6 +465,59 @@ fn runner_of(
         }
     }
     None
+}
+
+/// The test script with each `pnpm`/`yarn` run of one of `scripts` made `npm run` (with the
+/// runner's output arguments where that script ends with the runner), and the other commands
+/// given `node_modules/.bin` as npm gives it; None when it runs no script with pnpm or yarn.
+fn through_npm(
+    scripts: &serde_json::Map<String, serde_json::Value>,
+    test: &str,
+    runner: Runner,
+) -> Option<String> {
+    static SEPARATOR: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r"\s*(?:&&|\|\||;)\s*").expect("a fixed pattern"));
+    let (mut out, mut from, mut changed, mut bare) = (String::new(), 0, false, false);
+    let pieces = SEPARATOR
+        .find_iter(test)
+        .map(|m| (m.start(), m.as_str()))
+        .chain([(test.len(), "")]);
+    for (end, separator) in pieces {
+        let command = test[from..end].trim();
+        from = end + separator.len();
+        let words: Vec<&str> = command.split_whitespace().collect();
+        let name = match words.as_slice() {
+            ["pnpm" | "yarn", "run", name, ..] => Some(*name),
+            ["pnpm" | "yarn", name, ..] if !name.starts_with('-') => Some(*name),
+            _ => None,
+        };
+        let script = name.and_then(|n| Some((n, scripts.get(n)?.as_str()?)));
+        let Some((name, script)) = script else {
+            bare |= !command.starts_with("npm ");
+            out.push_str(command);
+            out.push_str(separator);
+            continue;
+        };
+        changed = true;
+        let at = words
+            .iter()
+            .position(|w| w == &name)
+            .map_or(words.len(), |i| i + 1);
+        let mut args: Vec<&str> = words[at..].to_vec();
+        if let Some((r, true)) = runner_of(scripts, script, 0)
+            && r == runner
+            && let Some(a) = r.arguments()
+        {
+            args.push(a);
+        }
+        out.push_str(&format!("npm run {name}"));
+        if !args.is_empty() {
+            out.push_str(&format!(" -- {}", args.join(" ")));
+        }
+        out.push_str(separator);
+    }
+    let path = r#"export PATH="$PWD/node_modules/.bin:$PATH" && "#;
+    changed.then(|| if bare { format!("{path}{out}") } else { out })
 }
 
 /// A command's words from the program it runs on: variable assignments, and wrappers that run
@@ -684,6 +745,16 @@ mod tests {
                 r#"{"scripts":{"test":"./node_modules/.bin/jest && eslint ."}}"#,
                 "jest",
                 "npm test",
+            ),
+            (
+                r#"{"scripts":{"test":"pnpm run unit && pnpm e2e","unit":"jest --env node","e2e":"jest && true"}}"#,
+                "jest",
+                "npm run unit -- --verbose && npm run e2e",
+            ),
+            (
+                r#"{"scripts":{"test":"eslint . && yarn unit --ci","unit":"vitest"}}"#,
+                "vitest",
+                r#"export PATH="$PWD/node_modules/.bin:$PATH" && eslint . && npm run unit -- --ci --reporter=verbose"#,
             ),
         ];
         for (json, parser, test_cmd) in cases {
