@@ -22,8 +22,8 @@ pub enum ResolveError {
     Infer(#[from] InferError),
     #[error(
         "no manifest names {repo}, so its context is inferred from its build files at the \
-         newest base commit of the archive's instances of the version locked; none is at \
-         version {version}: {} (or name the commit to infer at with --commit)",
+         newest base commit of the archive's instances of the version locked, and none is at \
+         version {version}: {}",
         describe_versions(.versions)
     )]
     NoSuchVersion {
@@ -65,13 +65,19 @@ pub enum ResolveError {
 /// What the archive's instances of a repository name as versions, for a sentence.
 fn describe_versions(versions: &BTreeMap<String, usize>) -> String {
     if versions.is_empty() {
-        return "the archive holds no instance of it (import them first)".into();
+        return "the archive holds no instance of it: import them first, or name the commit to \
+                infer at with --commit"
+            .into();
     }
     let listed: Vec<String> = versions.iter().map(|(v, n)| format!("{v} ({n})")).collect();
+    let inferred = match versions.contains_key(infer::VERSION) {
+        true => format!(" (`{}`: the rows that named none)", infer::VERSION),
+        false => String::new(),
+    };
     format!(
-        "the archive's instances of it are at {} (`{}`: the rows that named no version)",
-        listed.join(", "),
-        infer::VERSION
+        "the archive's instances of it are at {}{inferred}; lock one of those, or name the \
+         commit to infer at with --commit",
+        listed.join(", ")
     )
 }
 
