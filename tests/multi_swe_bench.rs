@@ -407,8 +407,8 @@ fn rows_without_a_version_take_their_manifests_and_the_dataset_date_is_multi_swe
         common::stderr(&out)
     );
 
-    // A repository with no manifest: its rows are kept without a version, and the import says
-    // which repositories they are.
+    // A repository with no manifest: its rows get `inferred` (its context is inferred from its
+    // build files when it is locked), and the import says which repositories they are.
     let t = TestContext::new();
     let manifests = t.path("manifests");
     fs::create_dir_all(&manifests).unwrap();
@@ -427,7 +427,8 @@ fn rows_without_a_version_take_their_manifests_and_the_dataset_date_is_multi_swe
         .unwrap();
     assert!(out.status.success(), "{}", common::stderr(&out));
     assert!(
-        common::stderr(&out).contains("jqlang/jq (1)"),
+        common::stderr(&out).contains("they get version `inferred`")
+            && common::stderr(&out).contains("jqlang/jq (1)"),
         "{}",
         common::stderr(&out)
     );
@@ -437,5 +438,5 @@ fn rows_without_a_version_take_their_manifests_and_the_dataset_date_is_multi_swe
         .iter()
         .find(|r| r["instance_id"] == "jqlang__jq-1793")
         .unwrap();
-    assert_eq!(jq["version"], "", "{jq}");
+    assert_eq!(jq["version"], "inferred", "{jq}");
 }

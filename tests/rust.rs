@@ -362,3 +362,181 @@ fn a_lock_that_cannot_be_had_is_refused_naming_the_crate_or_the_commit() {
         assert_eq!(stdout(&locks).trim(), "[]", "{case}: nothing recorded");
     }
 }
+
+/// A crate with no dependency whose `add` subtracts, and one test that passes.
+const TINY_LIB: &str = "pub fn add(a: i32, b: i32) -> i32 {\n    a - b\n}\n\n\
+#[cfg(test)]\nmod tests {\n    #[test]\n    fn zero_works() {\n        assert_eq!(super::add(0, 0), 0);\n    }\n}\n";
+
+const TINY_TEST_PATCH: &str = "diff --git a/tests/add.rs b/tests/add.rs\nnew file mode 100644\n\
+--- /dev/null\n+++ b/tests/add.rs\n@@ -0,0 +1,4 @@\n+#[test]\n+fn add_works() {\n\
++    assert_eq!(tiny::add(1, 2), 3);\n+}\n";
+
+#[test]
+fn a_repository_no_manifest_names_gets_a_context_from_its_cargo_toml_recorded_in_the_lock() {
+    if !common::can_unshare() {
+        eprintln!("skipped: no namespaces here");
+        return;
+    }
+    let t = TestContext::new();
+    // Manifests that name another repository only.
+    let manifests = t.manifests_with("acme__app.toml", MANIFEST);
+    let swe_ark = |args: &[&str]| {
+        t.cmd()
+            .env("SWE_ARK_MANIFESTS", &manifests)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let run = |args: &[&str]| t.run_ok_with_manifests(&manifests, args);
+    let repo = t.path("tiny");
+    std::fs::create_dir_all(repo.join("src")).unwrap();
+    std::fs::write(
+        repo.join("Cargo.toml"),
+        "[package]\nname = \"tiny\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    )
+    .unwrap();
+    std::fs::write(repo.join("src/lib.rs"), TINY_LIB).unwrap();
+    std::fs::write(repo.join(".gitignore"), "/target\n").unwrap();
+    let base = git_init_commit(&repo, "tiny", DATE);
+    // A row that names no version, as Multi-SWE-bench's do.
+    let row = serde_json::json!({
+        "repo": "acme/tiny", "instance_id": "acme__tiny-3", "base_commit": base,
+        "patch": GOLD, "test_patch": TINY_TEST_PATCH, "problem_statement": "add subtracts",
+        "FAIL_TO_PASS": "[\"add_works\"]", "PASS_TO_PASS": "[\"tests::zero_works\"]",
+    });
+    let file = t.path("instances.jsonl");
+    std::fs::write(&file, format!("{row}\n")).unwrap();
+    let out = swe_ark(&[
+        "import",
+        file.to_str().unwrap(),
+        "--environments-as-of",
+        "2022-01-01",
+    ]);
+    assert!(
+        common::stderr(&out).contains("they get version `inferred`"),
+        "{}",
+        common::stderr(&out)
+    );
+    run(&[
+        "mirror",
+        "add",
+        repo.to_str().unwrap(),
+        "--name",
+        "acme/tiny",
+    ]);
+    let reg = registry(&t.path("registry"));
+
+    // A version none of its instances has: the error lists theirs.
+    let out = swe_ark(&["env", "lock", "acme/tiny", "rust-latest"]);
+    assert_eq!(out.status.code(), Some(2), "{}", common::stderr(&out));
+    assert!(
+        common::stderr(&out).contains("none is at version rust-latest")
+            && common::stderr(&out).contains("inferred (1)"),
+        "{}",
+        common::stderr(&out)
+    );
+
+    let lock = run(&[
+        "env",
+        "lock",
+        "acme/tiny",
+        "inferred",
+        "--index-url",
+        &reg.url,
+        "--no-pack-runtime",
+        "--json",
+    ]);
+    let lock: serde_json::Value = serde_json::from_str(&lock).unwrap();
+    assert_eq!(lock["inferred"]["from"], "Cargo.toml", "{lock}");
+    assert_eq!(lock["inferred"]["commit"], base.as_str(), "{lock}");
+    drop(reg);
+    // The lock as stored says so, with the manifest that gives the context and what to do.
+    let id = lock["id"].as_str().unwrap();
+    let shown = run(&["env", "show", id]);
+    for needle in [
+        "[inferred]",
+        "from = \"Cargo.toml\"",
+        "acme__tiny.toml",
+        "--manifests DIR",
+        "kind = \"rust\"",
+    ] {
+        assert!(shown.contains(needle), "{needle}: {shown}");
+    }
+    let listed: serde_json::Value = serde_json::from_str(&run(&["env", "ls", "--json"])).unwrap();
+    assert_eq!(listed[0]["inferred_from"], "Cargo.toml", "{listed}");
+
+    // Validated and replayed offline with the context the lock recorded.
+    run(&["validate", "--repo", "acme/tiny"]);
+    let rows: serde_json::Value =
+        serde_json::from_str(&run(&["ls", "--validated", "--json"])).unwrap();
+    let row = &rows[0];
+    assert_eq!(row["verdict"], "kept", "{row}");
+    assert_eq!(row["fail_to_pass"], 1, "{row}");
+    assert_eq!(row["pass_to_pass"], 1, "{row}");
+    run(&["pack", "--all-validated"]);
+    run(&["replay", "--gold", "--run-id", "gold"]);
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(t.ark().join("runs/gold/gold.gold.json")).unwrap())
+            .unwrap();
+    assert_eq!(summary["resolved_instances"], 1, "{summary}");
+}
+
+#[test]
+fn a_repository_with_no_manifest_and_no_build_file_is_told_what_to_write() {
+    let t = TestContext::new();
+    let manifests = t.manifests_with("acme__app.toml", MANIFEST);
+    let repo = t.path("docs");
+    std::fs::create_dir_all(&repo).unwrap();
+    std::fs::write(repo.join("README.md"), "words\n").unwrap();
+    let base = git_init_commit(&repo, "docs", DATE);
+    let row = serde_json::json!({
+        "repo": "acme/docs", "instance_id": "acme__docs-1", "base_commit": base,
+        "patch": GOLD, "test_patch": TEST_PATCH, "problem_statement": "p",
+    });
+    let file = t.path("instances.jsonl");
+    std::fs::write(&file, format!("{row}\n")).unwrap();
+    let swe_ark = |args: &[&str]| {
+        t.cmd()
+            .env("SWE_ARK_MANIFESTS", &manifests)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    // Without a mirror: what to write, or what inference needs.
+    let out = swe_ark(&["env", "lock", "acme/docs", "inferred"]);
+    assert_eq!(out.status.code(), Some(2), "{}", common::stderr(&out));
+    let e = common::stderr(&out);
+    assert!(
+        e.contains("no manifest describes repository acme/docs")
+            && e.contains("acme__docs.toml")
+            && e.contains("mirror add"),
+        "{e}"
+    );
+    for args in [
+        vec!["import", file.to_str().unwrap()],
+        vec![
+            "mirror",
+            "add",
+            repo.to_str().unwrap(),
+            "--name",
+            "acme/docs",
+        ],
+    ] {
+        let out = swe_ark(&args);
+        assert!(out.status.success(), "{}", common::stderr(&out));
+    }
+    let out = swe_ark(&["env", "lock", "acme/docs", "inferred"]);
+    assert_eq!(out.status.code(), Some(2), "{}", common::stderr(&out));
+    let e = common::stderr(&out);
+    for needle in [
+        "no manifest describes repository acme/docs",
+        &base,
+        "Cargo.toml, package.json, CMakeLists.txt, configure.ac, configure, meson.build",
+        "acme__docs.toml (manifests/README.md says how)",
+        "--manifests DIR",
+    ] {
+        assert!(e.contains(needle), "{needle}: {e}");
+    }
+    let locks = swe_ark(&["env", "ls", "--json"]);
+    assert_eq!(stdout(&locks).trim(), "[]", "nothing recorded");
+}

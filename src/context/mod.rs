@@ -19,6 +19,7 @@ mod lockdoc;
 pub mod native;
 pub mod node;
 pub mod python;
+pub mod resolve;
 pub mod rust;
 mod states;
 

@@ -1,6 +1,9 @@
 //! Executable contexts: per repository and release version, the Python, packages, install and
 //! test commands that make its tests run. One TOML file per repository in `manifests/`; the
-//! schema is documented in `manifests/README.md`.
+//! schema is documented in `manifests/README.md`. A repository no manifest names gets a context
+//! inferred from its build files ([`infer`]).
+
+pub mod infer;
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -26,16 +29,22 @@ pub enum ManifestError {
         path: PathBuf,
         other: PathBuf,
     },
-    #[error("no manifest describes repository {repo}; known: {}", .known.join(", "))]
+    #[error(
+        "no manifest describes repository {repo}; {} (known: {})",
+        infer::what_to_write(repo),
+        .known.join(", ")
+    )]
     UnknownRepo { repo: String, known: Vec<String> },
     #[error(
-        "the manifest of {repo} has no version {version}; known: {}",
+        "the manifest of {repo} has no version {version}; known: {}{how}",
         .known.join(", ")
     )]
     UnknownVersion {
         repo: String,
         version: String,
         known: Vec<String>,
+        /// How a row that names no version gets one (` (…)`), or empty.
+        how: String,
     },
     #[error(
         "the context of {repo} {version} has no `{field}` (set it in the version or in [defaults])"
@@ -354,6 +363,8 @@ pub struct RepoManifest {
     pub path: PathBuf,
     /// The file as it was read: an archive keeps it with what was made from it.
     pub text: String,
+    /// Where it came from when no file gave it: inferred from the repository's build files.
+    pub inferred: Option<infer::Inferred>,
     defaults: Fields,
     versions: BTreeMap<String, Fields>,
 }
@@ -409,6 +420,10 @@ pub struct Context {
     pub services: Vec<Service>,
     /// What is not faithful to SWE-bench's own context (conda-only parts), if anything.
     pub notes: String,
+    /// No manifest named the repository: the context was inferred from its build files. Left
+    /// out of `env/spec.toml` when absent, so that other contexts' bundles keep their ids.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inferred: Option<infer::Inferred>,
 }
 
 /// Orders versions as numbers (`0.9` before `0.12`), text after.
@@ -472,6 +487,7 @@ impl RepoManifest {
                 repo: self.repo.clone(),
                 version: version.to_string(),
                 known: self.versions(),
+                how: self.how_rows_get_versions(),
             })?;
         let d = &self.defaults;
         let incomplete = |field| ManifestError::Incomplete {
@@ -514,7 +530,40 @@ impl RepoManifest {
             log_parser: self.parser_named(v.log_parser.as_deref().unwrap_or(&self.log_parser)),
             services: either(&v.services, &d.services).unwrap_or_default(),
             notes,
+            inferred: self.inferred.clone(),
         })
+    }
+
+    /// How a row that names no version gets one of these ([`RepoManifest::version_for_pull`]),
+    /// as ` (…)`; empty when no version names `pulls` (and the one version, if one, takes all).
+    fn how_rows_get_versions(&self) -> String {
+        let versions = self.versions();
+        let ranged: Vec<String> = versions
+            .iter()
+            .filter_map(|v| {
+                let [lo, hi] = self.versions[v].pulls?;
+                Some(format!("{v} pulls {lo}–{hi}"))
+            })
+            .collect();
+        let open: Vec<&String> = versions
+            .iter()
+            .filter(|v| self.versions[*v].pulls.is_none())
+            .collect();
+        let rest = match open.as_slice() {
+            [one] => format!(", {one} the rest"),
+            _ => String::new(),
+        };
+        match (ranged.is_empty(), open.len()) {
+            (true, 1) => format!(
+                " (a row that names no version gets {}: the manifest's only one)",
+                open[0]
+            ),
+            (true, _) => String::new(),
+            (false, _) => format!(
+                " (a row that names no version gets one by its pull-request number: {}{rest})",
+                ranged.join(", ")
+            ),
+        }
     }
 }
 
@@ -596,6 +645,7 @@ fn parse(path: &Path, text: &str) -> Result<RepoManifest, ManifestError> {
         version_rule: file.version_rule,
         path: path.to_path_buf(),
         text: text.to_string(),
+        inferred: None,
         defaults: file.defaults,
         versions: file.versions,
     };
@@ -709,11 +759,16 @@ impl Manifests {
     /// Gives each instance that names no version (Multi-SWE-bench's rows) the version its
     /// repository's manifest takes its pull request into ([`RepoManifest::version_for_pull`]).
     /// The pull request is the row's `number`, else the number that ends its id
-    /// (`org__repo-123`). Returns the ids left without one: no manifest, or none that takes
-    /// the pull request.
-    pub fn assign_versions(&self, instances: &mut [crate::dataset::Instance]) -> Vec<String> {
-        let mut left = Vec::new();
+    /// (`org__repo-123`). A row of a repository no manifest names gets [`infer::VERSION`]: its
+    /// context is inferred from the repository's build files when it is locked.
+    pub fn assign_versions(&self, instances: &mut [crate::dataset::Instance]) -> Assigned {
+        let mut out = Assigned::default();
         for inst in instances.iter_mut().filter(|i| i.version.is_empty()) {
+            if !self.by_repo.contains_key(&inst.repo) {
+                inst.version = infer::VERSION.to_string();
+                out.inferred.push(inst.instance_id.clone());
+                continue;
+            }
             let number = inst
                 .extra
                 .get("number")
@@ -726,11 +781,20 @@ impl Manifests {
                 .and_then(|(m, n)| m.version_for_pull(n));
             match version {
                 Some(v) => inst.version = v,
-                None => left.push(inst.instance_id.clone()),
+                None => out.left.push(inst.instance_id.clone()),
             }
         }
-        left
+        out
     }
+}
+
+/// What [`Manifests::assign_versions`] did with the rows that name no version, by id.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Assigned {
+    /// Of a repository whose manifest takes none of them into a version: left without one.
+    pub left: Vec<String>,
+    /// Of a repository no manifest names: given [`infer::VERSION`].
+    pub inferred: Vec<String>,
 }
 
 #[cfg(test)]
@@ -785,6 +849,28 @@ pulls = [1, 99]
         assert_eq!(r.version_for_pull(50).as_deref(), Some("old"));
         assert_eq!(r.version_for_pull(100).as_deref(), Some("new"));
         assert_eq!(r.context("new").unwrap().python, "");
+        // A version it does not have: the error says how rows without one get theirs.
+        let e = r.context("rust-latest").unwrap_err().to_string();
+        assert!(
+            e.contains("known: new, old")
+                && e.contains("by its pull-request number: old pulls 1–99, new the rest"),
+            "{e}"
+        );
+        // Rows of a repository no manifest names get `inferred`; the others, by number.
+        let row = |id: &str, repo: &str| {
+            let row = serde_json::json!({"instance_id": id, "repo": repo,
+                "base_commit": "a".repeat(40), "patch": "", "test_patch": "",
+                "problem_statement": ""});
+            crate::dataset::Instance::from_json(row.to_string().as_bytes()).unwrap()
+        };
+        let mut rows = vec![row("acme__gadgets-5", "acme/gadgets"), row("o__r-1", "o/r")];
+        let assigned = m.assign_versions(&mut rows);
+        assert_eq!(assigned.inferred, vec!["o__r-1"]);
+        assert!(assigned.left.is_empty());
+        assert_eq!(
+            (rows[0].version.as_str(), rows[1].version.as_str()),
+            ("old", "inferred")
+        );
     }
 
     #[test]
@@ -812,7 +898,10 @@ pulls = [1, 99]
         let m = Manifests::load_dir(dir.path()).unwrap();
         let e = m.context("acme/gadgets", "1.0").unwrap_err().to_string();
         assert!(
-            e.contains("acme/gadgets") && e.contains("known: acme/widgets"),
+            e.contains("acme/gadgets")
+                && e.contains("known: acme/widgets")
+                && e.contains("acme__gadgets.toml (manifests/README.md says how)")
+                && e.contains("--manifests DIR"),
             "{e}"
         );
         let e = m.context("acme/widgets", "1.0").unwrap_err().to_string();

@@ -268,7 +268,29 @@ fn pack_validated(
     options: &PackOptions,
     progress: &dyn Progress,
 ) -> Result<PackedBundle, PackError> {
-    let context = manifests.context(&instance.repo, &instance.version)?;
+    let lock_id: Option<Sha256Digest> = if v.lock_id.is_empty() {
+        None
+    } else {
+        Some(
+            v.lock_id
+                .parse()
+                .map_err(|_| PackError::BadLockId(v.lock_id.clone()))?,
+        )
+    };
+    // A repository no manifest names: the context its lock recorded as inferred.
+    let context = crate::context::resolve::locked(
+        ark,
+        manifests,
+        &instance.repo,
+        &instance.version,
+        lock_id.as_ref(),
+    )
+    .map_err(|e| PackError::Context {
+        repo: instance.repo.clone(),
+        version: instance.version.clone(),
+        why: e.to_string(),
+    })?
+    .context;
     let spec = toml::to_string(&context)
         .map_err(|e| PackError::Context {
             repo: instance.repo.clone(),
@@ -277,13 +299,7 @@ fn pack_validated(
         })?
         .into_bytes();
     let objects = ark.objects();
-    let lock = if v.lock_id.is_empty() {
-        None
-    } else {
-        let id: Sha256Digest = v
-            .lock_id
-            .parse()
-            .map_err(|_| PackError::BadLockId(v.lock_id.clone()))?;
+    let lock = if let Some(id) = lock_id {
         let member = crate::context::kind_of(&context)
             .map_err(|e| PackError::Context {
                 repo: instance.repo.clone(),
@@ -292,6 +308,8 @@ fn pack_validated(
             })?
             .lock_member();
         Some((member, objects.get(&id)?))
+    } else {
+        None
     };
     let get = |id: &Option<Sha256Digest>| id.as_ref().map(|id| objects.get(id)).transpose();
     let raw_pre = get(&v.log_pre)?;

@@ -61,7 +61,7 @@ enum SetupError {
         repo: String,
         version: String,
         #[source]
-        source: Box<crate::manifest::ManifestError>,
+        source: Box<crate::context::resolve::ResolveError>,
     },
     #[error("locking {repo} {version} failed: {source}")]
     Lock {
@@ -197,13 +197,13 @@ fn adopt_or_lock(
     repo: &str,
     version: &str,
 ) -> Result<(), SetupError> {
-    let context = job
-        .manifests
-        .context(repo, version)
-        .map_err(|source| SetupError::Context {
-            repo: repo.to_string(),
-            version: version.to_string(),
-            source: Box::new(source),
+    let context =
+        context::resolve::to_lock(ark, job.manifests, repo, version, None).map_err(|source| {
+            SetupError::Context {
+                repo: repo.to_string(),
+                version: version.to_string(),
+                source: Box::new(source),
+            }
         })?;
     let kind = context::kind_of(&context).map_err(|source| SetupError::Lock {
         repo: repo.to_string(),

@@ -242,11 +242,6 @@ pub fn validate(
         manifest: None,
     };
     let mut logs = Logs::default();
-    // The manifest's bytes, kept by `record` beside the results that name them.
-    let manifest_text = manifests
-        .repo(&instance.repo)
-        .ok()
-        .map(|m| m.text.clone().into_bytes());
     let work = crate::fsutil::work_dir(&ark.tmp_dir(), ".tmp-validate-")
         .map_err(|e| ValidateError::WorkDir(format!("{}: {e}", ark.tmp_dir().display())))?;
     let outcome = run_steps(
@@ -274,15 +269,17 @@ pub fn validate(
         results,
         log_pre: logs.pre,
         log_post: logs.post,
-        manifest: manifest_text,
+        manifest: logs.manifest,
     })
 }
 
-/// The logs a validation keeps: before the gold patch, and the first run after it.
+/// The logs a validation keeps: before the gold patch, and the first run after it; and the
+/// manifest's bytes, kept by `record` beside the results that name them.
 #[derive(Default)]
 struct Logs {
     pre: Option<Vec<u8>>,
     post: Option<Vec<u8>>,
+    manifest: Option<Vec<u8>>,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -295,15 +292,25 @@ fn run_steps(
     results: &mut Results,
     logs: &mut Logs,
 ) -> Result<(), Stop> {
-    let ctx: Context = manifests
-        .context(&instance.repo, &instance.version)
-        .map_err(|e| Stop(Reason::NoContext, e.to_string()))?;
-    if let Ok(m) = manifests.repo(&instance.repo) {
-        results.manifest = Some(ManifestUsed {
-            file: m.path.display().to_string(),
-            sha256: Sha256Digest::of(m.text.as_bytes()),
-        });
-    }
+    // A repository no manifest names runs the context its lock recorded as inferred.
+    let resolved = kinds::resolve::locked(
+        ark,
+        manifests,
+        &instance.repo,
+        &instance.version,
+        opts.lock.as_ref(),
+    )
+    .map_err(|e| match e {
+        kinds::resolve::ResolveError::NotLocked { .. } => Stop(Reason::NoLock, e.to_string()),
+        e => Stop(Reason::NoContext, e.to_string()),
+    })?;
+    let m = &resolved.manifest;
+    results.manifest = Some(ManifestUsed {
+        file: m.path.display().to_string(),
+        sha256: Sha256Digest::of(m.text.as_bytes()),
+    });
+    logs.manifest = Some(m.text.clone().into_bytes());
+    let ctx: Context = resolved.context;
     results.log_parser = harness::Instance::parser_of(instance, &ctx)?;
 
     // The codebase, from the mirror; the lock.

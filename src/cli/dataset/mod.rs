@@ -46,22 +46,35 @@ pub fn import(ctx: &Context, args: ImportArgs) -> anyhow::Result<ExitCode> {
         ctx.note(note.clone());
     }
     let mut instances: Vec<_> = read.instances.into_iter().map(|(_, i)| i).collect();
-    // Rows that name no version (Multi-SWE-bench's) take the one their manifest gives them.
-    let unversioned = ctx.manifests()?.assign_versions(&mut instances);
-    if !unversioned.is_empty() {
-        let mut by_repo: std::collections::BTreeMap<&str, usize> = Default::default();
-        for i in instances
-            .iter()
-            .filter(|i| unversioned.contains(&i.instance_id))
-        {
-            *by_repo.entry(i.repo.as_str()).or_default() += 1;
+    // Rows that name no version (Multi-SWE-bench's) take the one their manifest gives them,
+    // or `inferred` when no manifest names their repository.
+    let assigned = ctx.manifests()?.assign_versions(&mut instances);
+    let by_repo = |ids: &[String]| {
+        let mut n: std::collections::BTreeMap<&str, usize> = Default::default();
+        for i in instances.iter().filter(|i| ids.contains(&i.instance_id)) {
+            *n.entry(i.repo.as_str()).or_default() += 1;
         }
-        let repos: Vec<String> = by_repo.iter().map(|(r, n)| format!("{r} ({n})")).collect();
+        n.iter()
+            .map(|(r, n)| format!("{r} ({n})"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if !assigned.left.is_empty() {
         ctx.note(format!(
-            "{} instance(s) name no version and no manifest gives them one; they are kept, and \
-             `env lock` needs a manifest of their repository: {}",
-            unversioned.len(),
-            repos.join(", ")
+            "{} instance(s) name no version and their manifest's `pulls` take none of them; \
+             they are kept, and `env lock` needs a manifest version for them: {}",
+            assigned.left.len(),
+            by_repo(&assigned.left)
+        ));
+    }
+    if !assigned.inferred.is_empty() {
+        ctx.note(format!(
+            "{} instance(s) name no version and no manifest names their repository: they get \
+             version `{v}`, whose context `swe-ark env lock OWNER/NAME {v}` infers from the \
+             repository's build files: {}",
+            assigned.inferred.len(),
+            by_repo(&assigned.inferred),
+            v = crate::manifest::infer::VERSION
         ));
     }
     let mut groups: Vec<(dataset::DatasetDate, Vec<dataset::Instance>)> = Vec::new();

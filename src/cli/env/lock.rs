@@ -25,14 +25,20 @@ fn parse_when(s: &str) -> anyhow::Result<SystemTime> {
 
 pub(super) fn lock_cmd(ctx: &Context, a: LockArgs) -> anyhow::Result<ExitCode> {
     let manifests = ctx.manifests()?;
-    let context = manifests.context(&a.repo, &a.version)?;
     let exclude_newer = a.exclude_newer.as_deref().map(parse_when).transpose()?;
     let mut ark = Ark::create(&ctx.ark)?;
-    if !context.notes.is_empty() {
-        ctx.note(format!(
+    let context =
+        context::resolve::to_lock(&ark, &manifests, &a.repo, &a.version, a.commit.as_deref())?;
+    match &context.inferred {
+        Some(inferred) => {
+            ctx.note(format!("note: {}", inferred.note));
+            ctx.note(format!("note: {}", context.notes));
+        }
+        None if !context.notes.is_empty() => ctx.note(format!(
             "note: this context differs from SWE-bench's: {}",
             context.notes
-        ));
+        )),
+        None => {}
     }
     let opts = LockOptions {
         commit: a.commit,
@@ -67,7 +73,11 @@ pub(super) fn lock_cmd(ctx: &Context, a: LockArgs) -> anyhow::Result<ExitCode> {
         ctx.note(format!("note: {n}"));
     }
     if a.json {
-        out!("{}", serde_json::to_string_pretty(&report.details)?);
+        let mut details = report.details;
+        if let Some(inferred) = &context.inferred {
+            details["inferred"] = serde_json::to_value(inferred)?;
+        }
+        out!("{}", serde_json::to_string_pretty(&details)?);
     } else {
         ctx.note(report.sentence);
         out!("{}", report.id);

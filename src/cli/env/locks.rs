@@ -14,6 +14,13 @@ pub(super) fn ls(ctx: &Context, a: ListArgs) -> anyhow::Result<ExitCode> {
     let ark = Ark::open(&ctx.ark)?;
     let locks = ark.index().locks()?;
     let built = |id: &Sha256Digest| listing::is_built(&ark, id);
+    // What a lock records of a context inferred from the repository's build files.
+    let inferred = |id: &Sha256Digest| {
+        ark.objects()
+            .get(id)
+            .ok()
+            .and_then(|bytes| crate::context::resolve::inferred_in(&bytes).ok().flatten())
+    };
     if a.json {
         let rows: Vec<serde_json::Value> = locks
             .iter()
@@ -21,6 +28,7 @@ pub(super) fn ls(ctx: &Context, a: ListArgs) -> anyhow::Result<ExitCode> {
                 let mut v = serde_json::to_value(l).unwrap_or_default();
                 v["id"] = serde_json::json!(l.id.hex());
                 v["built"] = serde_json::json!(built(&l.id));
+                v["inferred_from"] = serde_json::json!(inferred(&l.id).map(|i| i.from));
                 v
             })
             .collect();
@@ -55,6 +63,17 @@ pub(super) fn ls(ctx: &Context, a: ListArgs) -> anyhow::Result<ExitCode> {
             if built(&l.id) { "yes" } else { "no" },
             human_time(l.created_at)
         );
+    }
+    for l in &locks {
+        if let Some(i) = inferred(&l.id) {
+            ctx.note(format!(
+                "{} ({} {}): {}",
+                l.id.short(),
+                l.repo,
+                l.version,
+                i.note
+            ));
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -36,9 +36,13 @@ pub enum EnvCommand {
 
 #[derive(Debug, clap::Args)]
 pub struct LockArgs {
-    /// OWNER/NAME, as in manifests/.
+    /// OWNER/NAME, as in manifests/. A repository no manifest names gets a context inferred
+    /// from its build files (Cargo.toml, package.json, CMakeLists.txt, configure.ac,
+    /// configure) at the commit locked, recorded in the lock as inferred.
     pub repo: String,
-    /// The release version, as SWE-bench writes it (e.g. 3.0).
+    /// The version, as the instances' rows name it (e.g. 3.0). A row that named none was
+    /// given one at import: the version whose `pulls` hold its pull-request number, the
+    /// manifest's only version, or `inferred` when no manifest names its repository.
     pub version: String,
     /// The environment setup commit (default: the one the archive's instances of this
     /// version name).

@@ -27,8 +27,9 @@ pub struct NativeBuilt {
 const RECORD: &str = "env.json";
 
 /// How this swe-ark lays an environment out beyond the packages' own files (1: libtool's data
-/// for `_lt_pkgdatadir`): one built otherwise is built again.
-const LAYOUT: u32 = 1;
+/// for `_lt_pkgdatadir`; 2: autom4te.cfg naming the prefix): one built otherwise is built
+/// again.
+const LAYOUT: u32 = 2;
 
 #[derive(serde::Serialize, serde::Deserialize)]
 struct Record {
@@ -85,6 +86,7 @@ pub fn build(
         files.insert(p.name.clone(), listing(&listed));
     }
     libtool_data(&prefix).map_err(|e| io(&prefix, e))?;
+    autom4te_cfg(&prefix).map_err(|e| io(&prefix, e))?;
     let record = serde_json::to_vec_pretty(&Record {
         files,
         layout: LAYOUT,
@@ -129,6 +131,22 @@ fn libtool_data(prefix: &Path) -> std::io::Result<()> {
         std::os::unix::fs::symlink(target, dir.join(name))?;
     }
     Ok(())
+}
+
+/// autom4te reads autoconf's own macros (m4sugar) from the include paths its configuration
+/// names, `/usr/share/autoconf` as Debian built it, which `AUTOM4TE_CFG` can replace only
+/// whole, and which aclocal's calls of autom4te need too: the prefix's copy names them where
+/// a run sees the prefix. A machine without autoconf of its own has none there.
+fn autom4te_cfg(prefix: &Path) -> std::io::Result<()> {
+    let cfg = prefix.join("usr/share/autoconf/autom4te.cfg");
+    let Ok(text) = std::fs::read_to_string(&cfg) else {
+        return Ok(());
+    };
+    let moved = text.replace(
+        "'/usr/share/autoconf'",
+        &format!("'{}/usr/share/autoconf'", layout::ENVIRONMENT),
+    );
+    std::fs::write(&cfg, moved)
 }
 
 /// `dpkg-deb ARGS DEB [DEST]` on `package`'s file: its output, or what it said when it
@@ -207,13 +225,20 @@ pub fn vars(root: &str) -> Vec<(String, String)> {
         ("ACLOCAL", format!("{root}/usr/bin/aclocal")),
         ("AUTOMAKE", format!("{root}/usr/bin/automake")),
         ("ACLOCAL_PATH", format!("{share}/aclocal")),
+        // automake's own macros, where aclocal looks only at the place it was built for.
+        ("ACLOCAL_AUTOMAKE_DIR", format!("{share}/aclocal-1.16")),
         ("LIBTOOLIZE", format!("{root}/usr/bin/libtoolize")),
         ("_lt_pkgdatadir", format!("{root}/{LIBTOOL_DATA}")),
         ("M4", format!("{root}/usr/bin/m4")),
     ];
     for (k, v) in autoconf {
+        // Debian's `aclocal` and `automake` are alternatives its maintainer scripts link,
+        // which an unpacked .deb lacks: the versioned program is the one.
+        let versioned = format!("{v}-1.16");
         if Path::new(&v).exists() {
             out.push((k.to_string(), v));
+        } else if matches!(k, "ACLOCAL" | "AUTOMAKE") && Path::new(&versioned).exists() {
+            out.push((k.to_string(), versioned));
         }
     }
     let perl: Vec<String> = ["autoconf", "automake-1.16"]
@@ -268,6 +293,27 @@ lrwxrwxrwx root/root   0 2022-11-30 12:00 ./usr/bin/cc -> gcc\n";
     }
 
     #[test]
+    fn aclocal_and_automake_are_their_versioned_programs_when_no_alternative_links_them() {
+        let t = tempfile::tempdir().unwrap();
+        let bin = t.path().join("usr/bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        for p in ["aclocal-1.16", "automake-1.16", "autoconf"] {
+            std::fs::write(bin.join(p), "#!/usr/bin/perl").unwrap();
+        }
+        let vars: BTreeMap<String, String> =
+            vars(&t.path().to_string_lossy()).into_iter().collect();
+        assert!(
+            vars["ACLOCAL"].ends_with("/usr/bin/aclocal-1.16"),
+            "{vars:?}"
+        );
+        assert!(
+            vars["AUTOMAKE"].ends_with("/usr/bin/automake-1.16"),
+            "{vars:?}"
+        );
+        assert!(vars["AUTOCONF"].ends_with("/usr/bin/autoconf"), "{vars:?}");
+    }
+
+    #[test]
     fn libtools_data_is_laid_out_for_lt_pkgdatadir_when_libtool_is_there() {
         let t = tempfile::tempdir().unwrap();
         let prefix = t.path();
@@ -282,6 +328,14 @@ lrwxrwxrwx root/root   0 2022-11-30 12:00 ./usr/bin/cc -> gcc\n";
         std::fs::write(prefix.join("usr/share/aclocal/libtool.m4"), "dnl").unwrap();
         libtool_data(prefix).unwrap();
         let data = prefix.join(LIBTOOL_DATA);
+        let cfg = prefix.join("usr/share/autoconf/autom4te.cfg");
+        std::fs::create_dir_all(cfg.parent().unwrap()).unwrap();
+        std::fs::write(&cfg, "args: --prepend-include '/usr/share/autoconf'\n").unwrap();
+        autom4te_cfg(prefix).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&cfg).unwrap(),
+            "args: --prepend-include '/env/usr/share/autoconf'\n"
+        );
         assert!(data.join("build-aux/ltmain.sh").is_file());
         assert!(data.join("m4/libtool.m4").is_file());
         assert!(data.join("libltdl/build-aux").is_dir());

@@ -29,6 +29,10 @@ pub struct NativeLock {
     pub requested: Vec<String>,
     /// The compiler the machine provides (not carried).
     pub compiler: Compiler,
+    /// No manifest named the repository: its context was inferred from its build files (which
+    /// file, at which commit, the manifest that gives it, what to write to change it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inferred: Option<crate::manifest::infer::Inferred>,
     /// Packages the dependencies named that the machine provides instead of the lock (the
     /// toolchain, Debian's essential and required set), with the version this machine had.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -117,6 +121,7 @@ mod tests {
                 gxx: "12.2.0".into(),
                 target: "x86_64-linux-gnu".into(),
             },
+            inferred: None,
             from_machine: vec!["libc6 2.36-9".into()],
             packages: vec![Deb {
                 name: "cmake".into(),

@@ -186,6 +186,7 @@ pub fn lock(
         source: source.name(),
         requested: ctx.debian.clone(),
         compiler,
+        inferred: ctx.inferred.clone(),
         from_machine: found.from_machine.iter().map(|n| installed(n)).collect(),
         packages,
         notes: notes.clone(),

@@ -34,6 +34,10 @@ pub struct NodeLock {
     /// How the context's instances group into it (docs/LANGUAGES.md, "Contexts").
     pub grouping: String,
     pub runtime: Runtime,
+    /// No manifest named the repository: its context was inferred from its build files (which
+    /// file, at which commit, the manifest that gives it, what to write to change it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inferred: Option<crate::manifest::infer::Inferred>,
     /// `package-lock.json` files swe-ark made.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub generated: Vec<GeneratedLock>,
@@ -348,6 +352,7 @@ mod tests {
                     npm: tarball.clone(),
                 }),
             },
+            inferred: None,
             generated: vec![
                 GeneratedLock {
                     commit: "a".repeat(40),

@@ -148,6 +148,7 @@ pub fn lock(
         registry: online.base.clone(),
         grouping: GROUPING.into(),
         runtime: found.identity.clone(),
+        inferred: ctx.inferred.clone(),
         generated,
         tarballs,
         notes: notes.clone(),
@@ -205,7 +206,7 @@ fn merge(wanted: &mut BTreeMap<String, LockedPackage>, p: LockedPackage) {
     }
 }
 
-/// The runtime: the registry's node (`ctx.node`, else the machine's node's version) and npm
+/// The runtime: the registry's node (`ctx.node`, else the machine's node's major release) and npm
 /// as of the cutoff, carried; or, with `--no-pack-runtime`, the machine's own.
 fn find_runtime(
     ctx: &Context,
@@ -219,7 +220,9 @@ fn find_runtime(
     let dest = work.join("runtime");
     if opts.pack_runtime {
         let spec = if ctx.node.is_empty() {
-            runtime::machine(opts.runtime.as_deref())?.2.node
+            // The machine's major line, as of the cutoff: its exact release is often newer.
+            let version = runtime::machine(opts.runtime.as_deref())?.2.node;
+            version.split('.').next().unwrap_or(&version).to_string()
         } else {
             ctx.node.clone()
         };

@@ -35,6 +35,10 @@ pub struct RustLock {
     /// How the context's instances group into it (docs/LANGUAGES.md, "Contexts").
     pub grouping: String,
     pub toolchain: Toolchain,
+    /// No manifest named the repository: its context was inferred from its build files (which
+    /// file, at which commit, the manifest that gives it, what to write to change it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inferred: Option<crate::manifest::infer::Inferred>,
     /// `Cargo.lock` files swe-ark made: for base commits that have none (resolved as of
     /// `exclude_newer`), and after patches that change what a build needs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -279,6 +283,12 @@ source = "git+https://github.com/o/x#abc"
                 files_sha256: "f".repeat(64),
                 packed: None,
             },
+            inferred: Some(crate::manifest::infer::Inferred {
+                from: "Cargo.toml".into(),
+                commit: "a".repeat(40),
+                note: "no manifest names o/r".into(),
+                manifest: "repo = \"o/r\"\n[versions.inferred]\n".into(),
+            }),
             generated: vec![],
             crates: vec![Crate {
                 name: "memchr".into(),

@@ -120,6 +120,7 @@ pub fn lock(
         index,
         grouping: GROUPING.into(),
         toolchain: identity,
+        inferred: ctx.inferred.clone(),
         generated,
         crates,
         notes: notes.clone(),
