@@ -10,8 +10,9 @@ the base image (the kind, node's major), the Debian packages its images install,
 of prepare.sh and fix-run.sh, whether it fills submodules, and its `parse_log`. A handler that
 picks its image by pull-request number is instantiated at each side of every number its module
 compares against, and each run of numbers that builds alike becomes a version with `pulls`; the
-handlers chosen by `number_interval` (`<repo>_<N>_to_<M>.py`) become versions with
-`pulls = [M, N]`. The parser is a runner parser where the method's code is one of those swe-ark
+handlers chosen by `number_interval` (`<repo>_<N>_to_<M>.py`) become versions that serve the
+rows naming that interval (`number_interval = "<repo>_<N>_to_<M>"`), as the harness serves only
+those with them. The parser is a runner parser where the method's code is one of those swe-ark
 has (the same code as the handler it was written from), else the handler's own method, carried
 as data (`[handler_parsers]`, src/logparse/handler.rs) and checked here to read sample logs as
 the harness's own method does. What cannot be translated is listed, with why, in
@@ -437,7 +438,7 @@ def main():
             except Exception as e:
                 untranslated.append((ikey, modpath(icls), f"instantiating the handler raised {type(e).__name__}: {e}"))
                 continue
-            versions.append((int(n_lo), int(n_hi), ictx, modpath(icls), icls.__name__, True))
+            versions.append((int(n_lo), int(n_hi), ictx, modpath(icls), icls.__name__, irepo))
         text, why = render(key, lang, versions, overrides.get(key, {}))
         if why:
             untranslated.append((key, where, why))
@@ -539,7 +540,10 @@ def render(key, lang, versions, over):
             test = " && ".join(pre + [test]) if pre else test
         fields["test_cmd"] = test
         fields["log_parser"] = ctx["parser"]
-        if interval or hi is not None:
+        if interval:
+            # Multi-SWE-bench serves only rows naming the interval with such a handler.
+            fields["number_interval"] = v[5]
+        elif hi is not None:
             fields["pulls"] = [lo, hi]
         fields.update(mine)
         name = version_name({**ctx, "node": fields.get("node") or ""}, lo, hi, interval)
@@ -578,7 +582,7 @@ def render(key, lang, versions, over):
         "[defaults]",
     ]
     order = ("node", "debian", "hidden_programs", "empty_submodules", "install", "test_cmd",
-             "pulls", "log_parser", "notes")
+             "pulls", "number_interval", "log_parser", "notes")
 
     def emit(d):
         for k in order:

@@ -138,7 +138,9 @@ fn rows_map_onto_swe_bench_fields_and_keep_the_rest() {
         let version = match row["repo"].as_str().unwrap() {
             "bytes" => "rust-latest",
             "fmt" => "gcc-latest",
-            "dayjs" | "darkreader" => "node-18",
+            "dayjs" => "node-18",
+            // Its handler builds pull requests up to 7241 in an image of their own.
+            "darkreader" => "node-18-pr-0-7241",
             "jq" => "ubuntu-22.04",
             other => panic!("no version expected for {other}"),
         };

@@ -35,9 +35,10 @@ pub struct ValidateArgs {
 /// How each command of an instance runs: validate's and replay's flags.
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
-    /// Seconds a test command may run before it is killed (with everything it started).
-    #[arg(long, default_value_t = 1800)]
-    pub timeout: u64,
+    /// Seconds a test command may run before it is killed (with everything it started);
+    /// default: the context's `timeout` where its manifest gives one, else 1800.
+    #[arg(long)]
+    pub timeout: Option<u64>,
     /// Let the tests reach the network (each instance's results or report record it).
     #[arg(long)]
     pub allow_network: bool,
@@ -57,7 +58,8 @@ pub struct RunArgs {
 impl RunArgs {
     pub fn options(&self) -> RunOptions {
         RunOptions {
-            timeout: Duration::from_secs(self.timeout),
+            timeout: Duration::from_secs(self.timeout.unwrap_or(1800)),
+            timeout_given: self.timeout.is_some(),
             allow_network: self.allow_network,
             memory_limit: None,
             keep_workdir: self.keep_workdir,

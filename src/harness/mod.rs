@@ -42,6 +42,9 @@ pub use instance::{
 pub struct RunOptions {
     /// Per command.
     pub timeout: Duration,
+    /// Whether the caller named `timeout` (`--timeout`): else a context's own `timeout`, where
+    /// its manifest gives one, replaces it.
+    pub timeout_given: bool,
     /// Let the tests reach the network (recorded in the results).
     pub allow_network: bool,
     pub memory_limit: Option<u64>,
@@ -60,6 +63,7 @@ impl Default for RunOptions {
     fn default() -> Self {
         RunOptions {
             timeout: Duration::from_secs(1800),
+            timeout_given: false,
             allow_network: false,
             memory_limit: None,
             keep_workdir: false,

@@ -122,6 +122,8 @@ pub(crate) struct Runner<'a> {
     work_tree: String,
     env: BTreeMap<String, String>,
     opts: &'a RunOptions,
+    /// Per command: the caller's, else the context's, else the default.
+    timeout: std::time::Duration,
     pub(crate) exit_codes: BTreeMap<String, i64>,
     pub(crate) timings: BTreeMap<String, f64>,
     pub(crate) network: &'static str,
@@ -203,6 +205,10 @@ impl<'a> Runner<'a> {
             work_tree: work_tree.to_string(),
             env,
             opts,
+            timeout: match ctx.timeout {
+                Some(secs) if !opts.timeout_given => std::time::Duration::from_secs(secs),
+                _ => opts.timeout,
+            },
             exit_codes: BTreeMap::new(),
             timings: BTreeMap::new(),
             network: "isolated",
@@ -321,7 +327,7 @@ impl<'a> Runner<'a> {
         let mut spec = Spec::new("bash", &self.work_tree, &log);
         spec.args = vec!["-c".into(), script.into()];
         spec.env = self.env.clone();
-        spec.timeout = Some(self.opts.timeout);
+        spec.timeout = Some(self.timeout);
         spec.network = if self.opts.allow_network {
             Network::Allowed
         } else {
@@ -351,10 +357,7 @@ impl<'a> Runner<'a> {
         if outcome.timed_out {
             return Err(Stop(
                 Reason::Timeout,
-                format!(
-                    "{step} did not finish within {} s",
-                    self.opts.timeout.as_secs()
-                ),
+                format!("{step} did not finish within {} s", self.timeout.as_secs()),
             ));
         }
         Ok((bytes, code == 0))
