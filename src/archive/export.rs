@@ -351,7 +351,7 @@ fn lock_objects(
     }
     if let Some(needs) = lock.needs_from_machine() {
         g.notes.insert(format!(
-            "lock {} carries no packed interpreter: the machine that replays it needs {needs}",
+            "lock {} carries no packed runtime (its interpreter, toolchain or node): the machine that replays it needs {needs}",
             lock_id.short(),
         ));
     }

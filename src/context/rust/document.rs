@@ -74,6 +74,10 @@ pub struct Toolchain {
 pub struct Packed {
     pub sha256: String,
     pub size: u64,
+    /// How the tar is compressed in its object: `zstd`, or empty for a plain tar (locks made
+    /// before toolchains were compressed).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub compression: String,
 }
 
 /// A `Cargo.lock` swe-ark made, kept as an object.

@@ -18,6 +18,10 @@ use super::document::{Packed, Toolchain};
 use crate::digest::{Sha256Digest, Sha256Hasher};
 use crate::store::ObjectStore;
 
+/// zstd's level for a packed toolchain: near the best ratio this size of input gets, in well
+/// under a minute for a 600 MB toolchain on one core.
+const TOOLCHAIN_LEVEL: i32 = 12;
+
 /// A toolchain on this machine: where its root is, what it is, and its files.
 #[derive(Debug, Clone)]
 pub struct Found {
@@ -240,7 +244,12 @@ pub fn pack(found: &Found, objects: &ObjectStore, tmp: &Path) -> Result<Packed, 
     let io = |e: std::io::Error| RustError::Toolchain(format!("packing the toolchain: {e}"));
     let staged = tempfile::NamedTempFile::new_in(tmp).map_err(io)?;
     {
-        let mut out = std::io::BufWriter::new(staged.as_file());
+        // Compressed like the archive's other big objects: a toolchain is most of a small
+        // release's size, and compresses to about a quarter. One thread and a fixed level: the
+        // same files make the same object, so its hash names it.
+        let mut out =
+            zstd::Encoder::new(std::io::BufWriter::new(staged.as_file()), TOOLCHAIN_LEVEL)
+                .map_err(io)?;
         let mut tar = tar::Builder::new(&mut out);
         tar.mode(tar::HeaderMode::Deterministic);
         for f in &found.files {
@@ -258,7 +267,7 @@ pub fn pack(found: &Found, objects: &ObjectStore, tmp: &Path) -> Result<Packed, 
         }
         tar.finish().map_err(io)?;
         drop(tar);
-        out.flush().map_err(io)?;
+        out.finish().map_err(io)?.flush().map_err(io)?;
     }
     let mut reader = std::fs::File::open(staged.path()).map_err(io)?;
     let (id, size) = objects
@@ -267,6 +276,7 @@ pub fn pack(found: &Found, objects: &ObjectStore, tmp: &Path) -> Result<Packed, 
     Ok(Packed {
         sha256: id.hex(),
         size,
+        compression: "zstd".into(),
     })
 }
 
@@ -312,6 +322,15 @@ pub fn unpack(
     let reader = objects
         .open(&id)
         .map_err(|e| RustError::Toolchain(format!("the packed toolchain: {e}")))?;
+    let reader: Box<dyn Read> = match packed.compression.as_str() {
+        "" => Box::new(reader),
+        "zstd" => Box::new(zstd::Decoder::new(reader).map_err(io)?),
+        other => {
+            return Err(RustError::Toolchain(format!(
+                "the packed toolchain is compressed with `{other}`, which this swe-ark cannot read"
+            )));
+        }
+    };
     let mut archive = tar::Archive::new(reader);
     archive.set_preserve_permissions(true);
     let mut files = Vec::new();
@@ -336,4 +355,74 @@ pub fn unpack(
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A toolchain's files, packed: compressed, the same object from the same files, and
+    /// unpacked to files that hash as the lock says.
+    #[test]
+    fn a_packed_toolchain_is_compressed_deterministic_and_unpacks_to_its_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("tc");
+        std::fs::create_dir_all(root.join("bin")).unwrap();
+        std::fs::create_dir_all(root.join("lib")).unwrap();
+        std::fs::write(root.join("bin/rustc"), "#!/bin/sh\necho rustc\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(
+            root.join("bin/rustc"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        // Repetitive, as libraries are: it must come out much smaller than it went in.
+        std::fs::write(root.join("lib/libstd.rlib"), "std ".repeat(100_000)).unwrap();
+        let files = vec!["bin/rustc".to_string(), "lib/libstd.rlib".to_string()];
+        let identity = Toolchain {
+            rustc: "1.0.0".into(),
+            commit_hash: "x".into(),
+            host: "x86_64-unknown-linux-gnu".into(),
+            cargo: "cargo 1.0.0".into(),
+            components: vec!["bin+lib".into()],
+            files_sha256: files_hash(&root, &files).unwrap().hex(),
+            packed: None,
+        };
+        let found = Found {
+            root: root.clone(),
+            identity: identity.clone(),
+            files,
+        };
+        let objects = ObjectStore::new(dir.path().join("objects"));
+        let tmp = dir.path().join("tmp");
+        std::fs::create_dir_all(&tmp).unwrap();
+        let a = pack(&found, &objects, &tmp).unwrap();
+        let b = pack(&found, &objects, &tmp).unwrap();
+        assert_eq!(a, b, "the same files, the same object");
+        assert_eq!(a.compression, "zstd");
+        assert!(
+            a.size < 40_000,
+            "400 kB of files packed into {} bytes",
+            a.size
+        );
+        let dest = dir.path().join("unpacked");
+        std::fs::create_dir_all(&dest).unwrap();
+        unpack(&a, &identity, &objects, &dest).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dest.join("bin/rustc")).unwrap(),
+            "#!/bin/sh\necho rustc\n"
+        );
+        let mode = std::fs::metadata(dest.join("bin/rustc"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o111, 0o111, "still executable");
+        // A compression this swe-ark does not know is named, not guessed at.
+        let odd = Packed {
+            compression: "xz".into(),
+            ..a.clone()
+        };
+        let e = unpack(&odd, &identity, &objects, &dir.path().join("odd")).unwrap_err();
+        assert!(e.to_string().contains("`xz`"), "{e}");
+    }
 }
