@@ -108,6 +108,14 @@ SAMPLE_LOGS = [
     # automake, TAP
     "PASS: tests/a.test\nFAIL: tests/b.test\nSKIP: tests/c.test\nXFAIL: tests/d.test\n"
     "TAP version 13\nok 1 - first\nnot ok 2 - second\nok 3 - third # SKIP no\n",
+    # mocha's JSON reporter, as `npm run test -- --reporter json` prints it
+    "\n> pkg@1.0.0 test\n> mocha --reporter json\n\n{\n  \"stats\": {\"suites\": 1, \"tests\": 3, "
+    "\"passes\": 1, \"pending\": 1, \"failures\": 1, \"start\": \"x\", \"end\": \"y\", "
+    "\"duration\": 5},\n  \"tests\": [],\n  \"pending\": [{\"title\": \"p\", \"fullTitle\": \"s p\", "
+    "\"currentRetry\": 0, \"err\": {}}],\n  \"failures\": [{\"title\": \"f\", \"fullTitle\": \"s f\", "
+    "\"currentRetry\": 0, \"duration\": 1, \"err\": {\"message\": \"no\"}}],\n  \"passes\": "
+    "[{\"title\": \"ok\", \"fullTitle\": \"s ok\", \"currentRetry\": 0, \"duration\": 1, "
+    "\"speed\": \"fast\", \"err\": {}}]\n}\n",
     # vitest
     " ✓ src/a.test.ts (3 tests) 5ms\n ❯ src/b.test.ts (2 tests | 1 failed) 7ms\n   × b > fails 3ms\n"
     "   ✓ b > works\n ↓ src/c.test.ts > skipped\n",
@@ -164,15 +172,24 @@ def apt_packages(texts):
     return pkgs
 
 
+# The major of Ubuntu's own `nodejs` package in each release an image may start from (`apt-get
+# install nodejs`): noble 18.19, jammy 12.22, focal 10.19; `ubuntu:latest` was noble when the
+# dataset's images were built (2025).
+UBUNTU_NODEJS = {"latest": "18", "24.04": "18", "22.04": "12", "20.04": "10"}
+
+
 def node_major(base, texts):
     m = re.match(r"node:(\d+)", base)
     if m:
         return m.group(1)
+    ubuntu = re.match(r"ubuntu:(\S+)", base)
     for t in texts:
         for pat in (r"setup_(\d+)\.x", r"nvm install v?(\d+)", r"\bn (\d+)\b", r"node-v(\d+)\."):
             m = re.search(pat, t)
             if m:
                 return m.group(1)
+    if ubuntu and ubuntu.group(1) in UBUNTU_NODEJS and "nodejs" in apt_packages(texts):
+        return UBUNTU_NODEJS[ubuntu.group(1)]
     return ""
 
 
@@ -257,6 +274,10 @@ def method_code(cls, module):
                     missing.append(f"names of multi_swe_bench it uses: {', '.join(sorted(extra))}")
                 continue
             top = modname.split(".")[0]
+            # src/logparse/handler.rs's driver gives `dataclass_json` (a shim of it).
+            if top == "dataclasses_json" and set(names) <= {"dataclass_json"}:
+                head.append(seg)
+                continue
             if top not in sys.stdlib_module_names:
                 missing.append(f"module `{modname}`, not in Python's standard library")
                 continue
@@ -565,7 +586,8 @@ def render(key, lang, versions, over):
             shared[k] = out_versions[0][1][k]
             for _, f in out_versions:
                 f.pop(k, None)
-    top_parser = out_versions[-1][1]["log_parser"]
+    # The file's parser is the default handler's (its versions come first).
+    top_parser = out_versions[0][1]["log_parser"]
     for _, f in out_versions:
         if f.get("log_parser") == top_parser:
             f.pop("log_parser")

@@ -8,7 +8,8 @@
 //!
 //! The code runs in the machine's `python3` (3.8 or newer), isolated (`-I`: no user site, no
 //! environment variables, no current directory on the path), reading the log from standard
-//! input. It is the dataset's own grading code, written into the manifest, never anything of
+//! input. Besides the standard library it may import `dataclasses_json`, whose
+//! `dataclass_json` the driver gives as far as handlers use it (dict to nested dataclasses). It is the dataset's own grading code, written into the manifest, never anything of
 //! a prediction: it runs outside the tests' sandbox, as the Rust parsers do, with only the
 //! standard library, and `TestResult` and `self.pr` given as the harness gives them.
 
@@ -62,6 +63,50 @@ class _PR:
         self.base = _Base(p.get("sha", ""))
         self.number_interval = ""
         self.tag = ""
+
+# dataclasses_json's `dataclass_json`, as far as handlers use it (express's mocha reports): the
+# decorator replaces the class's from_dict with one that builds nested dataclasses (and lists
+# and Optionals of them) from a dict by the fields' types, drops unknown keys, and fills a
+# missing field from its default; a required one missing raises TypeError, as it does there.
+import dataclasses, types, typing
+
+def _decode(tp, value):
+    if dataclasses.is_dataclass(tp) and isinstance(value, dict):
+        return tp.from_dict(value)
+    origin = typing.get_origin(tp)
+    if origin in (list, typing.List) and isinstance(value, list):
+        args = typing.get_args(tp)
+        return [_decode(args[0], v) for v in value] if args else value
+    if origin in (typing.Union, getattr(types, "UnionType", None)):
+        if value is None:
+            return None
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(args) == 1:
+            return _decode(args[0], value)
+    return value
+
+def _from_dict(cls, kvs, *, infer_missing=False):
+    kw = {}
+    for f in dataclasses.fields(cls):
+        if f.name in kvs:
+            kw[f.name] = _decode(f.type, kvs[f.name])
+        elif infer_missing and f.default is dataclasses.MISSING \
+                and f.default_factory is dataclasses.MISSING:
+            kw[f.name] = None
+    return cls(**kw)
+
+def dataclass_json(cls=None, **_):
+    def wrap(c):
+        c.from_dict = classmethod(_from_dict)
+        c.from_json = classmethod(lambda k, s, **kw: _from_dict(k, json.loads(s), **kw))
+        c.to_dict = lambda self, encode_json=False: dataclasses.asdict(self)
+        c.to_json = lambda self, **kw: json.dumps(dataclasses.asdict(self), **kw)
+        return c
+    return wrap if cls is None else wrap(cls)
+
+_shim = types.ModuleType("dataclasses_json")
+_shim.dataclass_json = dataclass_json
+sys.modules["dataclasses_json"] = _shim
 
 ns = {"__name__": "swe_ark_handler", "TestResult": TestResult, "Instance": Instance}
 exec(compile(req["code"], "<handler " + req["class"] + ">", "exec"), ns)
@@ -230,6 +275,56 @@ class Fd(Instance):
             err.contains("X") && err.contains("ValueError: no tests here"),
             "{err}"
         );
+    }
+
+    /// express's reading of mocha's JSON reporter, in small: `dataclass_json` builds the
+    /// nested dataclasses from a dict, and a report missing a required field raises.
+    const REPORT: &str = r#"
+import json
+from dataclasses import dataclass
+from typing import Optional
+from dataclasses_json import dataclass_json
+
+class R:
+    def parse_log(self, log):
+        @dataclass_json
+        @dataclass
+        class T:
+            fullTitle: str
+            duration: Optional[int] = None
+
+            @classmethod
+            def from_dict(cls, d):
+                return cls(**d)
+
+        @dataclass_json
+        @dataclass
+        class Info:
+            passes: list[T]
+            failures: list[T]
+
+            @classmethod
+            def from_dict(cls, d):
+                return cls(**d)
+
+        info = Info.from_dict(json.loads(log))
+        passed = {t.fullTitle for t in info.passes}
+        failed = {t.fullTitle for t in info.failures}
+        return TestResult(passed_count=len(passed), failed_count=len(failed), skipped_count=0,
+                          passed_tests=passed, failed_tests=failed, skipped_tests=set())
+"#;
+
+    #[test]
+    fn dataclass_json_builds_nested_dataclasses_as_handlers_use_it() {
+        let log = r#"{"passes": [{"fullTitle": "a b", "duration": 3, "speed": "fast"}],
+                      "failures": [{"fullTitle": "a c"}], "stats": {}}"#;
+        let map = parse("R", REPORT, log, "expressjs__express-1").unwrap();
+        assert_eq!(map["a b"], TestStatus::Passed);
+        assert_eq!(map["a c"], TestStatus::Failed);
+        let err = parse("R", REPORT, r#"{"passes": []}"#, "expressjs__express-1")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("TypeError"), "{err}");
     }
 
     #[test]
