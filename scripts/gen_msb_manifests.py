@@ -23,7 +23,7 @@ runtime the image's Ubuntu had) are data in scripts/msb_overrides.toml, written 
 version of the repository alike, and applied last.
 
 Usage:
-  python3 -m venv /tmp/msb-venv && /tmp/msb-venv/bin/pip install dataclasses-json==0.6.7 unidiff==0.7.5
+  python3 -m venv /tmp/msb-venv && /tmp/msb-venv/bin/pip install dataclasses-json==0.6.7 unidiff==1.0.1
   /tmp/msb-venv/bin/python scripts/gen_msb_manifests.py --harness-git GIT_DIR --out manifests [--check]
 
 GIT_DIR is a clone of github.com/multi-swe-bench/multi-swe-bench holding COMMIT (below).
@@ -202,30 +202,49 @@ def commands_after(lines, markers):
     return lines[last + 1:]
 
 
+RUSTUP_ENV = re.compile(r'(?:^|(?<=&&)|(?<=;))\s*(?:source|\.)\s+"?\S*\.cargo/env"?\s*(?:&&|;|$)')
 COMPOUND = re.compile(r"^(if|then|else|elif|fi|for|while|do|done|case|esac)\b|[{}]$")
 
 
+HEREDOC = re.compile(r"<<-?\s*['\"]?(\w+)['\"]?")
+
+
 def test_command(files, repo):
-    """fix-run.sh without what applies the patches (swe-ark applies them) or enters the
-    checkout: simple commands joined by `&&` under `set -e` (`;` without), else the script as
-    it is, `set -e` kept."""
+    """fix-run.sh without what applies the patches (swe-ark applies them), enters the checkout
+    or sources rustup's environment: simple commands joined by `&&` under `set -e` (`;`
+    without), else the script as it is, `set -e` kept and here-documents verbatim."""
     fix = files.get("fix-run.sh", "")
-    lines = [l for l in script_lines(fix) if not l.startswith("#!")]
-    strict = any(l.startswith("set -e") or l.startswith("set -eo") for l in lines)
-    keep, skipping = [], False
-    for l in lines:
-        if skipping:
-            skipping = not re.match(r"^fi\b", l)
+    raw = fix.replace("\\\n", " ").splitlines()
+    strict = any(l.strip().startswith("set -e") for l in raw)
+    keep, skipping, heredoc, compound = [], False, None, False
+    for line in raw:
+        t = line.strip()
+        if heredoc is not None:
+            keep.append(line.rstrip())
+            if t == heredoc:
+                heredoc = None
             continue
-        if re.match(r"^if\b.*\bapply\b", l):
+        if not t or t.startswith("#"):
+            continue
+        if skipping:
+            skipping = not re.match(r"^fi\b", t)
+            continue
+        if re.match(r"^if\b.*\bapply\b", t):
             skipping = True
             continue
-        if (l.startswith("set -") or re.match(r"^git (-C \S+ )?apply\b", l)
-                or re.match(r"^cd /home/", l) or "check_git_changes" in l
-                or re.match(r'^(source|\.) "?\$HOME/\.cargo/env"?$', l)):
+        # rustup's environment file: swe-ark's toolchain is on PATH already, and the image's
+        # home is not there.
+        if RUSTUP_ENV.search(t):
+            t = re.sub(r"\s*(&&|;)\s*$", "", RUSTUP_ENV.sub("", t)).strip()
+        if (not t or t.startswith("set -") or re.match(r"^git (-C \S+ )?apply\b", t)
+                or re.match(r"^cd /home/", t) or "check_git_changes" in t):
             continue
-        keep.append(l)
-    if any(COMPOUND.search(l) for l in keep):
+        m = HEREDOC.search(t)
+        if m:
+            heredoc = m.group(1)
+        compound = compound or bool(m) or bool(COMPOUND.search(t))
+        keep.append(t)
+    if compound:
         return "\n".join((["set -e"] if strict else []) + keep)
     return (" && " if strict else "; ").join(keep)
 
