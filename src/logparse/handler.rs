@@ -67,7 +67,7 @@ class _PR:
 # dataclasses_json's `dataclass_json`, as far as handlers use it (express's mocha reports): the
 # decorator replaces the class's from_dict with one that builds nested dataclasses (and lists
 # and Optionals of them) from a dict by the fields' types, drops unknown keys, and fills a
-# missing field from its default; a required one missing raises TypeError, as it does there.
+# missing field from its default; a required one missing raises KeyError, as it does there.
 import dataclasses, types, typing
 
 def _decode(tp, value):
@@ -90,8 +90,9 @@ def _from_dict(cls, kvs, *, infer_missing=False):
     for f in dataclasses.fields(cls):
         if f.name in kvs:
             kw[f.name] = _decode(f.type, kvs[f.name])
-        elif infer_missing and f.default is dataclasses.MISSING \
-                and f.default_factory is dataclasses.MISSING:
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            if not infer_missing:
+                raise KeyError(f.name)
             kw[f.name] = None
     return cls(**kw)
 
@@ -324,7 +325,7 @@ class R:
         let err = parse("R", REPORT, r#"{"passes": []}"#, "expressjs__express-1")
             .unwrap_err()
             .to_string();
-        assert!(err.contains("TypeError"), "{err}");
+        assert!(err.contains("KeyError: 'failures'"), "{err}");
     }
 
     #[test]
